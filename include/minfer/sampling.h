@@ -1,0 +1,29 @@
+// Sampling parameters of one request (the vLLM / OpenAI set).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace minfer {
+
+struct SamplingParams {
+  float temperature = 1.0f;         // 0 = greedy
+  int32_t top_k = 0;                // 0 = off
+  float top_p = 1.0f;               // 1 = off
+  float min_p = 0.0f;               // 0 = off
+  float repetition_penalty = 1.0f;  // 1 = off; >1 divides positive logits of seen tokens (CTRL/HF style)
+  float presence_penalty = 0.0f;    // OpenAI: minus this once for every token already generated
+  float frequency_penalty = 0.0f;   // OpenAI: minus this times the count of each generated token
+  std::optional<uint64_t> seed;     // same seed + same inputs = same tokens
+  int32_t max_tokens = 16;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop;    // stop strings
+  bool ignore_eos = false;
+
+  // Throws minfer::Error naming the field when a value is out of range.
+  void validate() const;
+};
+
+}  // namespace minfer

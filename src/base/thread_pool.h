@@ -1,0 +1,60 @@
+// A persistent fork-join pool: `run` executes one function on every thread (the caller is thread 0) and
+// returns when all are done. Kernels split their own work by thread index, so there is no task queue and
+// nothing is allocated per call.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace minfer {
+
+class ThreadPool {
+ public:
+  using Job = std::function<void(int thread_index, int num_threads)>;
+
+  // num_threads <= 0 means one per hardware thread.
+  explicit ThreadPool(int num_threads = 0);
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+  ~ThreadPool();
+
+  int size() const { return num_threads_; }
+
+  // Runs job(i, size()) for every i in [0, size()) concurrently; rethrows the first exception.
+  void run(const Job& job);
+
+  // Splits [0, n) into contiguous chunks (multiples of `grain` except the last), one per thread.
+  void parallel_for(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& body);
+
+ private:
+  void worker_loop(int index);
+  void run_guarded(int index);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  const Job* job_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::exception_ptr error_;
+  std::atomic<bool> has_error_{false};
+};
+
+// Splits n items into `parts` contiguous ranges aligned to `grain`; returns [begin, end) of range `part`.
+inline std::pair<size_t, size_t> split_range(size_t n, size_t grain, int part, int parts) {
+  const size_t units = (n + grain - 1) / grain;
+  const size_t per = units / static_cast<size_t>(parts);
+  const size_t extra = units % static_cast<size_t>(parts);
+  const size_t p = static_cast<size_t>(part);
+  const size_t begin_unit = p * per + (p < extra ? p : extra);
+  const size_t end_unit = begin_unit + per + (p < extra ? 1 : 0);
+  const size_t begin = begin_unit * grain < n ? begin_unit * grain : n;
+  const size_t end = end_unit * grain < n ? end_unit * grain : n;
+  return {begin, end};
+}
+
+}  // namespace minfer

@@ -1,0 +1,80 @@
+// The CPU kernels the graph executor calls. Each entry point dispatches at run time to the best variant the
+// CPU supports (AVX-512, AVX2+FMA, or the scalar reference in kernels/ref/). Activations are f32; weights
+// are f32, f16 or bf16 as stored; accumulation is always f32.
+//
+// Threading: kernels that take a ThreadPool split their work across it (GEMM by output columns, attention by
+// sequence x head); the others are called per row range by the executor or are cheap enough to run serially.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "tensor/tensor.h"
+
+namespace minfer::kernels {
+
+// Y[m, n] = sum_k X[m, k] * W[n, k] + (bias ? bias[n] : 0)
+// X: f32 [M, K] row-major; W: [N, K] f32/f16/bf16 row-major (a Linear layer's weight); bias: f32 [N] or null;
+// Y: f32 [M, N] row-major.
+void gemm(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y, ThreadPool& pool);
+
+// y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight[:]   (weight f32/f16/bf16 [dim])
+void rmsnorm(const float* x, const Tensor& weight, float eps, float* y, int64_t rows, int64_t dim);
+
+// Rotary position embedding in place on x [tokens, heads, head_dim]. Rotates the first 2*half_rot dims of each
+// head by angle position * inv_freq[i], i < half_rot (inv_freq precomputed by the model: theta and scaling).
+enum class RopeStyle : uint8_t {
+  kNeox,         // HF Llama/Qwen2 "rotate_half": pairs (i, i + rot_dim/2)
+  kInterleaved,  // Meta/llama2.c/GGUF-llama: pairs (2i, 2i + 1)
+};
+void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
+          const float* inv_freq, int64_t half_rot, RopeStyle style);
+
+// out[i] = silu(gate[i]) * up[i]
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+
+// out[i] = a[i] + b[i]
+void add(const float* a, const float* b, float* out, int64_t n);
+
+// In-place numerically stable softmax over each row of x [rows, cols].
+void softmax(float* x, int64_t rows, int64_t cols);
+
+// out[t, :] = table[ids[t], :] as f32 (table f32/f16/bf16 [vocab, dim]).
+void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);
+
+// ---- Paged KV cache and attention --------------------------------------------------------------------
+// One layer's cache: k and v pools of [num_pages, page_size, kv_heads, head_dim] f32. Token slot s lives in
+// page s / page_size at offset s % page_size.
+struct KvLayerView {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t page_size = 16;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+// Writes k, v [tokens, kv_heads, head_dim] into the cache at slot_mapping[t] (negative slot: skip).
+void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens);
+
+// The sequences of one batch, as flat arrays of length num_seqs. Sequence s owns queries
+// [q_start[s], q_start[s] + q_len[s]) of q; they sit at absolute positions
+// context_len[s] - q_len[s] ... context_len[s] - 1 and attend causally to cached tokens [0, position].
+// Its pages are block_tables[s * max_blocks_per_seq + j].
+struct AttentionBatch {
+  int64_t num_seqs = 0;
+  const int32_t* q_start = nullptr;
+  const int32_t* q_len = nullptr;
+  const int32_t* context_len = nullptr;
+  const int32_t* block_tables = nullptr;
+  int64_t max_blocks_per_seq = 0;
+};
+
+// out [tokens, heads, head_dim] = softmax(q k^T * scale) v over each sequence's pages; grouped-query
+// attention maps query head h to kv head h / (heads / kv_heads).
+void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
+                     float scale, ThreadPool& pool);
+
+// Which instruction set the dispatcher chose ("avx512", "avx2" or "scalar").
+const char* active_isa();
+
+}  // namespace minfer::kernels

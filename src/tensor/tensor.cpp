@@ -1,0 +1,73 @@
+#include "tensor/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "base/error.h"
+#include "base/half.h"
+
+namespace minfer {
+
+int64_t Tensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string Tensor::shape_string() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Tensor Tensor::allocate(DType dtype, std::vector<int64_t> shape) {
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  const size_t bytes = (t.nbytes() + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, bytes == 0 ? 64 : bytes);
+  t.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  t.data = p;
+  return t;
+}
+
+Tensor to_f32(const Tensor& t) {
+  Tensor out = Tensor::allocate(DType::F32, t.shape);
+  float* dst = out.mutable_as<float>();
+  const size_t n = static_cast<size_t>(t.numel());
+  switch (t.dtype) {
+    case DType::F32: std::memcpy(dst, t.data, n * 4); break;
+    case DType::F16:
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(t.as<uint16_t>()[i]);
+      break;
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(t.as<uint16_t>()[i]);
+      break;
+    default: fail("to_f32: unsupported dtype {}", dtype_name(t.dtype));
+  }
+  return out;
+}
+
+Tensor convert(const Tensor& t, DType dtype) {
+  Tensor src = t.dtype == DType::F32 ? t : to_f32(t);
+  if (dtype == DType::F32) return src.data == t.data ? to_f32(t) : src;
+  Tensor out = Tensor::allocate(dtype, t.shape);
+  const size_t n = static_cast<size_t>(t.numel());
+  uint16_t* dst = out.mutable_as<uint16_t>();
+  const float* s = src.as<float>();
+  switch (dtype) {
+    case DType::F16:
+      for (size_t i = 0; i < n; ++i) dst[i] = f32_to_f16(s[i]);
+      break;
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(s[i]);
+      break;
+    default: fail("convert: unsupported target dtype {}", dtype_name(dtype));
+  }
+  return out;
+}
+
+}  // namespace minfer

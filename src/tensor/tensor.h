@@ -1,0 +1,41 @@
+// A tensor: dtype, shape (row-major, contiguous) and a pointer to its data. The data is either borrowed
+// from a memory-mapped checkpoint (kept alive by `owner`) or owned by `owner` itself.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace minfer {
+
+struct Tensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  std::shared_ptr<const void> owner;  // keeps `data` alive (a MappedFile or an owned buffer)
+
+  int64_t numel() const;
+  size_t nbytes() const { return dtype_bytes(dtype, static_cast<size_t>(numel())); }
+  int64_t dim(int i) const { return shape.at(static_cast<size_t>(i < 0 ? i + static_cast<int>(shape.size()) : i)); }
+  int rank() const { return static_cast<int>(shape.size()); }
+  bool empty() const { return data == nullptr; }
+  template <typename T>
+  const T* as() const { return static_cast<const T*>(data); }
+  std::string shape_string() const;
+
+  // A new tensor that owns a zero-initialised (64-byte aligned) buffer of the given type and shape.
+  static Tensor allocate(DType dtype, std::vector<int64_t> shape);
+  // Mutable access to an owned buffer created by allocate().
+  template <typename T>
+  T* mutable_as() { return static_cast<T*>(const_cast<void*>(data)); }
+};
+
+// Converts any float tensor (f32/f16/bf16) to a new f32 tensor; used by references and tests.
+Tensor to_f32(const Tensor& t);
+// Converts an f32 tensor to f32, f16 or bf16 (round to nearest even).
+Tensor convert(const Tensor& t, DType dtype);
+
+}  // namespace minfer

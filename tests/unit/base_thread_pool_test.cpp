@@ -1,0 +1,58 @@
+#include "base/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <vector>
+
+namespace minfer {
+namespace {
+
+TEST(ThreadPool, RunsEveryIndexOnce) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::atomic<int>> hits(3);
+    pool.run([&](int i, int n) {
+      EXPECT_EQ(n, 3);
+      hits[static_cast<size_t>(i)]++;
+    });
+    for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  }
+}
+
+TEST(ThreadPool, ParallelForCoversRangeExactly) {
+  ThreadPool pool(2);
+  for (size_t n : {0ul, 1ul, 7ul, 64ul, 1001ul}) {
+    std::vector<std::atomic<int>> seen(n);
+    pool.parallel_for(n, 16, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) seen[i]++;
+    });
+    for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+  }
+}
+
+TEST(ThreadPool, PropagatesExceptions) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.run([](int i, int) {
+    if (i == 1) throw std::runtime_error("boom");
+  }),
+               std::runtime_error);
+  int ran = 0;
+  pool.run([&](int i, int) {
+    if (i == 0) ++ran;
+  });
+  EXPECT_EQ(ran, 1);
+}
+
+TEST(SplitRange, AlignedToGrain) {
+  auto [b0, e0] = split_range(100, 16, 0, 2);
+  auto [b1, e1] = split_range(100, 16, 1, 2);
+  EXPECT_EQ(b0, 0u);
+  EXPECT_EQ(e0 % 16, 0u);
+  EXPECT_EQ(e0, b1);
+  EXPECT_EQ(e1, 100u);
+}
+
+}  // namespace
+}  // namespace minfer

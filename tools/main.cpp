@@ -1,0 +1,24 @@
+// `minfer`: the command-line front end (generate, info, make-test-model, ...).
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"minfer: a CPU-first LLM inference engine"};
+  app.require_subcommand(1);
+  minfer::tools::add_generate_command(app);
+  minfer::tools::add_info_command(app);
+  minfer::tools::add_make_test_model_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  return 0;
+}
