@@ -9,10 +9,10 @@
 namespace minfer {
 
 struct SamplingParams {
-  float temperature = 1.0f;         // 0 = greedy
-  int32_t top_k = 0;                // 0 = off
+  float temperature = 1.0f;         // 0 = greedy (argmax, ties to the lowest id); below 1e-5 counts as 0
+  int32_t top_k = 0;                // 0 or -1 = off (vLLM uses -1)
   float top_p = 1.0f;               // 1 = off
-  float min_p = 0.0f;               // 0 = off
+  float min_p = 0.0f;               // 0 = off; drops tokens with prob < min_p * the largest prob
   float repetition_penalty = 1.0f;  // 1 = off; >1 divides positive logits of seen tokens (CTRL/HF style)
   float presence_penalty = 0.0f;    // OpenAI: minus this once for every token already generated
   float frequency_penalty = 0.0f;   // OpenAI: minus this times the count of each generated token
@@ -22,7 +22,9 @@ struct SamplingParams {
   std::vector<std::string> stop;    // stop strings
   bool ignore_eos = false;
 
-  // Throws minfer::Error naming the field when a value is out of range.
+  // Throws minfer::Error naming the field and its allowed range when a value is out of range:
+  // temperature >= 0, top_p in (0, 1], top_k >= -1, min_p in [0, 1], repetition_penalty > 0,
+  // presence_penalty and frequency_penalty in [-2, 2], max_tokens >= 1.
   void validate() const;
 };
 

@@ -1,5 +1,22 @@
 // Picks the next token from one row of logits under SamplingParams. Penalties look at the prompt
 // (repetition) and the generated tokens (repetition, presence, frequency).
+//
+// The order of operations (vLLM / HF semantics):
+//   1. repetition penalty over the distinct ids of prompt + generated (HF/CTRL: logit > 0 ? logit / p : logit * p),
+//   2. frequency and presence penalties over the generated ids only (OpenAI:
+//      logit -= frequency_penalty * count + presence_penalty * (count > 0)),
+//   3. temperature < kGreedyTemperature: greedy argmax, ties go to the lowest id (no filters, no RNG draw),
+//   4. logits / temperature,
+//   5. top-k (keep the k largest), then top-p (smallest prefix of the top-k survivors, sorted by probability,
+//      whose renormalised mass reaches top_p; always at least one), then min-p (drop tokens whose probability
+//      is below min_p times the largest probability; the ratio does not change under renormalisation, so this
+//      is a logit threshold max_logit + log(min_p)),
+//   6. draw from the renormalised distribution of the survivors with std::mt19937_64.
+// Ties in the candidate order break towards the lower id, so a given (logits, params, seed) is repeatable.
+//
+// Cost per call for a vocabulary V: penalties O(n log n) in the number of seen ids; no filters or min-p only:
+// O(V) (no sort); top-k: O(V) nth_element + O(k log k); top-p without top-k: O(V) plus a partial sort of a
+// prefix that doubles until it holds top_p of the mass (a full sort only for very flat distributions).
 #pragma once
 
 #include <cstdint>
@@ -13,17 +30,33 @@ namespace minfer {
 
 class Sampler {
  public:
+  // Temperatures below this are treated as greedy (as vLLM's _SAMPLING_EPS).
+  static constexpr float kGreedyTemperature = 1e-5f;
+
   // The RNG is seeded from params.seed, or from std::random_device when unset.
   explicit Sampler(const SamplingParams& params);
 
-  // logits: one row of vocab_size (modified in place by penalties and temperature).
+  // logits: one row of vocab_size (modified in place by penalties and temperature). Ids in prompt_ids and
+  // generated_ids must be in [0, vocab_size); throws minfer::Error otherwise.
   int32_t sample(std::span<float> logits, std::span<const int32_t> prompt_ids,
                  std::span<const int32_t> generated_ids);
 
+  // Step 1 and 2 above on their own (exposed for tests and for callers that want penalised logits).
+  void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_ids,
+                       std::span<const int32_t> generated_ids);
+
+  // Index of the largest value, the lowest index among equal maxima (NaN never wins).
+  static int32_t argmax(std::span<const float> logits);
+
  private:
+  // A uniform double in [0, 1) from 53 bits of the RNG (portable, unlike std::uniform_real_distribution).
+  double uniform();
+
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<int32_t> order_;  // scratch: candidate ids sorted by logit
+  std::vector<int32_t> order_;  // scratch: candidate ids, best first once sorted
+  std::vector<int32_t> seen_;   // scratch: sorted copies of seen ids for the penalties
+  std::vector<double> probs_;   // scratch: unnormalised probabilities of the candidates
 };
 
 }  // namespace minfer

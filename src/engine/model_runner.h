@@ -1,0 +1,49 @@
+// Runs the compiled model for one step of a batch: turns per-sequence chunks (tokens to compute, where they
+// start, the sequence's pages) into the flat arrays the graph executor takes, and returns the logits of the
+// chunks that sample.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "kv/kv_cache.h"
+#include "model/model_weights.h"
+
+namespace minfer {
+
+struct SequenceChunk {
+  std::span<const int32_t> tokens;       // the tokens to compute this step
+  int32_t start_position = 0;            // position of tokens[0] (= tokens already in the cache)
+  std::span<const int32_t> block_table;  // the sequence's pages, covering start_position + tokens.size()
+  bool sample = true;                    // return logits for the chunk's last token
+};
+
+class ModelRunner {
+ public:
+  // The weights must outlive the runner.
+  ModelRunner(const ModelWeights& weights, ThreadPool& pool);
+
+  // Logits [number of sampling chunks, vocab], in chunk order; valid until the next call.
+  std::span<const float> execute(std::span<const SequenceChunk> chunks, const KvCache& cache);
+
+  const ModelConfig& config() const { return config_; }
+  int64_t vocab_size() const { return executor_->output_width(); }
+  int64_t dispatches_per_step() const { return executor_->dispatches_per_step(); }
+  int64_t dispatches_total() const { return executor_->dispatches_total(); }
+  const graph::Graph& graph() const { return graph_; }
+
+ private:
+  ModelConfig config_;
+  graph::Graph graph_;
+  std::unique_ptr<graph::Executor> executor_;
+  // Flat step arrays, reused across steps.
+  std::vector<int32_t> tokens_, positions_, sample_rows_, q_start_, q_len_, context_len_, block_tables_;
+  std::vector<int64_t> slots_;
+};
+
+}  // namespace minfer

@@ -1,0 +1,61 @@
+// Runs a Graph for one step of a batch on the thread pool. Activation buffers are planned once from value
+// lifetimes (a value's buffer is reused after its last reader), so a step allocates nothing once the
+// buffers have grown to the largest batch seen. Every node run is one dispatch; the counts are kept.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "graph/graph.h"
+#include "kernels/kernels.h"
+
+namespace minfer::graph {
+
+// What one step computes: a flat batch of tokens from one or more sequences.
+struct StepInputs {
+  std::span<const int32_t> tokens;        // [T]
+  std::span<const int32_t> positions;     // [T] absolute position of each token in its sequence
+  std::span<const int64_t> slot_mapping;  // [T] KV-cache slot of each token
+  kernels::AttentionBatch attention;      // per-sequence query ranges, context lengths, block tables
+  std::span<const int32_t> sample_rows;   // indices into [0, T) of the rows whose logits are wanted
+};
+
+struct RopeTable {
+  std::vector<float> inv_freq;  // half_rot entries
+  kernels::RopeStyle style = kernels::RopeStyle::kNeox;
+};
+
+class Executor {
+ public:
+  Executor(const Graph& graph, ThreadPool& pool, RopeTable rope);
+
+  // Runs every node; returns the graph output ([sample_rows.size(), width] f32), valid until the next run;
+  // null when the step samples no rows.
+  // kv_layers[i] is layer i's cache.
+  const float* run(const StepInputs& step, std::span<const kernels::KvLayerView> kv_layers);
+
+  int64_t output_width() const { return graph_.value(graph_.output()).width; }
+  int64_t dispatches_last_step() const { return dispatches_last_step_; }
+  int64_t dispatches_total() const { return dispatches_total_; }
+  // Dispatches of one step per op kind, from the graph (equal to what run() counts).
+  int64_t dispatches_per_step() const { return static_cast<int64_t>(graph_.nodes().size()); }
+
+ private:
+  void plan_buffers();
+  float* buffer(ValueId id) { return slots_[static_cast<size_t>(slot_of_[static_cast<size_t>(id)])].data(); }
+  void run_node(const Node& node, const StepInputs& step, std::span<const kernels::KvLayerView> kv_layers,
+                int64_t tokens, int64_t sampled);
+
+  const Graph& graph_;
+  ThreadPool& pool_;
+  RopeTable rope_;
+  std::vector<int32_t> slot_of_;            // value -> buffer slot
+  std::vector<int64_t> slot_width_;         // widest value each slot holds
+  std::vector<std::vector<float>> slots_;   // grown to rows x width on demand
+  int64_t dispatches_last_step_ = 0;
+  int64_t dispatches_total_ = 0;
+};
+
+}  // namespace minfer::graph

@@ -1,0 +1,88 @@
+// The operator graph of a model: a list of nodes in execution order (already topological), each reading
+// values produced earlier and producing at most one new value. Values are 2-D f32 activations whose row
+// count is decided per step (all tokens of the batch, or only the rows that sample) and whose width is fixed.
+// Fusion passes rewrite the node list; the executor runs it and counts dispatches.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "tensor/tensor.h"
+
+namespace minfer::graph {
+
+using ValueId = int32_t;
+constexpr ValueId kNoValue = -1;
+
+enum class OpKind : uint8_t {
+  kEmbedding,     // out[t] = weight[token[t]]
+  kRmsNorm,       // out = rmsnorm(in0) * weight
+  kMatMul,        // out = in0 @ weight^T (+ bias)
+  kRope,          // out = rope(in0) at the step's positions (heads x head_dim layout)
+  kKvWrite,       // cache[layer] <- (in0 = k, in1 = v) at the step's slots; no output
+  kAttention,     // out = paged attention of in0 (q) over cache[layer]
+  kAdd,           // out = in0 + in1
+  kSiluMul,       // out = silu(in0) * in1
+  kGatherRows,    // out = the rows of in0 that sample (the last position of each sequence)
+};
+
+const char* op_name(OpKind kind);
+
+// Rows of a value: every token of the step, or one per sampled position.
+enum class RowSpace : uint8_t { kTokens, kSampled };
+
+struct Value {
+  std::string name;
+  int64_t width = 0;
+  RowSpace rows = RowSpace::kTokens;
+};
+
+struct Node {
+  OpKind kind = OpKind::kAdd;
+  std::vector<ValueId> inputs;
+  ValueId output = kNoValue;
+  const Tensor* weight = nullptr;  // MatMul, RmsNorm, Embedding
+  const Tensor* bias = nullptr;    // MatMul (optional)
+  // Attributes.
+  int32_t layer = -1;     // KvWrite, Attention
+  int64_t heads = 0;      // Rope, Attention: heads of the input
+  int64_t head_dim = 0;   // Rope, Attention
+  float eps = 0.0f;       // RmsNorm
+  float scale = 0.0f;     // Attention: 1/sqrt(head_dim)
+};
+
+class Graph {
+ public:
+  ValueId add_value(std::string name, int64_t width, RowSpace rows = RowSpace::kTokens);
+  // Appends a node; returns its output value (kNoValue when the op produces none).
+  ValueId add_node(Node node);
+  void set_output(ValueId logits) { output_ = logits; }
+  // Keeps a tensor the graph made (e.g. a bias converted to f32) alive as long as the graph; the pointer
+  // stays valid when the graph is moved.
+  const Tensor* add_constant(Tensor t) {
+    constants_.push_back(std::make_unique<Tensor>(std::move(t)));
+    return constants_.back().get();
+  }
+
+  const std::vector<Value>& values() const { return values_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  std::vector<Node>& mutable_nodes() { return nodes_; }
+  const Value& value(ValueId id) const { return values_.at(static_cast<size_t>(id)); }
+  ValueId output() const { return output_; }
+
+  // Checks every node's inputs exist and are produced before use, and widths agree. Throws Error.
+  void verify() const;
+  // One line per node, for debugging and `--report-ops`.
+  std::string to_string() const;
+
+ private:
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  ValueId output_ = kNoValue;
+  std::vector<std::unique_ptr<Tensor>> constants_;
+};
+
+}  // namespace minfer::graph

@@ -1,0 +1,42 @@
+#include "kv/kv_cache.h"
+
+#include "base/error.h"
+
+namespace minfer {
+
+KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
+  MINFER_CHECK(shape.num_pages >= 2 && shape.page_size > 0, "KV cache needs at least one usable page");
+  const int64_t per_layer = shape.num_pages * shape.page_size * shape.kv_heads * shape.head_dim;
+  storage_.assign(static_cast<size_t>(2 * shape.num_layers * per_layer), 0.0f);
+  for (int64_t l = 0; l < shape.num_layers; ++l) {
+    kernels::KvLayerView v;
+    v.k = storage_.data() + (2 * l) * per_layer;
+    v.v = storage_.data() + (2 * l + 1) * per_layer;
+    v.page_size = shape.page_size;
+    v.kv_heads = shape.kv_heads;
+    v.head_dim = shape.head_dim;
+    views_.push_back(v);
+  }
+}
+
+PageAllocator::PageAllocator(int64_t num_pages) : num_pages_(num_pages), in_use_(static_cast<size_t>(num_pages), false) {
+  // Lowest ids handed out first; page 0 is the null page.
+  for (int64_t p = num_pages - 1; p >= 1; --p) free_.push_back(static_cast<int32_t>(p));
+}
+
+int32_t PageAllocator::allocate() {
+  if (free_.empty()) return -1;
+  const int32_t p = free_.back();
+  free_.pop_back();
+  in_use_[static_cast<size_t>(p)] = true;
+  return p;
+}
+
+void PageAllocator::free(int32_t page) {
+  MINFER_CHECK(page >= 1 && page < num_pages_ && in_use_[static_cast<size_t>(page)], "freeing page {} not in use",
+               page);
+  in_use_[static_cast<size_t>(page)] = false;
+  free_.push_back(page);
+}
+
+}  // namespace minfer

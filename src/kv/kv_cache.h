@@ -1,0 +1,52 @@
+// The paged KV cache pool: for every layer, K and V arrays of [num_pages, page_size, kv_heads, head_dim] f32,
+// allocated once. Sequences address it through block tables of page ids; page 0 is a reserved null page
+// that is never handed out, so a zeroed block table entry can never alias a live page.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace minfer {
+
+struct KvCacheShape {
+  int64_t num_layers = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t page_size = 16;
+  int64_t num_pages = 0;  // including the null page
+
+  // Bytes one page takes across all layers (K and V).
+  int64_t bytes_per_page() const { return 2 * num_layers * page_size * kv_heads * head_dim * 4; }
+};
+
+class KvCache {
+ public:
+  explicit KvCache(const KvCacheShape& shape);
+  const KvCacheShape& shape() const { return shape_; }
+  const std::vector<kernels::KvLayerView>& layers() const { return views_; }
+
+ private:
+  KvCacheShape shape_;
+  std::vector<float> storage_;
+  std::vector<kernels::KvLayerView> views_;
+};
+
+// Hands out pages of the pool; a free list, O(1) allocate and free.
+class PageAllocator {
+ public:
+  explicit PageAllocator(int64_t num_pages);
+  // Returns a page id >= 1, or -1 when none is free.
+  int32_t allocate();
+  void free(int32_t page);
+  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
+  int64_t num_usable() const { return num_pages_ - 1; }
+
+ private:
+  int64_t num_pages_;
+  std::vector<int32_t> free_;
+  std::vector<bool> in_use_;
+};
+
+}  // namespace minfer

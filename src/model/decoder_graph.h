@@ -1,0 +1,20 @@
+// Builds the operator graph of a Llama-family decoder (Llama 2/3, Qwen2/2.5) from loaded weights.
+#pragma once
+
+#include "graph/executor.h"
+#include "graph/graph.h"
+#include "model/model_weights.h"
+
+namespace minfer {
+
+// Unfused graph, about 13 primitive ops per layer:
+//   rmsnorm, q/k/v matmul (+bias), rope q, rope k, kv_write, attention, o matmul, add,
+//   rmsnorm, gate matmul, up matmul, silu_mul, down matmul, add
+// then final rmsnorm on the sampled rows only and the lm_head matmul.
+// The weights must outlive the graph (nodes point at them).
+graph::Graph build_decoder_graph(const ModelWeights& weights);
+
+// The RoPE frequencies and pairing the graph's rope nodes use.
+graph::RopeTable rope_table(const ModelConfig& config);
+
+}  // namespace minfer
