@@ -5,8 +5,10 @@
 
 namespace minfer::tools {
 
+void add_bench_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_make_test_model_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
 
 }  // namespace minfer::tools

@@ -9,9 +9,11 @@
 int main(int argc, char** argv) {
   CLI::App app{"minfer: a CPU-first LLM inference engine"};
   app.require_subcommand(1);
+  minfer::tools::add_bench_command(app);
   minfer::tools::add_generate_command(app);
   minfer::tools::add_info_command(app);
   minfer::tools::add_make_test_model_command(app);
+  minfer::tools::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

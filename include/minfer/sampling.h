@@ -19,7 +19,7 @@ struct SamplingParams {
   std::optional<uint64_t> seed;     // same seed + same inputs = same tokens
   int32_t max_tokens = 16;
   std::vector<int32_t> stop_token_ids;
-  std::vector<std::string> stop;    // stop strings
+  std::vector<std::string> stop;  // stop strings
   bool ignore_eos = false;
 
   // Throws minfer::Error naming the field and its allowed range when a value is out of range:

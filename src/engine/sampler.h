@@ -15,8 +15,11 @@
 // Ties in the candidate order break towards the lower id, so a given (logits, params, seed) is repeatable.
 //
 // Cost per call for a vocabulary V: penalties O(n log n) in the number of seen ids; no filters or min-p only:
-// O(V) (no sort); top-k: O(V) nth_element + O(k log k); top-p without top-k: O(V) plus a partial sort of a
-// prefix that doubles until it holds top_p of the mass (a full sort only for very flat distributions).
+// O(V), no ranking at all; top-k: one O(V) pass keeping a buffer of at most 2k packed (logit, id) keys, then a
+// sort of the k survivors only if top-p follows; top-p alone: O(V) — a histogram of the mass over logit buckets
+// locates the cut, and only the tokens of the bucket (1/64 nat of logit) holding it are sorted; a full sort happens
+// only for a vocabulary whose logits all lie within 1/64 of each other.
+// Probabilities use a vectorised exp (Cephes polynomial, relative error < 1e-7) rather than glibc's scalar expf.
 #pragma once
 
 #include <cstdint>
@@ -38,8 +41,7 @@ class Sampler {
 
   // logits: one row of vocab_size (modified in place by penalties and temperature). Ids in prompt_ids and
   // generated_ids must be in [0, vocab_size); throws minfer::Error otherwise.
-  int32_t sample(std::span<float> logits, std::span<const int32_t> prompt_ids,
-                 std::span<const int32_t> generated_ids);
+  int32_t sample(std::span<float> logits, std::span<const int32_t> prompt_ids, std::span<const int32_t> generated_ids);
 
   // Step 1 and 2 above on their own (exposed for tests and for callers that want penalised logits).
   void apply_penalties(std::span<float> logits, std::span<const int32_t> prompt_ids,
@@ -51,12 +53,25 @@ class Sampler {
  private:
   // A uniform double in [0, 1) from 53 bits of the RNG (portable, unlike std::uniform_real_distribution).
   double uniform();
+  // Leaves the k best of logits in keys_ (in no particular order).
+  void select_top_k(std::span<const float> logits, size_t k);
+  // Cuts keys_ (the top-k survivors) to the top-p nucleus, sorting them best first.
+  void cut_top_p_sorted(std::span<const float> logits, float max_logit);
+  // Fills keys_ with the top-p nucleus of the whole vocabulary.
+  void cut_top_p_histogram(std::span<const float> logits, float max_logit);
+  // One draw: the index i where the running sum of weights first exceeds uniform() * their total.
+  size_t draw(std::span<const float> weights);
 
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<int32_t> order_;  // scratch: candidate ids, best first once sorted
-  std::vector<int32_t> seen_;   // scratch: sorted copies of seen ids for the penalties
-  std::vector<double> probs_;   // scratch: unnormalised probabilities of the candidates
+  // Scratch, reused across calls so a step allocates nothing once warm.
+  std::vector<uint64_t> keys_;           // candidates as (logit, id) keys, see make_key in sampler.cpp
+  std::vector<int32_t> seen_;            // sorted copies of seen ids for the penalties
+  std::vector<float> weights_;           // exp(logit - max) by id
+  std::vector<float> cand_weights_;      // weights of the final candidates, in keys_ order
+  std::vector<double> block_sums_;       // sums of weights per block of 1024, for the draw
+  std::vector<double> bucket_mass_;      // top-p histogram: mass per logit bucket
+  std::vector<uint64_t> boundary_keys_;  // top-p histogram: keys of the bucket holding the cut
 };
 
 }  // namespace minfer

@@ -9,12 +9,9 @@ namespace minfer {
 void SamplingParams::validate() const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
     fail("SamplingParams.temperature must be a finite value >= 0 (0 = greedy), got {}", temperature);
-  if (!(top_p > 0.0f && top_p <= 1.0f))
-    fail("SamplingParams.top_p must be in (0, 1] (1 = off), got {}", top_p);
-  if (top_k < -1)
-    fail("SamplingParams.top_k must be >= 0, or -1 (0 and -1 both mean off), got {}", top_k);
-  if (!(min_p >= 0.0f && min_p <= 1.0f))
-    fail("SamplingParams.min_p must be in [0, 1] (0 = off), got {}", min_p);
+  if (!(top_p > 0.0f && top_p <= 1.0f)) fail("SamplingParams.top_p must be in (0, 1] (1 = off), got {}", top_p);
+  if (top_k < -1) fail("SamplingParams.top_k must be >= 0, or -1 (0 and -1 both mean off), got {}", top_k);
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) fail("SamplingParams.min_p must be in [0, 1] (0 = off), got {}", min_p);
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty))
     fail("SamplingParams.repetition_penalty must be a finite value > 0 (1 = off), got {}", repetition_penalty);
   if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))

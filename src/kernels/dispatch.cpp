@@ -1,2 +1,124 @@
-// Placeholder translation unit; the kernels helper replaces this file with the dispatch table.
-namespace minfer::kernels {}
+// The per-ISA kernel tables, the one-time choice among them, and the public entry points of kernels.h.
+#include "kernels/dispatch.h"
+
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "kernels/leaf.h"
+#include "kernels/ref/ref_kernels.h"
+
+namespace minfer::kernels {
+namespace {
+
+// Adapts one leaf set to the signatures of kernels.h: argument checks here, threading in the drivers.
+template <const LeafKernels* L>
+struct Ops {
+  static void gemm(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
+                   ThreadPool& pool) {
+    run_gemm(L->gemm_cols, x, m, k, w, bias, y, pool);
+  }
+  static void rmsnorm(const float* x, const Tensor& weight, float eps, float* y, int64_t rows, int64_t dim) {
+    if (weight.numel() != dim) fail("rmsnorm: weight of shape {} for rows of {}", weight.shape_string(), dim);
+    L->rmsnorm(x, weight.data, weight.dtype, eps, y, rows, dim);
+  }
+  static void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
+                   const float* inv_freq, int64_t half_rot, RopeStyle style) {
+    if (half_rot < 0 || 2 * half_rot > head_dim) fail("rope: {} rotated pairs in a head of {}", half_rot, head_dim);
+    L->rope(x, positions, tokens, heads, head_dim, inv_freq, half_rot, style);
+  }
+  static void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out) {
+    if (table.rank() != 2) fail("embedding: table of shape {} is not 2-D", table.shape_string());
+    for (int64_t t = 0; t < n; ++t) {
+      if (ids[t] < 0 || ids[t] >= table.dim(0)) fail("embedding: token id {} outside vocab {}", ids[t], table.dim(0));
+    }
+    L->embedding(ids, n, table.data, table.dtype, table.dim(1), out);
+  }
+  static void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache,
+                              const AttentionBatch& batch, float scale, ThreadPool& pool) {
+    run_paged_attention(L->attention_span, q, out, heads, cache, batch, scale, pool);
+  }
+  static KernelTable table(Isa isa) {
+    // kv_write is a pair of memcpy per token: one implementation serves every ISA.
+    return KernelTable{.isa = isa,
+                       .name = L->name,
+                       .gemm = gemm,
+                       .rmsnorm = rmsnorm,
+                       .rope = rope,
+                       .silu_mul = L->silu_mul,
+                       .add = L->add,
+                       .softmax = L->softmax,
+                       .embedding = embedding,
+                       .kv_write = ref::kv_write,
+                       .paged_attention = paged_attention};
+  }
+};
+
+bool supported(Isa isa) {
+  const CpuFeatures& f = cpu_features();
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return f.has_avx2_fma();
+    // The AVX-512 files are also built with AVX2/FMA/F16C; they use no BF16/VNNI instructions, so AVX-512
+    // CPUs without those extensions (Skylake-X) qualify.
+    case Isa::kAvx512: return f.has_avx512() && f.has_avx2_fma();
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+const KernelTable* kernel_table(Isa isa) {
+  static const KernelTable tables[] = {
+      Ops<&kRefLeaves>::table(Isa::kScalar),
+      Ops<&kAvx2Leaves>::table(Isa::kAvx2),
+      Ops<&kAvx512Leaves>::table(Isa::kAvx512),
+  };
+  return supported(isa) ? &tables[static_cast<int>(isa)] : nullptr;
+}
+
+const KernelTable& active_kernels() {
+  static const KernelTable& chosen = []() -> const KernelTable& {
+    for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+      if (const KernelTable* t = kernel_table(isa)) return *t;
+    }
+    return *kernel_table(Isa::kScalar);
+  }();
+  return chosen;
+}
+
+void gemm(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y, ThreadPool& pool) {
+  active_kernels().gemm(x, m, k, w, bias, y, pool);
+}
+void rmsnorm(const float* x, const Tensor& weight, float eps, float* y, int64_t rows, int64_t dim) {
+  active_kernels().rmsnorm(x, weight, eps, y, rows, dim);
+}
+void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, const float* inv_freq,
+          int64_t half_rot, RopeStyle style) {
+  active_kernels().rope(x, positions, tokens, heads, head_dim, inv_freq, half_rot, style);
+}
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  active_kernels().silu_mul(gate, up, out, n);
+}
+void add(const float* a, const float* b, float* out, int64_t n) { active_kernels().add(a, b, out, n); }
+void softmax(float* x, int64_t rows, int64_t cols) { active_kernels().softmax(x, rows, cols); }
+void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out) {
+  active_kernels().embedding(ids, n, table, out);
+}
+void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens) {
+  active_kernels().kv_write(cache, k, v, slot_mapping, tokens);
+}
+void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
+                     float scale, ThreadPool& pool) {
+  active_kernels().paged_attention(q, out, heads, cache, batch, scale, pool);
+}
+const char* active_isa() { return active_kernels().name; }
+
+}  // namespace minfer::kernels

@@ -27,8 +27,8 @@ enum class RopeStyle : uint8_t {
   kNeox,         // HF Llama/Qwen2 "rotate_half": pairs (i, i + rot_dim/2)
   kInterleaved,  // Meta/llama2.c/GGUF-llama: pairs (2i, 2i + 1)
 };
-void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
-          const float* inv_freq, int64_t half_rot, RopeStyle style);
+void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, const float* inv_freq,
+          int64_t half_rot, RopeStyle style);
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

@@ -7,11 +7,15 @@ namespace minfer {
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   MINFER_CHECK(shape.num_pages >= 2 && shape.page_size > 0, "KV cache needs at least one usable page");
   const int64_t per_layer = shape.num_pages * shape.page_size * shape.kv_heads * shape.head_dim;
-  storage_.assign(static_cast<size_t>(2 * shape.num_layers * per_layer), 0.0f);
+  const size_t floats = static_cast<size_t>(2 * shape.num_layers * per_layer);
+  storage_.reset(static_cast<float*>(std::calloc(floats, sizeof(float))));
+  if (!storage_)
+    fail("cannot allocate the KV cache: {} MiB ({} pages); lower the KV budget or max_model_len",
+         floats * sizeof(float) >> 20, shape.num_pages);
   for (int64_t l = 0; l < shape.num_layers; ++l) {
     kernels::KvLayerView v;
-    v.k = storage_.data() + (2 * l) * per_layer;
-    v.v = storage_.data() + (2 * l + 1) * per_layer;
+    v.k = storage_.get() + (2 * l) * per_layer;
+    v.v = storage_.get() + (2 * l + 1) * per_layer;
     v.page_size = shape.page_size;
     v.kv_heads = shape.kv_heads;
     v.head_dim = shape.head_dim;
@@ -19,7 +23,8 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   }
 }
 
-PageAllocator::PageAllocator(int64_t num_pages) : num_pages_(num_pages), in_use_(static_cast<size_t>(num_pages), false) {
+PageAllocator::PageAllocator(int64_t num_pages)
+    : num_pages_(num_pages), in_use_(static_cast<size_t>(num_pages), false) {
   // Lowest ids handed out first; page 0 is the null page.
   for (int64_t p = num_pages - 1; p >= 1; --p) free_.push_back(static_cast<int32_t>(p));
 }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -28,8 +30,13 @@ class KvCache {
   const std::vector<kernels::KvLayerView>& layers() const { return views_; }
 
  private:
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
   KvCacheShape shape_;
-  std::vector<float> storage_;
+  // calloc: a large pool is mapped zero-filled by the OS and committed only as pages are first written, so
+  // a generous budget costs no start-up time and no memory until it is used.
+  std::unique_ptr<float[], FreeDeleter> storage_;
   std::vector<kernels::KvLayerView> views_;
 };
 

@@ -14,12 +14,16 @@ namespace minfer {
 enum class Architecture : uint8_t { kLlama, kQwen2 };
 
 struct RopeScaling {
-  // "none" or "llama3" (Llama 3.1/3.2 frequency-dependent scaling).
+  // "none", "linear" (every frequency divided by factor) or "llama3" (Llama 3.1/3.2 frequency-dependent scaling,
+  // as HF transformers' _compute_llama3_parameters).
   std::string type = "none";
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+  // GGUF's rope_freqs.weight (llama.cpp's converter bakes Llama 3 scaling into it): head_dim / 2 divisors applied to
+  // the inverse frequencies after `type`. Empty when absent.
+  std::vector<float> freq_factors;
 };
 
 struct ModelConfig {
@@ -42,9 +46,9 @@ struct ModelConfig {
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 
-  // Inverse frequencies for RoPE (head_dim / 2 of them), with rope_scaling applied.
+  // Inverse frequencies for RoPE (head_dim / 2 of them): theta^(-2i/head_dim), with rope_scaling applied.
   std::vector<float> rope_inv_freq() const;
-  // Throws Error naming the inconsistent field (e.g. heads not dividing hidden size).
+  // Throws LoadError(source, ...) naming the inconsistent field (e.g. kv heads not dividing heads).
   void validate(const std::string& source) const;
   std::string arch_name() const { return arch == Architecture::kLlama ? "llama" : "qwen2"; }
 };

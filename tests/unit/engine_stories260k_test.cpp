@@ -2,11 +2,11 @@
 // recorded as greedy_t0_n200.ids beside the real trained stories260K checkpoint.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <iterator>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "base/mapped_file.h"
 #include "engine/generator.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
@@ -17,8 +17,16 @@ namespace {
 const std::string kDir = std::string(MINFER_SHARED_DIR) + "/models/stories260K/";
 
 std::vector<int32_t> expected_ids() {
-  std::ifstream in(kDir + "greedy_t0_n200.ids");
-  return {std::istream_iterator<int32_t>(in), std::istream_iterator<int32_t>()};
+  // Whitespace-separated ids; parsed with strtol so no iostream is involved.
+  const std::string text = minfer::read_text_file(kDir + "greedy_t0_n200.ids");
+  std::vector<int32_t> ids;
+  const char* cursor = text.c_str();
+  char* end = nullptr;
+  for (long id = std::strtol(cursor, &end, 10); end != cursor; id = std::strtol(cursor, &end, 10)) {
+    ids.push_back(static_cast<int32_t>(id));
+    cursor = end;
+  }
+  return ids;
 }
 
 std::vector<int32_t> greedy(const std::string& path, int threads, int64_t page_size) {
@@ -67,8 +75,7 @@ TEST(Stories260K, PromptEncodesAndGeneratesText) {
   });
   text += decoder.flush();
   // The recorded greedy run from BOS starts with this prompt, so greedy after it continues the same story.
-  std::ifstream in(kDir + "expected_greedy_n200.txt");
-  const std::string expected((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string expected = minfer::read_text_file(kDir + "expected_greedy_n200.txt");
   ASSERT_GT(expected.size(), 40u);
   EXPECT_EQ(text.substr(0, 20), expected.substr(std::string("Once upon a time").size(), 20));
 }

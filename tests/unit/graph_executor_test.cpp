@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "base/error.h"
 #include "graph/graph.h"
 
 namespace minfer::graph {

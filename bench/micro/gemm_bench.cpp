@@ -1,0 +1,125 @@
+// GEMV / GEMM micro-benchmarks at the Qwen2.5-0.5B shapes, bf16 weights, per ISA and thread count.
+//
+// Decode (M = 1) streams every weight once per token, so its figure of merit is weight bytes per second,
+// compared against bandwidth_bench.cpp's read bandwidth. Weights are rotated through enough copies to exceed
+// the last-level cache (~256 MiB in all), as in a real forward pass where each layer's weights come from DRAM;
+// the "_hot" variant reuses one copy (cache-resident when it fits) to show the compute side.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "kernels/x86/x86_kernels.h"
+#include "tensor/tensor.h"
+
+namespace minfer::kernels {
+namespace {
+
+constexpr size_t kColdBytes = size_t{256} << 20;
+
+std::vector<Tensor> make_weights(int64_t n, int64_t k, DType dtype, bool cold) {
+  const size_t bytes = dtype_bytes(dtype, static_cast<size_t>(n * k));
+  const size_t copies = cold ? std::max<size_t>(1, kColdBytes / bytes) : 1;
+  std::vector<Tensor> ws;
+  for (size_t c = 0; c < copies; ++c) {
+    Tensor w = Tensor::allocate(dtype, {n, k});
+    auto* p = w.mutable_as<uint16_t>();
+    for (size_t i = 0; i < static_cast<size_t>(n * k); ++i) p[i] = static_cast<uint16_t>(0x3c00u + (i * 7 + c) % 97);
+    ws.push_back(std::move(w));
+  }
+  return ws;
+}
+
+void BM_Gemm(benchmark::State& state, Isa isa, int64_t m, int64_t n, int64_t k, bool cold) {
+  const KernelTable* table = kernel_table(isa);
+  if (!table) {
+    state.SkipWithError("ISA not supported on this CPU");
+    return;
+  }
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool pool(threads);
+  const std::vector<Tensor> ws = make_weights(n, k, DType::BF16, cold);
+  std::vector<float> x(static_cast<size_t>(m * k), 0.01f), bias(static_cast<size_t>(n), 0.5f);
+  std::vector<float> y(static_cast<size_t>(m * n));
+  size_t c = 0;
+  for (auto _ : state) {
+    table->gemm(x.data(), m, k, ws[c], bias.data(), y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+    c = c + 1 == ws.size() ? 0 : c + 1;
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(iters * static_cast<double>(ws[0].nbytes())));
+  state.counters["GFLOPS"] =
+      benchmark::Counter(iters * 2.0 * static_cast<double>(m * n * k) * 1e-9, benchmark::Counter::kIsRate);
+}
+
+// Decode GEMV shapes (K = hidden 896): gate/up, q/o, fused qkv, lm_head; and down (K = 4864).
+struct Shape {
+  const char* name;
+  int64_t n, k;
+};
+constexpr Shape kShapes[] = {
+    {"gate_up", 4864, 896}, {"q_o", 896, 896}, {"qkv", 1152, 896}, {"lm_head", 151936, 896}, {"down", 896, 4864}};
+
+// The two AVX-512 GEMM strategies single-threaded across M (bf16, N = 1024, K = 896): where the packed form
+// starts to pay (packed_min_rows in src/kernels/x86/gemm_avx512.cpp).
+void BM_Strategy(benchmark::State& state, bool packed) {
+  if (!kernel_table(Isa::kAvx512)) {
+    state.SkipWithError("needs AVX-512");
+    return;
+  }
+  const int64_t m = state.range(0), n = 1024, k = 896;
+  const std::vector<Tensor> ws = make_weights(n, k, DType::BF16, false);
+  std::vector<float> x(static_cast<size_t>(m * k), 0.01f), y(static_cast<size_t>(m * n));
+  const auto fn = packed ? avx512::gemm_cols_packed : avx512::gemm_cols_dot;
+  for (auto _ : state) {
+    fn(x.data(), m, k, ws[0].data, DType::BF16, n, nullptr, y.data(), 0, n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(m * n * k) * 1e-9,
+                         benchmark::Counter::kIsRate);
+}
+
+int register_all() {
+  for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+    const std::string isa_s = isa_name(isa);
+    for (const Shape& s : kShapes) {
+      benchmark::RegisterBenchmark(("gemv_bf16/" + isa_s + "/" + s.name).c_str(), BM_Gemm, isa, 1, s.n, s.k, true)
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->MinTime(0.2);
+    }
+    benchmark::RegisterBenchmark(("gemv_bf16_hot/" + isa_s + "/q_o").c_str(), BM_Gemm, isa, 1, 896, 896, false)
+        ->Arg(1)
+        ->UseRealTime()
+        ->MinTime(0.2);
+    benchmark::RegisterBenchmark(("gemm_bf16_m512/" + isa_s + "/gate_up").c_str(), BM_Gemm, isa, 512, 4864, 896, false)
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime()
+        ->MinTime(0.5);
+  }
+  for (bool packed : {false, true}) {
+    benchmark::RegisterBenchmark(packed ? "strategy/avx512_packed" : "strategy/avx512_dot", BM_Strategy, packed)
+        ->Arg(2)
+        ->Arg(4)
+        ->Arg(6)
+        ->Arg(8)
+        ->Arg(12)
+        ->Arg(16)
+        ->Arg(32)
+        ->Arg(128)
+        ->Arg(512)
+        ->MinTime(0.1);
+  }
+  return 0;
+}
+const int kRegistered = register_all();
+
+}  // namespace
+}  // namespace minfer::kernels

@@ -1,0 +1,113 @@
+// Micro-benchmarks of the non-GEMM kernels at Qwen2.5-0.5B shapes, per ISA: paged attention (decode over a
+// long context and a prefill chunk), RMSNorm, SiLU*mul, softmax over the vocabulary.
+#include <benchmark/benchmark.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "tensor/tensor.h"
+
+namespace minfer::kernels {
+namespace {
+
+constexpr int64_t kHeads = 14, kKvHeads = 2, kHeadDim = 64, kPage = 16, kHidden = 896;
+
+// Decode (q_len 1) or a prefill chunk (q_len = chunk) for `seqs` sequences with `ctx` tokens of context each.
+void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, int64_t q_len) {
+  const KernelTable* t = kernel_table(isa);
+  if (!t) return state.SkipWithError("ISA not supported on this CPU");
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  const int64_t pages_per_seq = (ctx + kPage - 1) / kPage;
+  const size_t row = kKvHeads * kHeadDim;
+  std::vector<float> kp(static_cast<size_t>(seqs * pages_per_seq * kPage) * row, 0.01f), vp = kp;
+  std::vector<int32_t> q_start, q_lens, ctx_lens, tables;
+  for (int64_t s = 0; s < seqs; ++s) {
+    q_start.push_back(static_cast<int32_t>(s * q_len));
+    q_lens.push_back(static_cast<int32_t>(q_len));
+    ctx_lens.push_back(static_cast<int32_t>(ctx));
+    for (int64_t p = 0; p < pages_per_seq; ++p) tables.push_back(static_cast<int32_t>(s * pages_per_seq + p));
+  }
+  std::vector<float> q(static_cast<size_t>(seqs * q_len * kHeads * kHeadDim), 0.1f), out(q.size());
+  const KvLayerView cache{kp.data(), vp.data(), kPage, kKvHeads, kHeadDim};
+  const AttentionBatch batch{seqs, q_start.data(), q_lens.data(), ctx_lens.data(), tables.data(), pages_per_seq};
+  for (auto _ : state) {
+    t->paged_attention(q.data(), out.data(), kHeads, cache, batch, 0.125f, pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  // K and V bytes each sequence reads (once per kv-head span; what bounds decode), and the flops (QK^T and PV,
+  // causal; what bounds prefill).
+  state.SetBytesProcessed(state.iterations() * seqs * ctx * static_cast<int64_t>(2 * row * sizeof(float)));
+  double flops = 0;
+  for (int64_t pos = ctx - q_len; pos < ctx; ++pos) flops += 4.0 * kHeads * kHeadDim * static_cast<double>(pos + 1);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * seqs * flops * 1e-9, benchmark::Counter::kIsRate);
+}
+
+void BM_Rmsnorm(benchmark::State& state, Isa isa) {
+  const KernelTable* t = kernel_table(isa);
+  if (!t) return state.SkipWithError("ISA not supported on this CPU");
+  const int64_t rows = state.range(0);
+  const Tensor w = Tensor::allocate(DType::BF16, {kHidden});
+  std::vector<float> x(static_cast<size_t>(rows * kHidden), 0.5f), y(x.size());
+  for (auto _ : state) {
+    t->rmsnorm(x.data(), w, 1e-6f, y.data(), rows, kHidden);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * rows);
+}
+
+void BM_SiluMul(benchmark::State& state, Isa isa) {
+  const KernelTable* t = kernel_table(isa);
+  if (!t) return state.SkipWithError("ISA not supported on this CPU");
+  const int64_t n = state.range(0);
+  std::vector<float> g(static_cast<size_t>(n), 0.3f), u(g.size(), 1.5f), o(g.size());
+  for (auto _ : state) {
+    t->silu_mul(g.data(), u.data(), o.data(), n);
+    benchmark::DoNotOptimize(o.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+void BM_Softmax(benchmark::State& state, Isa isa) {
+  const KernelTable* t = kernel_table(isa);
+  if (!t) return state.SkipWithError("ISA not supported on this CPU");
+  const int64_t n = state.range(0);
+  std::vector<float> src(static_cast<size_t>(n)), x(src.size());
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i % 1000) * 0.01f;
+  for (auto _ : state) {
+    x = src;
+    t->softmax(x.data(), 1, n);
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+int register_all() {
+  for (Isa isa : kAllIsas) {
+    const std::string s = isa_name(isa);
+    benchmark::RegisterBenchmark(("attention_decode/" + s + "/seqs1_ctx4096").c_str(), BM_Attention, isa, 1, 4096, 1)
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime()
+        ->MinTime(0.1);
+    benchmark::RegisterBenchmark(("attention_decode/" + s + "/seqs8_ctx1024").c_str(), BM_Attention, isa, 8, 1024, 1)
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime()
+        ->MinTime(0.1);
+    benchmark::RegisterBenchmark(("attention_prefill/" + s + "/chunk256_ctx512").c_str(), BM_Attention, isa, 1, 512,
+                                 256)
+        ->Arg(2)
+        ->UseRealTime()
+        ->MinTime(0.1);
+    benchmark::RegisterBenchmark(("rmsnorm_896/" + s).c_str(), BM_Rmsnorm, isa)->Arg(1)->Arg(256)->MinTime(0.05);
+    benchmark::RegisterBenchmark(("silu_mul/" + s).c_str(), BM_SiluMul, isa)->Arg(4864)->MinTime(0.05);
+    benchmark::RegisterBenchmark(("softmax/" + s).c_str(), BM_Softmax, isa)->Arg(151936)->MinTime(0.05);
+  }
+  return 0;
+}
+const int kRegistered = register_all();
+
+}  // namespace
+}  // namespace minfer::kernels

@@ -1,0 +1,160 @@
+// The engine API: many requests at once over one model, KV kept in pages, batches formed continuously.
+//
+//   minfer::EngineConfig config;
+//   config.model_path = "models/Qwen2.5-0.5B-Instruct";
+//   minfer::Engine engine(config);
+//   minfer::SamplingParams params;
+//   params.max_tokens = 64;
+//   auto id = engine.add_request("Hello", params);
+//   while (engine.has_unfinished())
+//     for (const minfer::RequestOutput& out : engine.step()) std::cout << out.text_delta;
+//
+// Engine is single-threaded: call it from one thread. AsyncEngine runs the step loop on its own thread and
+// streams each request's outputs to its caller; it is safe to use from many threads.
+//
+// Errors (a bad config, a budget that cannot hold one max_model_len sequence, a prompt longer than
+// max_model_len, out-of-range sampling parameters) are thrown as minfer::Error, a std::runtime_error whose
+// message says what to change.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "minfer/config.h"
+#include "minfer/outputs.h"
+#include "minfer/sampling.h"
+
+namespace minfer {
+
+class EngineCore;
+
+struct EngineStats {
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  // KV pool (pages of page_size tokens; the null page is not counted).
+  int64_t page_size = 0;
+  int64_t pages_total = 0;
+  int64_t pages_used = 0;    // referenced by a sequence
+  int64_t pages_free = 0;    // includes cached pages nobody references (evictable)
+  int64_t pages_cached = 0;  // in the prefix cache, referenced or not
+  int64_t kv_pool_bytes = 0;
+  // Tokens whose KV is held / token slots of the pages in use (shared pages counted once).
+  double kv_utilisation = 0.0;
+  // Prefix cache, over admitted requests: prompt tokens looked up and found.
+  int64_t prefix_queried_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  double prefix_cache_hit_rate = 0.0;
+  int64_t num_preemptions = 0;
+  int64_t prompt_tokens = 0;     // of added requests
+  int64_t generated_tokens = 0;  // sampled so far
+  int64_t computed_tokens = 0;   // run through the model (prefill chunks, recomputes and decodes)
+  int64_t num_steps = 0;
+  int64_t max_num_running = 0;  // the most sequences held at once so far
+  int64_t requests_finished = 0;
+  int64_t max_model_len = 0;
+};
+
+class Engine {
+ public:
+  // Loads the model and tokenizer and allocates the KV pool. Throws minfer::Error.
+  explicit Engine(const EngineConfig& config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request; returns its id. Text is encoded with the model's tokenizer (BOS as the tokenizer's
+  // config says). Throws when the prompt is empty or has max_model_len tokens or more, or params are
+  // out of range.
+  RequestId add_request(std::string_view prompt, const SamplingParams& params);
+  RequestId add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
+
+  // Runs one scheduling step and returns an output for every request that produced a token, finished or
+  // was aborted.
+  std::vector<RequestOutput> step();
+
+  // Ends a request (its pages are freed now; its final output, finish_reason abort, comes from the next
+  // step()). False when the id is unknown or already finished.
+  bool abort(RequestId id);
+  bool has_unfinished() const;
+
+  // Blocking convenience: runs the prompts together until all finish; results in prompt order. Outputs of
+  // requests added before with add_request are kept for the next step().
+  std::vector<CompletionOutput> generate(const std::vector<std::string>& prompts, const SamplingParams& params);
+  std::vector<CompletionOutput> generate(const std::vector<std::vector<int32_t>>& prompts,
+                                         const SamplingParams& params);
+
+  EngineStats stats() const;
+  const EngineConfig& config() const;  // as resolved (max_model_len and the KV budget filled in)
+  std::vector<int32_t> encode(std::string_view text) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  EngineCore& core() { return *core_; }  // the internals, for tests and tools
+
+ private:
+  std::vector<CompletionOutput> run_to_completion(std::vector<RequestId> ids);
+
+  std::unique_ptr<EngineCore> core_;
+  std::deque<RequestOutput> stashed_;  // outputs of other requests seen while generate() ran
+};
+
+// A request's stream of outputs, filled by the engine thread. next() blocks until an output arrives and
+// returns nullopt after the finished one has been taken.
+class RequestStream {
+ public:
+  explicit RequestStream(RequestId id) : id_(id) {}
+  RequestId id() const { return id_; }
+  std::optional<RequestOutput> next();
+  // Non-blocking: the outputs that are ready now.
+  std::vector<RequestOutput> drain();
+  bool finished() const;
+
+  void push(RequestOutput output);  // called by the engine thread
+
+ private:
+  RequestId id_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> queue_;
+  bool closed_ = false;  // the finished output has been pushed
+};
+
+class AsyncEngine {
+ public:
+  explicit AsyncEngine(const EngineConfig& config);
+  ~AsyncEngine();  // shutdown(/*drain=*/false)
+  AsyncEngine(const AsyncEngine&) = delete;
+  AsyncEngine& operator=(const AsyncEngine&) = delete;
+
+  // Thread-safe. The prompt is validated on the caller's thread (throws like Engine::add_request, and
+  // minfer::Error after shutdown). Outputs go to the returned stream, or to on_output on the engine thread
+  // (the callback must not block for long; it must not call back into the engine except abort()).
+  std::shared_ptr<RequestStream> add_request(std::string_view prompt, const SamplingParams& params);
+  std::shared_ptr<RequestStream> add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
+  RequestId add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+                        std::function<void(const RequestOutput&)> on_output);
+
+  // Thread-safe; the request's last output (finish_reason abort) follows on its stream.
+  void abort(RequestId id);
+
+  // Stops accepting requests. drain = true: runs until every request has finished; false: aborts them.
+  // Joins the engine thread. Idempotent.
+  void shutdown(bool drain = true);
+
+  EngineStats stats() const;  // a snapshot taken after the last step
+  const EngineConfig& config() const;
+  std::vector<int32_t> encode(std::string_view text) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace minfer

@@ -1,0 +1,49 @@
+// What the engine reports for a request: a RequestOutput each step the request produced something
+// (streaming), and a CompletionOutput per prompt from the blocking generate().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace minfer {
+
+using RequestId = uint64_t;
+
+// Why a request finished (vLLM / OpenAI finish_reason).
+enum class FinishReason : uint8_t {
+  kNone,    // still running
+  kLength,  // max_tokens reached, or the context (max_model_len) is full
+  kStop,    // EOS, a stop token id, or a stop string
+  kAbort,   // aborted by the caller, or the engine failed (error is set)
+};
+
+const char* finish_reason_name(FinishReason reason);  // "length", "stop", "abort" ("" for kNone)
+
+struct RequestOutput {
+  RequestId id = 0;
+  std::vector<int32_t> new_token_ids;  // tokens generated since the previous output of this request
+  std::string text_delta;              // text that became final since the previous output (see below)
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string stop_reason;  // the stop string that matched, if one did
+  std::string error;        // set when the engine failed the request
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;  // generated so far, including new_token_ids
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache at admission
+};
+// Text: detokenized incrementally with special tokens skipped. Text that could be the start of a stop
+// string is held back until it cannot be; a matched stop string is not part of the text, and no text is
+// ever sent twice. EOS and stop token ids appear in the token ids but not in the text.
+
+struct CompletionOutput {
+  RequestId id = 0;
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<int32_t> token_ids;
+  std::string text;
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string stop_reason;
+  int64_t cached_tokens = 0;
+};
+
+}  // namespace minfer

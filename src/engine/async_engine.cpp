@@ -1,0 +1,186 @@
+// AsyncEngine: the step loop on its own thread. Callers hand requests and aborts to an inbox under a mutex
+// (so adding never waits for a step to finish); the loop takes them between steps and pushes each
+// output to its request's sink (a RequestStream or a callback) without holding the lock.
+#include <spdlog/spdlog.h>
+
+#include <thread>
+#include <unordered_map>
+
+#include "base/error.h"
+#include "engine/engine_core.h"
+#include "minfer/engine.h"
+
+namespace minfer {
+
+using Sink = std::function<void(const RequestOutput&)>;
+
+struct AsyncEngine::Impl {
+  explicit Impl(const EngineConfig& config) : core(config) { snapshot = core.stats(); }
+
+  struct NewRequest {
+    RequestId id;
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+    Sink sink;
+  };
+
+  // make_sink builds the request's sink once its id is known, before it can produce output.
+  RequestId submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                   const std::function<Sink(RequestId)>& make_sink) {
+    core.validate_request(prompt, params);
+    const RequestId id = core.next_id();
+    Sink sink = make_sink(id);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!accepting) fail("the engine is shut down{}", failed.empty() ? "" : ": " + failed);
+      inbox.push_back({id, std::move(prompt), params, std::move(sink)});
+    }
+    cv.notify_one();
+    return id;
+  }
+
+  std::vector<int32_t> encode(std::string_view text) const {
+    // Tokenizers may keep caches; encode one prompt at a time.
+    std::lock_guard<std::mutex> lock(encode_mu);
+    return core.encode(text);
+  }
+
+  void deliver(std::vector<RequestOutput>& outputs) {
+    for (RequestOutput& o : outputs) {
+      auto it = sinks.find(o.id);
+      if (it == sinks.end()) continue;
+      try {
+        it->second(o);
+      } catch (const std::exception& e) {
+        spdlog::error("output callback of request {} threw: {}", o.id, e.what());
+      }
+      if (o.finished) sinks.erase(it);
+    }
+  }
+
+  void loop() {
+    for (;;) {
+      std::vector<NewRequest> adds;
+      std::vector<RequestId> cancels;
+      bool stop_now = false, drain_now = true;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return stop || !inbox.empty() || !aborts.empty() || core.has_unfinished(); });
+        adds.swap(inbox);
+        cancels.swap(aborts);
+        stop_now = stop;
+        drain_now = drain;
+      }
+      std::vector<RequestOutput> outputs;
+      for (NewRequest& r : adds) {
+        sinks[r.id] = std::move(r.sink);
+        try {
+          core.add_request(r.id, std::move(r.prompt), r.params);
+        } catch (const std::exception& e) {
+          RequestOutput o;
+          o.id = r.id;
+          o.finished = true;
+          o.finish_reason = FinishReason::kAbort;
+          o.error = e.what();
+          outputs.push_back(std::move(o));
+        }
+      }
+      for (RequestId id : cancels) core.abort(id);
+      if (stop_now && !drain_now) {
+        std::vector<RequestOutput> rest = core.abort_all();
+        outputs.insert(outputs.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+      } else if (core.has_unfinished()) {
+        try {
+          std::vector<RequestOutput> now = core.step();
+          outputs.insert(outputs.end(), std::make_move_iterator(now.begin()), std::make_move_iterator(now.end()));
+        } catch (const std::exception& e) {
+          // A failed step leaves the sequences in an unknown state: end them all and refuse new work.
+          spdlog::error("engine step failed: {}", e.what());
+          std::vector<RequestOutput> rest = core.abort_all(e.what());
+          outputs.insert(outputs.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
+          std::lock_guard<std::mutex> lock(mu);
+          failed = e.what();
+          accepting = false;
+        }
+      }
+      deliver(outputs);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        snapshot = core.stats();
+        if (stop_now && inbox.empty() && aborts.empty() && !core.has_unfinished()) break;
+      }
+    }
+    // Anything left (only requests added after an abort-shutdown began) ends as aborted.
+    std::vector<RequestOutput> rest = core.abort_all();
+    deliver(rest);
+  }
+
+  EngineCore core;
+  std::thread thread;
+  mutable std::mutex mu;
+  mutable std::mutex encode_mu;
+  std::condition_variable cv;
+  std::vector<NewRequest> inbox;
+  std::vector<RequestId> aborts;
+  bool accepting = true;
+  bool stop = false;
+  bool drain = true;
+  std::string failed;
+  EngineStats snapshot;
+  std::unordered_map<RequestId, Sink> sinks;  // loop thread only
+};
+
+AsyncEngine::AsyncEngine(const EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+AsyncEngine::~AsyncEngine() { shutdown(/*drain=*/false); }
+
+std::shared_ptr<RequestStream> AsyncEngine::add_request(std::string_view prompt, const SamplingParams& params) {
+  return add_request(impl_->encode(prompt), params);
+}
+
+std::shared_ptr<RequestStream> AsyncEngine::add_request(std::vector<int32_t> prompt_token_ids,
+                                                        const SamplingParams& params) {
+  std::shared_ptr<RequestStream> stream;
+  impl_->submit(std::move(prompt_token_ids), params, [&stream](RequestId id) {
+    stream = std::make_shared<RequestStream>(id);
+    return [stream](const RequestOutput& o) { stream->push(o); };
+  });
+  return stream;
+}
+
+RequestId AsyncEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+                                   std::function<void(const RequestOutput&)> on_output) {
+  return impl_->submit(std::move(prompt_token_ids), params, [&on_output](RequestId) { return std::move(on_output); });
+}
+
+void AsyncEngine::abort(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->aborts.push_back(id);
+  }
+  impl_->cv.notify_one();
+}
+
+void AsyncEngine::shutdown(bool drain) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->accepting = false;
+    if (!impl_->stop) impl_->drain = drain;
+    impl_->stop = true;
+  }
+  impl_->cv.notify_one();
+  if (impl_->thread.joinable() && impl_->thread.get_id() != std::this_thread::get_id()) impl_->thread.join();
+}
+
+EngineStats AsyncEngine::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->snapshot;
+}
+
+const EngineConfig& AsyncEngine::config() const { return impl_->core.config(); }
+
+std::vector<int32_t> AsyncEngine::encode(std::string_view text) const { return impl_->encode(text); }
+
+}  // namespace minfer

@@ -1,0 +1,122 @@
+// The public, single-threaded Engine: a thin layer over EngineCore that assigns ids and offers the
+// blocking generate().
+#include "minfer/engine.h"
+
+#include <unordered_map>
+
+#include "base/error.h"
+#include "engine/engine_core.h"
+
+namespace minfer {
+
+Engine::Engine(const EngineConfig& config) : core_(std::make_unique<EngineCore>(config)) {}
+Engine::~Engine() = default;
+
+RequestId Engine::add_request(std::string_view prompt, const SamplingParams& params) {
+  return add_request(core_->encode(prompt), params);
+}
+
+RequestId Engine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
+  core_->validate_request(prompt_token_ids, params);
+  const RequestId id = core_->next_id();
+  core_->add_request(id, std::move(prompt_token_ids), params);
+  return id;
+}
+
+std::vector<RequestOutput> Engine::step() {
+  std::vector<RequestOutput> out(std::make_move_iterator(stashed_.begin()), std::make_move_iterator(stashed_.end()));
+  stashed_.clear();
+  std::vector<RequestOutput> now = core_->step();
+  out.insert(out.end(), std::make_move_iterator(now.begin()), std::make_move_iterator(now.end()));
+  return out;
+}
+
+bool Engine::abort(RequestId id) { return core_->abort(id); }
+
+bool Engine::has_unfinished() const { return core_->has_unfinished(); }
+
+std::vector<CompletionOutput> Engine::generate(const std::vector<std::string>& prompts, const SamplingParams& params) {
+  std::vector<std::vector<int32_t>> ids;
+  ids.reserve(prompts.size());
+  for (const std::string& p : prompts) ids.push_back(core_->encode(p));
+  return generate(ids, params);
+}
+
+std::vector<CompletionOutput> Engine::generate(const std::vector<std::vector<int32_t>>& prompts,
+                                               const SamplingParams& params) {
+  // Validate everything before queueing anything, so a bad prompt leaves the engine untouched.
+  for (const auto& p : prompts) core_->validate_request(p, params);
+  std::vector<RequestId> ids;
+  for (const auto& p : prompts) ids.push_back(add_request(p, params));
+  return run_to_completion(std::move(ids));
+}
+
+std::vector<CompletionOutput> Engine::run_to_completion(std::vector<RequestId> ids) {
+  std::unordered_map<RequestId, size_t> index;
+  std::vector<CompletionOutput> results(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    index[ids[i]] = i;
+    results[i].id = ids[i];
+  }
+  size_t remaining = ids.size();
+  while (remaining > 0) {
+    MINFER_CHECK(core_->has_unfinished(), "generate: {} requests vanished", remaining);
+    for (RequestOutput& o : core_->step()) {
+      auto it = index.find(o.id);
+      if (it == index.end()) {
+        stashed_.push_back(std::move(o));
+        continue;
+      }
+      CompletionOutput& r = results[it->second];
+      r.token_ids.insert(r.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      r.text += o.text_delta;
+      r.cached_tokens = o.cached_tokens;
+      if (o.finished) {
+        r.finish_reason = o.finish_reason;
+        r.stop_reason = o.stop_reason;
+        --remaining;
+      }
+    }
+  }
+  return results;
+}
+
+EngineStats Engine::stats() const { return core_->stats(); }
+const EngineConfig& Engine::config() const { return core_->config(); }
+std::vector<int32_t> Engine::encode(std::string_view text) const { return core_->encode(text); }
+std::string Engine::decode(const std::vector<int32_t>& ids) const { return core_->decode(ids); }
+
+// ---- RequestStream ----------------------------------------------------------------------------------
+
+void RequestStream::push(RequestOutput output) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = output.finished;
+    queue_.push_back(std::move(output));
+  }
+  cv_.notify_all();
+}
+
+std::optional<RequestOutput> RequestStream::next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !queue_.empty() || closed_; });
+  if (queue_.empty()) return std::nullopt;
+  RequestOutput o = std::move(queue_.front());
+  queue_.pop_front();
+  return o;
+}
+
+std::vector<RequestOutput> RequestStream::drain() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RequestOutput> out(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+  queue_.clear();
+  return out;
+}
+
+bool RequestStream::finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_ && queue_.empty();
+}
+
+}  // namespace minfer

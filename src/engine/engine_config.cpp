@@ -1,0 +1,34 @@
+#include <bit>
+#include <cmath>
+
+#include "base/error.h"
+#include "minfer/config.h"
+#include "minfer/outputs.h"
+
+namespace minfer {
+
+void EngineConfig::validate() const {
+  if (model_path.empty()) fail("EngineConfig.model_path is empty: give a model directory or file");
+  if (page_size < 8 || page_size > 256 || !std::has_single_bit(static_cast<uint64_t>(page_size)))
+    fail("EngineConfig.page_size must be a power of two in [8, 256], got {}", page_size);
+  if (kv_cache_memory < 0) fail("EngineConfig.kv_cache_memory must be >= 0 bytes (0 = a fraction of free memory)");
+  if (!(kv_cache_memory_fraction > 0.0 && kv_cache_memory_fraction <= 1.0))
+    fail("EngineConfig.kv_cache_memory_fraction must be in (0, 1], got {}", kv_cache_memory_fraction);
+  if (max_model_len < 0) fail("EngineConfig.max_model_len must be >= 0 (0 = the model's), got {}", max_model_len);
+  if (max_num_seqs < 1) fail("EngineConfig.max_num_seqs must be >= 1, got {}", max_num_seqs);
+  if (max_num_batched_tokens < 1)
+    fail("EngineConfig.max_num_batched_tokens must be >= 1, got {}", max_num_batched_tokens);
+  if (num_threads < 0) fail("EngineConfig.num_threads must be >= 0 (0 = all cores), got {}", num_threads);
+}
+
+const char* finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength: return "length";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone: break;
+  }
+  return "";
+}
+
+}  // namespace minfer

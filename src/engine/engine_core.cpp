@@ -1,0 +1,277 @@
+#include "engine/engine_core.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/error.h"
+#include "kv/kv_budget.h"
+#include "model/model_tokenizer.h"
+
+namespace minfer {
+namespace {
+
+int64_t resolve_max_model_len(const EngineConfig& c, const ModelConfig& m) {
+  if (c.max_model_len == 0) return std::min<int64_t>(m.max_position_embeddings, 8192);
+  if (c.max_model_len > m.max_position_embeddings)
+    fail("max_model_len {} exceeds the model's context ({} positions, max_position_embeddings); lower it",
+         c.max_model_len, m.max_position_embeddings);
+  return c.max_model_len;
+}
+
+// Activations of the largest step, held beside the pool (a rough upper bound of the executor's buffers).
+int64_t activation_bytes(const EngineConfig& c, const ModelConfig& m) {
+  const int64_t per_token = 6 * m.hidden_size + 3 * m.intermediate_size + 2 * m.num_heads * m.head_dim;
+  return 4 * (c.max_num_batched_tokens * per_token + 2 * c.max_num_seqs * m.vocab_size);
+}
+
+}  // namespace
+
+EngineCore::EngineCore(const EngineConfig& config)
+    : config_(config), weights_((config.validate(), load_model(config.model_path))), pool_(config.num_threads) {
+  try {
+    tokenizer_ = load_tokenizer(weights_);
+  } catch (const Error& e) {
+    spdlog::warn("no tokenizer ({}); only token-id prompts can be served", e.what());
+  }
+  eos_ids_ = eos_token_ids(weights_, tokenizer_.get());
+  const ModelConfig& m = weights_.config;
+  config_.max_model_len = resolve_max_model_len(config_, m);
+  config_.num_threads = pool_.size();
+
+  const bool contiguous = config_.kv_layout == KvLayout::kContiguous;
+  if (contiguous && config_.enable_prefix_caching) {
+    spdlog::info("prefix caching is off in the contiguous KV layout");
+    config_.enable_prefix_caching = false;
+  }
+  KvPoolRequest req;
+  req.shape.num_layers = m.num_layers;
+  req.shape.kv_heads = m.num_kv_heads;
+  req.shape.head_dim = m.head_dim;
+  req.shape.page_size = config_.page_size;
+  req.max_model_len = config_.max_model_len;
+  const int64_t pages_per_seq = (config_.max_model_len + config_.page_size - 1) / config_.page_size;
+  req.max_useful_pages = config_.max_num_seqs * pages_per_seq;
+  if (config_.kv_cache_memory > 0) {
+    req.budget_bytes = config_.kv_cache_memory;
+    req.budget_source = "kv_cache_memory";
+  } else {
+    const int64_t avail = available_memory_bytes();
+    req.budget_bytes = static_cast<int64_t>(static_cast<double>(avail) * config_.kv_cache_memory_fraction) -
+                       activation_bytes(config_, m);
+    req.budget_source =
+        fmt::format("{:.0f}% of {} MiB available, less {} MiB for activations", 100 * config_.kv_cache_memory_fraction,
+                    avail >> 20, activation_bytes(config_, m) >> 20);
+  }
+  const KvPoolPlan plan = plan_kv_pool(req);
+  config_.kv_cache_memory = plan.bytes;
+  KvCacheShape shape = req.shape;
+  shape.num_pages = plan.num_pages;
+  cache_ = std::make_unique<KvCache>(shape);
+  runner_ = std::make_unique<ModelRunner>(weights_, pool_);
+
+  BlockManagerOptions bo;
+  bo.num_pages = plan.num_pages;
+  bo.page_size = config_.page_size;
+  bo.enable_prefix_caching = config_.enable_prefix_caching;
+  bo.reserve_pages_per_seq = contiguous ? pages_per_seq : 0;
+  blocks_ = std::make_unique<BlockManager>(bo);
+
+  SchedulerOptions so;
+  so.max_num_seqs = config_.max_num_seqs;
+  so.max_num_batched_tokens = config_.max_num_batched_tokens;
+  so.continuous = config_.enable_continuous_batching;
+  so.watermark_pages = contiguous ? 0 : std::max<int64_t>(1, (plan.num_pages - 1) / 100);
+  scheduler_ = std::make_unique<Scheduler>(so, *blocks_);
+  spdlog::info(
+      "KV pool: {} pages of {} tokens ({} tokens, {} MiB, {} full-length sequences of {}), {} layout, "
+      "prefix caching {}, {} batching",
+      plan.num_pages - 1, config_.page_size, (plan.num_pages - 1) * config_.page_size, plan.bytes >> 20,
+      (plan.num_pages - 1) / pages_per_seq, config_.max_model_len, contiguous ? "contiguous" : "paged",
+      config_.enable_prefix_caching ? "on" : "off", config_.enable_continuous_batching ? "continuous" : "static");
+}
+
+EngineCore::~EngineCore() = default;
+
+std::vector<int32_t> EngineCore::encode(std::string_view text) const {
+  if (!tokenizer_) fail("this model has no tokenizer: give the prompt as token ids");
+  return tokenizer_->encode(text);
+}
+
+std::string EngineCore::decode(const std::vector<int32_t>& ids) const {
+  if (!tokenizer_) fail("this model has no tokenizer");
+  return tokenizer_->decode(ids, /*skip_special=*/true);
+}
+
+void EngineCore::validate_request(std::span<const int32_t> prompt, const SamplingParams& params) const {
+  params.validate();
+  if (prompt.empty()) fail("the prompt is empty: give at least one token");
+  const int64_t n = static_cast<int64_t>(prompt.size());
+  if (n >= config_.max_model_len)
+    fail(
+        "the prompt has {} tokens but max_model_len is {} (prompt + output); shorten the prompt or raise "
+        "max_model_len",
+        n, config_.max_model_len);
+  for (int32_t t : prompt)
+    if (t < 0 || t >= weights_.config.vocab_size)
+      fail("prompt token id {} is outside the vocabulary (size {})", t, weights_.config.vocab_size);
+  if (!params.stop.empty() && !tokenizer_) fail("stop strings need a tokenizer, and this model has none");
+}
+
+void EngineCore::add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params) {
+  validate_request(prompt, params);
+  MINFER_CHECK(seqs_.count(id) == 0, "request id {} is in use", id);
+  auto seq = std::make_unique<Sequence>();
+  seq->id = id;
+  seq->prompt_len = static_cast<int64_t>(prompt.size());
+  seq->tokens = std::move(prompt);
+  seq->tokens.reserve(static_cast<size_t>(seq->prompt_len + params.max_tokens));
+  seq->params = params;
+  seq->sampler = std::make_unique<Sampler>(params);
+  const bool has_text = tokenizer_ && std::any_of(seq->tokens.begin(), seq->tokens.end(), [this](int32_t t) {
+                          return t < tokenizer_->vocab_size() && !tokenizer_->is_special(t);
+                        });
+  seq->stop = std::make_unique<StopChecker>(params, tokenizer_.get(), eos_ids_, seq->prompt_len, config_.max_model_len,
+                                            has_text);
+  prompt_tokens_ += seq->prompt_len;
+  scheduler_->add(seq.get());
+  seqs_.emplace(id, std::move(seq));
+}
+
+RequestOutput EngineCore::make_output(const Sequence& seq) const {
+  RequestOutput o;
+  o.id = seq.id;
+  o.prompt_tokens = seq.prompt_len;
+  o.output_tokens = seq.num_output();
+  o.cached_tokens = seq.cached_tokens;
+  o.finish_reason = seq.finish_reason;
+  o.finished = seq.finish_reason != FinishReason::kNone;
+  return o;
+}
+
+void EngineCore::finish(Sequence* seq, FinishReason reason) {
+  seq->finish_reason = reason;
+  scheduler_->remove(seq);  // frees its pages now
+  ++finished_;
+}
+
+bool EngineCore::abort(RequestId id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return false;
+  finish(it->second.get(), FinishReason::kAbort);
+  pending_.push_back(make_output(*it->second));
+  seqs_.erase(it);
+  return true;
+}
+
+std::vector<RequestOutput> EngineCore::abort_all(const std::string& error) {
+  std::vector<RequestOutput> out = std::move(pending_);
+  pending_.clear();
+  for (auto& [id, seq] : seqs_) {
+    finish(seq.get(), FinishReason::kAbort);
+    out.push_back(make_output(*seq));
+    out.back().error = error;
+  }
+  seqs_.clear();
+  return out;
+}
+
+std::vector<RequestOutput> EngineCore::step() {
+  std::vector<RequestOutput> outputs = std::move(pending_);
+  pending_.clear();
+  if (!scheduler_->has_unfinished()) return outputs;
+  const SchedulerOutput sched = scheduler_->schedule();
+  if (sched.empty()) return outputs;
+
+  chunks_.clear();
+  for (const ScheduledChunk& c : sched.chunks) {
+    Sequence& s = *c.seq;
+    SequenceChunk chunk;
+    chunk.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.num_computed),
+                                                              static_cast<size_t>(c.num_tokens));
+    chunk.start_position = static_cast<int32_t>(s.num_computed);
+    chunk.block_table = blocks_->block_table(s.id);
+    chunk.sample = s.num_computed + c.num_tokens == s.num_tokens();
+    chunks_.push_back(chunk);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::span<const float> logits = runner_->execute(chunks_, *cache_);
+  if (spdlog::should_log(spdlog::level::debug)) {
+    int64_t decodes = 0;
+    for (const ScheduledChunk& c : sched.chunks) decodes += c.num_tokens == 1 ? 1 : 0;
+    spdlog::debug("step {}: {} tokens, {} decodes, {} prefill chunks, {:.1f} ms", num_steps_, sched.num_tokens, decodes,
+                  static_cast<int64_t>(sched.chunks.size()) - decodes,
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  scheduler_->on_step_done(sched);
+  ++num_steps_;
+  computed_tokens_ += sched.num_tokens;
+  max_running_ = std::max<int64_t>(max_running_, static_cast<int64_t>(scheduler_->running().size()));
+
+  const size_t vocab = static_cast<size_t>(runner_->vocab_size());
+  size_t row = 0;
+  for (size_t i = 0; i < sched.chunks.size(); ++i) {
+    if (!chunks_[i].sample) continue;
+    Sequence* seq = sched.chunks[i].seq;
+    row_.assign(logits.begin() + static_cast<std::ptrdiff_t>(row * vocab),
+                logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * vocab));
+    ++row;
+    const std::span<const int32_t> all(seq->tokens);
+    const int32_t token = seq->sampler->sample(row_, all.first(static_cast<size_t>(seq->prompt_len)),
+                                               all.subspan(static_cast<size_t>(seq->prompt_len)));
+    seq->tokens.push_back(token);
+    ++generated_tokens_;
+    StopChecker::Step st = seq->stop->append(token, seq->num_output());
+    if (st.finish != FinishReason::kNone) finish(seq, st.finish);
+    RequestOutput o = make_output(*seq);
+    o.new_token_ids.push_back(token);
+    o.text_delta = std::move(st.text);
+    o.stop_reason = std::move(st.stop_reason);
+    outputs.push_back(std::move(o));
+    if (st.finish != FinishReason::kNone) seqs_.erase(seq->id);
+  }
+  return outputs;
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s;
+  s.num_running = static_cast<int64_t>(scheduler_->running().size());
+  s.num_waiting = static_cast<int64_t>(scheduler_->waiting().size());
+  s.page_size = blocks_->page_size();
+  s.pages_total = blocks_->num_usable_pages();
+  s.pages_used = blocks_->num_used_pages();
+  s.pages_free = blocks_->num_free_pages();
+  s.pages_cached = blocks_->num_cached_pages();
+  s.kv_pool_bytes = config_.kv_cache_memory;
+  // Tokens held per distinct page (prefix-shared pages count once).
+  page_fill_.assign(static_cast<size_t>(blocks_->num_usable_pages() + 1), 0);
+  const int64_t ps = blocks_->page_size();
+  for (const Sequence* seq : scheduler_->running()) {
+    const std::span<const int32_t> table = blocks_->block_table(seq->id);
+    for (size_t j = 0; j < table.size(); ++j) {
+      const int64_t fill = std::clamp<int64_t>(seq->num_computed - static_cast<int64_t>(j) * ps, 0, ps);
+      int32_t& f = page_fill_[static_cast<size_t>(table[j])];
+      f = std::max(f, static_cast<int32_t>(fill));
+    }
+  }
+  int64_t held = 0;
+  for (int32_t f : page_fill_) held += f;
+  s.kv_utilisation = s.pages_used > 0 ? static_cast<double>(held) / static_cast<double>(s.pages_used * ps) : 0.0;
+  const PrefixCacheStats& p = blocks_->prefix_stats();
+  s.prefix_queried_tokens = p.queried_tokens;
+  s.prefix_hit_tokens = p.hit_tokens;
+  s.prefix_cache_hit_rate =
+      p.queried_tokens > 0 ? static_cast<double>(p.hit_tokens) / static_cast<double>(p.queried_tokens) : 0.0;
+  s.num_preemptions = scheduler_->num_preemptions();
+  s.prompt_tokens = prompt_tokens_;
+  s.generated_tokens = generated_tokens_;
+  s.computed_tokens = computed_tokens_;
+  s.num_steps = num_steps_;
+  s.max_num_running = max_running_;
+  s.requests_finished = finished_;
+  s.max_model_len = config_.max_model_len;
+  return s;
+}
+
+}  // namespace minfer

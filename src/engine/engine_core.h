@@ -1,0 +1,86 @@
+// The engine's step loop behind the public Engine and AsyncEngine: owns the model runner, the KV pool,
+// the block manager, the scheduler and the sequences. Single-threaded except where marked.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "engine/model_runner.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kv/block_manager.h"
+#include "kv/kv_cache.h"
+#include "minfer/config.h"
+#include "minfer/engine.h"
+#include "model/model_weights.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minfer {
+
+class EngineCore {
+ public:
+  explicit EngineCore(const EngineConfig& config);
+  ~EngineCore();
+
+  // Thread-safe (read only the config, the tokenizer and an atomic counter).
+  const EngineConfig& config() const { return config_; }
+  const ModelConfig& model_config() const { return weights_.config; }
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  std::vector<int32_t> encode(std::string_view text) const;
+  std::string decode(const std::vector<int32_t>& ids) const;
+  // Throws minfer::Error when the request cannot be served.
+  void validate_request(std::span<const int32_t> prompt, const SamplingParams& params) const;
+  RequestId next_id() { return next_id_.fetch_add(1); }
+
+  // Step-loop thread only.
+  void add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params);
+  bool abort(RequestId id);
+  std::vector<RequestOutput> step();
+  bool has_unfinished() const { return scheduler_->has_unfinished() || !pending_.empty(); }
+  // Ends every request with finish_reason abort (and `error`, when the engine failed).
+  std::vector<RequestOutput> abort_all(const std::string& error = "");
+  EngineStats stats() const;
+
+  const BlockManager& blocks() const { return *blocks_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const ModelRunner& runner() const { return *runner_; }
+
+ private:
+  void finish(Sequence* seq, FinishReason reason);
+  RequestOutput make_output(const Sequence& seq) const;
+
+  EngineConfig config_;
+  ModelWeights weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<int32_t> eos_ids_;
+  ThreadPool pool_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unordered_map<RequestId, std::unique_ptr<Sequence>> seqs_;
+  std::vector<RequestOutput> pending_;  // outputs of aborted requests, returned by the next step()
+  std::atomic<RequestId> next_id_{1};
+
+  // Step scratch.
+  std::vector<SequenceChunk> chunks_;
+  std::vector<float> row_;
+  mutable std::vector<int32_t> page_fill_;
+
+  // Counters.
+  int64_t prompt_tokens_ = 0;
+  int64_t generated_tokens_ = 0;
+  int64_t computed_tokens_ = 0;
+  int64_t num_steps_ = 0;
+  int64_t max_running_ = 0;
+  int64_t finished_ = 0;
+};
+
+}  // namespace minfer

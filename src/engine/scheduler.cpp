@@ -1,0 +1,140 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace minfer {
+
+Scheduler::Scheduler(const SchedulerOptions& options, BlockManager& blocks) : opt_(options), blocks_(blocks) {
+  MINFER_CHECK(opt_.max_num_seqs >= 1 && opt_.max_num_batched_tokens >= 1, "bad scheduler options");
+}
+
+void Scheduler::add(Sequence* seq) {
+  seq->status = SeqStatus::kWaiting;
+  waiting_.push_back(seq);
+}
+
+void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
+  // Drop its chunk if it was already given one this step, and give the tokens back to the budget.
+  auto chunk =
+      std::find_if(out.chunks.begin(), out.chunks.end(), [victim](const ScheduledChunk& c) { return c.seq == victim; });
+  if (chunk != out.chunks.end()) {
+    budget_ += chunk->num_tokens;
+    out.num_tokens -= chunk->num_tokens;
+    out.chunks.erase(chunk);
+  }
+  blocks_.free(victim->id);
+  victim->num_computed = 0;  // recomputed later (most of it is usually a prefix-cache hit)
+  victim->status = SeqStatus::kWaiting;
+  running_.erase(std::find(running_.begin(), running_.end(), victim));
+  waiting_.push_front(victim);
+  ++num_preemptions_;
+  ++out.num_preempted;
+}
+
+bool Scheduler::reserve(Sequence* seq, int64_t tokens, SchedulerOutput& out) {
+  while (!blocks_.allocate(seq->id, tokens)) {
+    MINFER_CHECK(!running_.empty(), "sequence {} needs pages but nothing runs", seq->id);
+    Sequence* victim = running_.back();  // the most recently admitted
+    preempt(victim, out);
+    if (victim == seq) return false;
+  }
+  return true;
+}
+
+void Scheduler::schedule_running(bool decodes, SchedulerOutput& out) {
+  // Index loop: preemption only removes sequences admitted after the current one (the back), and the
+  // current one itself, so earlier indices stay valid.
+  for (size_t i = 0; i < running_.size() && budget_ > 0;) {
+    Sequence* seq = running_[i];
+    const int64_t want = seq->tokens_to_compute();
+    const bool is_decode = want == 1;
+    const bool done =
+        std::any_of(out.chunks.begin(), out.chunks.end(), [seq](const ScheduledChunk& c) { return c.seq == seq; });
+    if (want <= 0 || is_decode != decodes || done) {
+      ++i;
+      continue;
+    }
+    const int64_t n = std::min(want, budget_);
+    if (!reserve(seq, seq->num_computed + n, out)) continue;  // seq preempted itself; running_ shrank
+    out.chunks.push_back({seq, n});
+    out.num_tokens += n;
+    budget_ -= n;
+    ++i;
+  }
+}
+
+bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
+  const int64_t ps = blocks_.page_size();
+  const std::vector<int32_t> prefix = blocks_.lookup_prefix(seq->tokens);
+  const int64_t hit = static_cast<int64_t>(prefix.size()) * ps;
+  const int64_t n = std::min(seq->num_tokens() - hit, budget_);
+  if (opt_.continuous && n <= 0) return false;
+  // Static batching reserves the whole prompt at admission, so the batch it forms fits; continuous
+  // batching only what this step computes.
+  const int64_t hold = opt_.continuous ? hit + n : seq->num_tokens();
+  const int64_t keep_free = running_.empty() ? 0 : opt_.watermark_pages;
+  if (!blocks_.allocate(seq->id, hold, prefix, keep_free)) return false;
+  blocks_.record_prefix_query(seq->num_tokens(), hit);
+  seq->num_computed = hit;
+  if (!seq->admitted_before) seq->cached_tokens = hit;
+  seq->admitted_before = true;
+  seq->status = SeqStatus::kRunning;
+  seq->admit_order = next_admit_++;
+  running_.push_back(seq);
+  if (n > 0) {
+    out.chunks.push_back({seq, n});
+    out.num_tokens += n;
+    budget_ -= n;
+  }
+  return true;
+}
+
+SchedulerOutput Scheduler::schedule() {
+  SchedulerOutput out;
+  budget_ = opt_.max_num_batched_tokens;
+  // Static mode: a new batch starts only when the previous one has completely finished, including
+  // members waiting to be recomputed after a preemption.
+  const bool batch_done = running_.empty() && std::none_of(waiting_.begin(), waiting_.end(),
+                                                           [this](const Sequence* s) { return s->batch == batch_; });
+  if (!opt_.continuous && batch_done) ++batch_;
+
+  schedule_running(/*decodes=*/true, out);
+  schedule_running(/*decodes=*/false, out);
+  // A step that had to preempt is short of pages: admitting now would only preempt again.
+  if (out.num_preempted > 0) return out;
+
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_num_seqs) {
+    Sequence* seq = waiting_.front();
+    if (opt_.continuous) {
+      if (budget_ <= 0) break;
+    } else if (seq->batch != batch_) {
+      if (!batch_done) break;  // the running batch is not finished: no new members
+      seq->batch = batch_;
+    }
+    if (!try_admit(seq, out)) {
+      if (!opt_.continuous && seq->batch == batch_ && !seq->admitted_before) seq->batch = -1;
+      break;
+    }
+    waiting_.pop_front();
+  }
+  return out;
+}
+
+void Scheduler::on_step_done(const SchedulerOutput& out) {
+  for (const ScheduledChunk& c : out.chunks) {
+    c.seq->num_computed += c.num_tokens;
+    MINFER_CHECK(c.seq->num_computed <= c.seq->num_tokens(), "seq {} computed past its tokens", c.seq->id);
+    blocks_.cache_full_pages(c.seq->id, c.seq->tokens, c.seq->num_computed);
+  }
+}
+
+void Scheduler::remove(Sequence* seq) {
+  if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end()) waiting_.erase(it);
+  blocks_.free(seq->id);
+  seq->status = SeqStatus::kFinished;
+}
+
+}  // namespace minfer

@@ -1,0 +1,81 @@
+// Decides, each step, which sequences run and how many tokens each computes (vLLM v1 style).
+//
+// A step has a token budget (max_num_batched_tokens) and a sequence cap (max_num_seqs). Running decodes
+// are served first (one token each), then running prefills (chunked to the budget that is left), then,
+// in continuous mode, waiting requests in arrival order while pages and budget allow. A waiting request
+// starts from its longest prefix-cache hit. When a running sequence needs a page and none is free, the
+// most recently admitted running sequence is preempted: its pages are freed and it goes back to the
+// front of the queue to be recomputed later (its output so far is kept). Because the pool holds at least
+// one max_model_len sequence, the oldest running sequence can always proceed: no request that fits
+// max_model_len fails and the scheduler never deadlocks.
+//
+// Static mode admits a batch only when nothing is running and then runs it to completion; members
+// preempted on the way are resumed before any new request is admitted.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "kv/block_manager.h"
+
+namespace minfer {
+
+struct SchedulerOptions {
+  int64_t max_num_seqs = 256;
+  int64_t max_num_batched_tokens = 2048;
+  bool continuous = true;
+  // Admission leaves this many pages free (vLLM's watermark), so a fresh admission does not cause an
+  // immediate preemption of the running decodes.
+  int64_t watermark_pages = 0;
+};
+
+struct ScheduledChunk {
+  Sequence* seq = nullptr;
+  int64_t num_tokens = 0;  // tokens [seq->num_computed, seq->num_computed + num_tokens) run this step
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;
+  int64_t num_tokens = 0;
+  int64_t num_preempted = 0;
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerOptions& options, BlockManager& blocks);
+
+  void add(Sequence* seq);  // queues a new request
+  SchedulerOutput schedule();
+  // After the step ran: advances num_computed and registers full pages in the prefix cache.
+  void on_step_done(const SchedulerOutput& out);
+  // Removes a sequence wherever it is (finished, aborted) and frees its pages.
+  void remove(Sequence* seq);
+
+  const std::deque<Sequence*>& waiting() const { return waiting_; }
+  const std::vector<Sequence*>& running() const { return running_; }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
+
+ private:
+  // Gets pages for seq to hold `tokens`, preempting newer sequences as needed. False when seq itself
+  // had to be preempted.
+  bool reserve(Sequence* seq, int64_t tokens, SchedulerOutput& out);
+  void preempt(Sequence* victim, SchedulerOutput& out);
+  // Admits the head of the queue if pages (and, in continuous mode, the budget) allow.
+  bool try_admit(Sequence* seq, SchedulerOutput& out);
+  void schedule_running(bool decodes, SchedulerOutput& out);
+
+  SchedulerOptions opt_;
+  BlockManager& blocks_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // in admission order
+  uint64_t next_admit_ = 1;
+  int64_t batch_ = 0;  // static mode: the batch being run
+  int64_t num_preemptions_ = 0;
+  int64_t budget_ = 0;  // tokens left in the step being scheduled
+};
+
+}  // namespace minfer

@@ -1,0 +1,41 @@
+// One request inside the engine. Scheduling is by counters, not phases (vLLM v1): a sequence has tokens
+// (prompt, then output) and num_computed of them have KV in the cache; each step hands it tokens to
+// close the gap. A prefill, a chunk of one, a decode, a prefix hit and a recompute after preemption are
+// all the same thing: num_computed < tokens.size().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/stop_checker.h"
+#include "minfer/outputs.h"
+#include "minfer/sampling.h"
+
+namespace minfer {
+
+enum class SeqStatus : uint8_t { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  RequestId id = 0;
+  std::vector<int32_t> tokens;  // prompt, then the generated tokens
+  int64_t prompt_len = 0;
+  int64_t num_computed = 0;   // tokens whose KV is in the cache
+  int64_t cached_tokens = 0;  // prompt tokens found in the prefix cache at first admission
+  bool admitted_before = false;
+  SeqStatus status = SeqStatus::kWaiting;
+  uint64_t admit_order = 0;  // larger = admitted more recently (preemption picks the largest)
+  int64_t batch = -1;        // static batching: the batch the sequence belongs to
+
+  SamplingParams params;
+  std::unique_ptr<Sampler> sampler;  // per request, so a seed gives the same tokens in any batch
+  std::unique_ptr<StopChecker> stop;
+  FinishReason finish_reason = FinishReason::kNone;
+
+  int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
+  int64_t num_output() const { return num_tokens() - prompt_len; }
+  int64_t tokens_to_compute() const { return num_tokens() - num_computed; }
+};
+
+}  // namespace minfer

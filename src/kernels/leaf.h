@@ -1,0 +1,76 @@
+// Leaf kernels: the single-threaded, raw-pointer building blocks that each instruction set implements
+// (kernels/ref/ scalar, kernels/x86/ AVX2 and AVX-512). The drivers (gemm_driver.cpp, attention_driver.cpp)
+// validate arguments and split work across the ThreadPool in baseline x86-64 code, so the ISA-specific
+// translation units hold no threading, no std containers and no shared inline code the linker could pick
+// from the wrong instruction set.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kernels.h"
+#include "tensor/dtype.h"
+
+namespace minfer::kernels {
+
+// Columns [n0, n1) of Y[m, n] = sum_k X[m, k] * W[n, k] (+ bias[n]); w is [n, k] of wtype (F32/F16/BF16),
+// y has row stride n.
+using GemmColsFn = void (*)(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n,
+                            const float* bias, float* y, int64_t n0, int64_t n1);
+using RmsnormFn = void (*)(const float* x, const void* weight, DType wtype, float eps, float* y, int64_t rows,
+                           int64_t dim);
+using RopeFn = void (*)(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
+                        const float* inv_freq, int64_t half_rot, RopeStyle style);
+using BinaryFn = void (*)(const float* a, const float* b, float* out, int64_t n);
+using SoftmaxFn = void (*)(float* x, int64_t rows, int64_t cols);
+using EmbeddingFn = void (*)(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out);
+
+// One unit of paged attention: tokens [0, ntok) of one sequence (token i at absolute position first_pos + i,
+// attending to cached positions [0, first_pos + i]) and query heads [head_begin, head_end), which all read
+// kv head `kv_head`. q and out point at the span's first token: [ntok, heads, head_dim].
+struct AttentionSpan {
+  const float* q = nullptr;
+  float* out = nullptr;
+  int64_t heads = 0;
+  int64_t head_begin = 0;
+  int64_t head_end = 0;
+  int64_t kv_head = 0;
+  int64_t first_pos = 0;
+  int64_t ntok = 0;
+  const int32_t* block_table = nullptr;
+  float scale = 1.0f;
+};
+// Spans are at most this many tokens, so a leaf's per-row state fits its scratch.
+inline constexpr int64_t kAttentionMaxSpanTokens = 16;
+// scratch: attention_scratch_floats(...) floats, 64-byte aligned, owned by the calling thread.
+using AttentionSpanFn = void (*)(const KvLayerView& cache, const AttentionSpan& span, float* scratch);
+// Scratch the driver gives a leaf for a span of `rows` = tokens x heads: room for a running max, a running
+// sum and an accumulator per row, and two pages of scores. Leaves lay it out themselves within this size.
+constexpr size_t attention_scratch_floats(int64_t rows, int64_t head_dim, int64_t page_size) {
+  const auto pad = [](int64_t v) { return static_cast<size_t>((v + 15) / 16 * 16); };
+  return pad(rows) * 2 + pad(rows) * pad(head_dim) + pad(page_size) * 2;
+}
+
+struct LeafKernels {
+  const char* name;
+  GemmColsFn gemm_cols;
+  RmsnormFn rmsnorm;
+  RopeFn rope;
+  BinaryFn silu_mul;
+  BinaryFn add;
+  SoftmaxFn softmax;
+  EmbeddingFn embedding;
+  AttentionSpanFn attention_span;
+};
+
+extern const LeafKernels kRefLeaves;
+extern const LeafKernels kAvx2Leaves;
+extern const LeafKernels kAvx512Leaves;
+
+// Drivers (baseline code): argument checks and the thread split, over any leaf set.
+void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
+              ThreadPool& pool);
+void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64_t heads, const KvLayerView& cache,
+                         const AttentionBatch& batch, float scale, ThreadPool& pool);
+
+}  // namespace minfer::kernels

@@ -1,0 +1,34 @@
+// The scalar reference kernels: plain loops in the obvious order, the oracle every vectorised variant is
+// tested against and the fallback on CPUs without AVX2. Whole-op forms (single-threaded) for tests, and the
+// leaf forms of kernels/leaf.h for the dispatch table.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kernels.h"
+#include "kernels/leaf.h"
+
+namespace minfer::kernels::ref {
+
+// Whole ops, single-threaded, same semantics as kernels.h.
+void gemm(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y);
+void rmsnorm(const float* x, const Tensor& weight, float eps, float* y, int64_t rows, int64_t dim);
+void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, const float* inv_freq,
+          int64_t half_rot, RopeStyle style);
+void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+void add(const float* a, const float* b, float* out, int64_t n);
+void softmax(float* x, int64_t rows, int64_t cols);
+void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);
+void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens);
+void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
+                     float scale);
+
+// Leaf forms (see kernels/leaf.h).
+void gemm_cols(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias, float* y,
+               int64_t n0, int64_t n1);
+void rmsnorm_leaf(const float* x, const void* weight, DType wtype, float eps, float* y, int64_t rows, int64_t dim);
+void embedding_leaf(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out);
+// Two-pass softmax over the whole context; ignores `scratch` (allocates its score row).
+void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* scratch);
+
+}  // namespace minfer::kernels::ref

@@ -1,0 +1,140 @@
+// AVX2 paged attention for one span: the page-outer online-softmax scheme of attention_avx512.cpp with 8-wide
+// vectors (head dims in register chunks of up to 64 floats).
+#include <cmath>
+
+#include "kernels/x86/avx2_util.h"
+#include "kernels/x86/x86_kernels.h"
+
+namespace minfer::kernels::avx2 {
+namespace {
+
+constexpr int kChunk = 8;  // vectors of a head-dim chunk held in registers
+
+int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
+
+// s[j] (+)= q[0:8NV] . k_j[0:8NV] for j < cnt; the last vector holds `last` valid lanes.
+template <int NV>
+void score_chunk(const float* q, const float* k, int64_t stride, int64_t cnt, int64_t last, float* s, bool add) {
+  __m256i mask[NV];
+  __m256 qv[NV];
+  for (int v = 0; v < NV; ++v) {
+    mask[v] = lane_mask(v == NV - 1 ? last : 8);
+    qv[v] = _mm256_maskload_ps(q + 8 * v, mask[v]);
+  }
+  auto dot = [&](const float* kr) {
+    __m256 a = _mm256_mul_ps(qv[0], _mm256_maskload_ps(kr, mask[0]));
+    for (int v = 1; v < NV; ++v) a = _mm256_fmadd_ps(qv[v], _mm256_maskload_ps(kr + 8 * v, mask[v]), a);
+    return a;
+  };
+  int64_t j = 0;
+  for (; j + 4 <= cnt; j += 4) {
+    __m128 r =
+        hsum4(dot(k + j * stride), dot(k + (j + 1) * stride), dot(k + (j + 2) * stride), dot(k + (j + 3) * stride));
+    if (add) r = _mm_add_ps(r, _mm_loadu_ps(s + j));
+    _mm_storeu_ps(s + j, r);
+  }
+  for (; j < cnt; ++j) {
+    const float d = hsum(dot(k + j * stride));
+    s[j] = add ? s[j] + d : d;
+  }
+}
+
+// acc[0:8NV] = acc * corr + sum_j p[j] * v_j[0:8NV].
+template <int NV>
+void value_chunk(const float* vbase, int64_t stride, const float* p, int64_t cnt, int64_t last, float corr,
+                 float* acc) {
+  __m256i mask[NV];
+  __m256 a[NV];
+  const __m256 c = _mm256_set1_ps(corr);
+  for (int v = 0; v < NV; ++v) {
+    mask[v] = lane_mask(v == NV - 1 ? last : 8);
+    a[v] = _mm256_mul_ps(_mm256_maskload_ps(acc + 8 * v, mask[v]), c);
+  }
+  for (int64_t j = 0; j < cnt; ++j) {
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    const float* vr = vbase + j * stride;
+    for (int v = 0; v < NV; ++v) a[v] = _mm256_fmadd_ps(pj, _mm256_maskload_ps(vr + 8 * v, mask[v]), a[v]);
+  }
+  for (int v = 0; v < NV; ++v) _mm256_maskstore_ps(acc + 8 * v, mask[v], a[v]);
+}
+
+using ScoreFn = void (*)(const float*, const float*, int64_t, int64_t, int64_t, float*, bool);
+using ValueFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float, float*);
+constexpr ScoreFn kScore[kChunk + 1] = {nullptr,        score_chunk<1>, score_chunk<2>, score_chunk<3>, score_chunk<4>,
+                                        score_chunk<5>, score_chunk<6>, score_chunk<7>, score_chunk<8>};
+constexpr ValueFn kValue[kChunk + 1] = {nullptr,        value_chunk<1>, value_chunk<2>, value_chunk<3>, value_chunk<4>,
+                                        value_chunk<5>, value_chunk<6>, value_chunk<7>, value_chunk<8>};
+
+}  // namespace
+
+void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* scratch) {
+  const int64_t hd = cache.head_dim;
+  const int64_t ps = cache.page_size;
+  const int64_t stride = cache.kv_heads * hd;
+  const int64_t nh = sp.head_end - sp.head_begin;
+  const int64_t rows = sp.ntok * nh;
+  float* run_max = scratch;
+  float* run_sum = run_max + pad16(rows);
+  float* acc = run_sum + pad16(rows);
+  float* s = acc + pad16(rows) * pad16(hd);
+  for (int64_t r = 0; r < rows; ++r) {
+    run_max[r] = -INFINITY;
+    run_sum[r] = 0.0f;
+    for (int64_t d = 0; d < hd; ++d) acc[r * pad16(hd) + d] = 0.0f;
+  }
+  const int64_t last_pos = sp.first_pos + sp.ntok - 1;
+  for (int64_t pg = 0; pg * ps <= last_pos; ++pg) {
+    const int64_t page_first = pg * ps;
+    const int64_t page_slot = static_cast<int64_t>(sp.block_table[pg]) * ps;
+    const float* kpage = cache.k + page_slot * stride + sp.kv_head * hd;
+    const float* vpage = cache.v + page_slot * stride + sp.kv_head * hd;
+    for (int64_t t = 0; t < sp.ntok; ++t) {
+      const int64_t pos = sp.first_pos + t;
+      if (pos < page_first) continue;
+      const int64_t cnt = pos - page_first + 1 < ps ? pos - page_first + 1 : ps;
+      for (int64_t h = sp.head_begin; h < sp.head_end; ++h) {
+        const int64_t r = t * nh + (h - sp.head_begin);
+        const float* q = sp.q + (t * sp.heads + h) * hd;
+        for (int64_t d0 = 0; d0 < hd; d0 += 8 * kChunk) {
+          const int64_t nv = (hd - d0 + 7) / 8 < kChunk ? (hd - d0 + 7) / 8 : kChunk;
+          kScore[nv](q + d0, kpage + d0, stride, cnt, hd - d0 - 8 * (nv - 1), s, d0 > 0);
+        }
+        float page_max = -INFINITY;
+        for (int64_t j = 0; j < cnt; ++j) {
+          s[j] *= sp.scale;
+          page_max = s[j] > page_max ? s[j] : page_max;
+        }
+        const float new_max = page_max > run_max[r] ? page_max : run_max[r];
+        const float corr = std::exp(run_max[r] - new_max);
+        const __m256 vmax = _mm256_set1_ps(new_max);
+        __m256 sum = _mm256_setzero_ps();
+        for (int64_t j = 0; j < cnt; j += 8) {
+          const __m256i m = lane_mask(cnt - j);
+          const __m256 e =
+              _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(s + j, m), vmax)), _mm256_castsi256_ps(m));
+          _mm256_maskstore_ps(s + j, m, e);
+          sum = _mm256_add_ps(sum, e);
+        }
+        run_sum[r] = run_sum[r] * corr + hsum(sum);
+        run_max[r] = new_max;
+        for (int64_t d0 = 0; d0 < hd; d0 += 8 * kChunk) {
+          const int64_t nv = (hd - d0 + 7) / 8 < kChunk ? (hd - d0 + 7) / 8 : kChunk;
+          kValue[nv](vpage + d0, stride, s, cnt, hd - d0 - 8 * (nv - 1), corr, acc + r * pad16(hd) + d0);
+        }
+      }
+    }
+  }
+  for (int64_t t = 0; t < sp.ntok; ++t) {
+    for (int64_t h = sp.head_begin; h < sp.head_end; ++h) {
+      const int64_t r = t * nh + (h - sp.head_begin);
+      const __m256 inv = _mm256_set1_ps(1.0f / run_sum[r]);
+      float* o = sp.out + (t * sp.heads + h) * hd;
+      for (int64_t d = 0; d < hd; d += 8) {
+        const __m256i m = lane_mask(hd - d);
+        _mm256_maskstore_ps(o + d, m, _mm256_mul_ps(_mm256_maskload_ps(acc + r * pad16(hd) + d, m), inv));
+      }
+    }
+  }
+}
+
+}  // namespace minfer::kernels::avx2

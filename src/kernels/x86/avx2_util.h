@@ -1,0 +1,113 @@
+// Helpers for the AVX2+FMA+F16C kernels; include only from *_avx2.cpp files. Everything here has internal
+// linkage (anonymous namespace), so no out-of-line copy can be shared with code built for another ISA.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace minfer::kernels::avx2 {
+namespace {
+
+// Lane masks for _mm256_maskload_ps / _mm256_maskstore_ps: the first n of 8 lanes.
+alignas(32) constexpr int32_t kMaskTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+inline __m256i lane_mask(int64_t n) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - (n >= 8 ? 8 : n)));
+}
+// The first n (< 8) floats, the rest zero, without touching memory past them.
+inline __m256 load_partial(const float* p, int64_t n) { return _mm256_maskload_ps(p, lane_mask(n)); }
+inline void store_partial(float* p, int64_t n, __m256 v) { _mm256_maskstore_ps(p, lane_mask(n), v); }
+
+// Weight element types, loaded 8 at a time as f32 (or the first n < 8, the rest zero).
+struct F32W {
+  using Elem = float;
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static __m256 load(const float* p, int64_t n) { return load_partial(p, n); }
+  static float scalar(const float* p) { return *p; }
+};
+struct F16W {
+  using Elem = uint16_t;
+  static __m256 load(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static __m256 load(const uint16_t* p, int64_t n) {
+    alignas(16) uint16_t tmp[8] = {};
+    std::memcpy(tmp, p, static_cast<size_t>(n) * sizeof(uint16_t));
+    return load(tmp);
+  }
+  static float scalar(const uint16_t* p) { return _cvtsh_ss(*p); }
+};
+struct Bf16W {
+  using Elem = uint16_t;
+  static __m256 load(const uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+  static __m256 load(const uint16_t* p, int64_t n) {
+    alignas(16) uint16_t tmp[8] = {};
+    std::memcpy(tmp, p, static_cast<size_t>(n) * sizeof(uint16_t));
+    return load(tmp);
+  }
+  static float scalar(const uint16_t* p) {
+    const uint32_t bits = static_cast<uint32_t>(*p) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  }
+};
+
+// exp(x) = 2^n e^r with n = round(x / ln2), |r| <= ln2/2, e^r by the Cephes expf polynomial (about 1 ulp).
+// 2^n is applied as two exact power-of-two factors so that overflow gives inf and underflow is gradual.
+inline __m256 exp_ps(__m256 x) {
+  x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));  // keeps NaN
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i ni = _mm256_cvtps_epi32(n);  // in [-150, 129]
+  const __m256i n1 = _mm256_srai_epi32(ni, 1);
+  const __m256i n2 = _mm256_sub_epi32(ni, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  const __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
+}
+
+// Per-128-bit-lane sums of a0..a3 (lane-local partials still to be folded).
+inline __m256 hsum4_lanes(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  return _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+}
+// Sums of each of 4 vectors, as lanes 0..3.
+inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 t = hsum4_lanes(a0, a1, a2, a3);
+  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+// Sums of each of 8 vectors, as lanes 0..7.
+inline __m256 hsum8(const __m256* a) {
+  const __m256 t0 = hsum4_lanes(a[0], a[1], a[2], a[3]);
+  const __m256 t1 = hsum4_lanes(a[4], a[5], a[6], a[7]);
+  return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+}
+inline float hsum(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float hmax(__m256 a) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+}  // namespace
+}  // namespace minfer::kernels::avx2

@@ -1,0 +1,34 @@
+// Declarations of the AVX2 and AVX-512 leaf kernels (see kernels/leaf.h for their contracts). Declarations
+// only: safe to include from code built for any instruction set.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/leaf.h"
+
+#define MINFER_DECLARE_X86_LEAVES                                                                                    \
+  void gemm_cols(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias,     \
+                 float* y, int64_t n0, int64_t n1);                                                                  \
+  /* The two GEMM strategies gemm_cols chooses between by m. */                                                      \
+  void gemm_cols_dot(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias, \
+                     float* y, int64_t n0, int64_t n1);                                                              \
+  void gemm_cols_packed(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n,                 \
+                        const float* bias, float* y, int64_t n0, int64_t n1);                                        \
+  void rmsnorm(const float* x, const void* weight, DType wtype, float eps, float* y, int64_t rows, int64_t dim);     \
+  void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,                     \
+            const float* inv_freq, int64_t half_rot, RopeStyle style);                                               \
+  void silu_mul(const float* gate, const float* up, float* out, int64_t n);                                          \
+  void add(const float* a, const float* b, float* out, int64_t n);                                                   \
+  void softmax(float* x, int64_t rows, int64_t cols);                                                                \
+  void embedding(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out);            \
+  void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* scratch);
+
+namespace minfer::kernels::avx2 {
+MINFER_DECLARE_X86_LEAVES
+}  // namespace minfer::kernels::avx2
+
+namespace minfer::kernels::avx512 {
+MINFER_DECLARE_X86_LEAVES
+}  // namespace minfer::kernels::avx512
+
+#undef MINFER_DECLARE_X86_LEAVES

@@ -1,0 +1,54 @@
+#include "kv/kv_budget.h"
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "base/error.h"
+
+namespace minfer {
+namespace {
+
+double mib(int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
+}  // namespace
+
+KvPoolPlan plan_kv_pool(const KvPoolRequest& r) {
+  const int64_t per_page = r.shape.bytes_per_page();
+  MINFER_CHECK(per_page > 0 && r.max_model_len > 0, "bad KV pool request");
+  KvPoolPlan plan;
+  plan.pages_per_max_seq = (r.max_model_len + r.shape.page_size - 1) / r.shape.page_size;
+  const int64_t affordable = r.budget_bytes / per_page;  // usable pages; the null page is extra
+  if (affordable < plan.pages_per_max_seq) {
+    const int64_t needed = (plan.pages_per_max_seq + 1) * per_page;
+    const int64_t max_len_fits = std::max<int64_t>(0, affordable) * r.shape.page_size;
+    fail(
+        "the KV cache cannot hold one sequence of max_model_len={} tokens: that needs {:.1f} MiB ({} pages of {} "
+        "tokens, {:.3f} MiB each: {} layers x {} KV heads x {} head_dim x K,V x f32) but the budget ({}) is "
+        "{:.1f} MiB. Lower max_model_len (to at most {} with this budget), raise the KV budget "
+        "(--kv-cache-memory / kv_cache_memory), or use a smaller model or quantization",
+        r.max_model_len, mib(needed), plan.pages_per_max_seq + 1, r.shape.page_size, mib(per_page), r.shape.num_layers,
+        r.shape.kv_heads, r.shape.head_dim, r.budget_source, mib(r.budget_bytes), max_len_fits);
+  }
+  int64_t usable = affordable;
+  if (r.max_useful_pages > 0) usable = std::min(usable, std::max(r.max_useful_pages, plan.pages_per_max_seq));
+  // The budget includes the null page when it can; never let it push the pool below one sequence.
+  if ((usable + 1) * per_page > r.budget_bytes && usable > plan.pages_per_max_seq) --usable;
+  plan.num_pages = usable + 1;
+  plan.bytes = plan.num_pages * per_page;
+  return plan;
+}
+
+int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t value = 0;
+  std::string unit;
+  while (in >> key >> value) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return value * 1024;
+  }
+  return 0;
+}
+
+}  // namespace minfer

@@ -1,0 +1,88 @@
+#include "model/config_gguf.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+
+namespace minfer {
+namespace {
+
+// A special-token id from tokenizer.ggml.*, or -1 when absent or unset (llama.cpp writes 0xffffffff for "none").
+int64_t special_id(const GgufFile& g, const char* key, int64_t vocab) {
+  const auto v = g.find_int(key);
+  return v && *v >= 0 && *v < vocab ? *v : -1;
+}
+
+}  // namespace
+
+ModelConfig read_gguf_config(const GgufFile& g) {
+  const std::string& path = g.path();
+  const std::string arch = g.get_string("general.architecture");
+  ModelConfig c;
+  if (arch == "llama") {
+    c.arch = Architecture::kLlama;
+    c.rope_style = kernels::RopeStyle::kInterleaved;
+  } else if (arch == "qwen2") {
+    c.arch = Architecture::kQwen2;
+    c.rope_style = kernels::RopeStyle::kNeox;
+  } else {
+    fail_load(path, "unsupported architecture '{}' (general.architecture; supported: llama, qwen2)", arch);
+  }
+  auto key = [&](const char* suffix) { return arch + "." + suffix; };
+
+  c.hidden_size = g.get_int(key("embedding_length"));
+  c.num_layers = g.get_int(key("block_count"));
+  c.intermediate_size = g.get_int(key("feed_forward_length"));
+  c.num_heads = g.get_int(key("attention.head_count"));
+  c.num_kv_heads = g.find_int(key("attention.head_count_kv")).value_or(c.num_heads);
+  if (c.num_heads <= 0) fail_load(path, "invalid metadata: {} = {}", key("attention.head_count"), c.num_heads);
+  c.head_dim = g.find_int(key("attention.key_length")).value_or(c.hidden_size / c.num_heads);
+  if (const auto vlen = g.find_int(key("attention.value_length")); vlen && *vlen != c.head_dim)
+    fail_load(path, "unsupported: {} ({}) differs from the key length ({})", key("attention.value_length"), *vlen,
+              c.head_dim);
+  if (const auto rot = g.find_int(key("rope.dimension_count")); rot && *rot != c.head_dim)
+    fail_load(path, "unsupported: partial rotary embedding ({} = {}, head dim {})", key("rope.dimension_count"), *rot,
+              c.head_dim);
+  c.max_position_embeddings = g.find_int(key("context_length")).value_or(2048);
+  c.rms_norm_eps = g.find_float(key("attention.layer_norm_rms_epsilon")).value_or(1e-5);
+  c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
+
+  // Linear scaling is in metadata; Llama 3 scaling arrives as the rope_freqs.weight tensor (see the loader).
+  const std::string scaling = g.find_string(key("rope.scaling.type")).value_or("none");
+  if (scaling == "linear") {
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
+  } else if (scaling != "none") {
+    fail_load(path, "unsupported {} '{}' (supported: none, linear)", key("rope.scaling.type"), scaling);
+  }
+  if (const auto lin = g.find_float(key("rope.scale_linear")); lin && *lin != 1.0) {
+    c.rope_scaling.type = "linear";
+    c.rope_scaling.factor = *lin;
+  }
+
+  const GgufTensorInfo* embd = g.find_tensor("token_embd.weight");
+  if (g.has("tokenizer.ggml.tokens")) {
+    c.vocab_size = static_cast<int64_t>(g.find("tokenizer.ggml.tokens")->array_count);
+  } else if (const auto n = g.find_int(key("vocab_size"))) {
+    c.vocab_size = *n;
+  } else if (embd != nullptr) {
+    c.vocab_size = embd->shape.front();
+  } else {
+    fail_load(path, "missing tensor 'token_embd.weight'");
+  }
+  c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
+  c.attention_bias = c.arch == Architecture::kQwen2 || g.find_tensor("blk.0.attn_q.bias") != nullptr;
+
+  c.bos_token_id = static_cast<int32_t>(special_id(g, "tokenizer.ggml.bos_token_id", c.vocab_size));
+  for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    const auto id = static_cast<int32_t>(special_id(g, k, c.vocab_size));
+    if (id >= 0 && std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
+      c.eos_token_ids.push_back(id);
+  }
+  // The dtype of the weights proper; norms are f32 in every GGUF.
+  if (const GgufTensorInfo* q = g.find_tensor("blk.0.attn_q.weight")) c.dtype = g.tensor(*q).dtype;
+  c.validate(path);
+  return c;
+}
+
+}  // namespace minfer

@@ -1,0 +1,208 @@
+#include "model/config_hf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "base/error.h"
+#include "base/mapped_file.h"
+
+namespace minfer {
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// Typed access to config.json fields: a present field of the wrong type is an error naming it, an absent or
+// null one takes the default.
+class Fields {
+ public:
+  Fields(const json& j, const std::string& path) : j_(j), path_(path) {}
+
+  const json* get(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  int64_t integer(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
+    const json* v = get(key);
+    if (v == nullptr) {
+      if (!fallback) fail_load(path_, "missing field \"{}\"", key);
+      return *fallback;
+    }
+    // Some exporters write whole numbers as floats (32768.0); accept those, nothing else.
+    if (v->is_number_float()) {
+      const double d = v->get<double>();
+      if (std::abs(d) < 0x1p62 && d == std::trunc(d)) return static_cast<int64_t>(d);
+    }
+    if (!v->is_number_integer()) fail_load(path_, "field \"{}\" must be an integer, got {}", key, v->dump());
+    return v->get<int64_t>();
+  }
+  double number(const char* key, double fallback) const {
+    const json* v = get(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number()) fail_load(path_, "field \"{}\" must be a number, got {}", key, v->dump());
+    return v->get<double>();
+  }
+  bool boolean(const char* key, bool fallback) const {
+    const json* v = get(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) fail_load(path_, "field \"{}\" must be true or false, got {}", key, v->dump());
+    return v->get<bool>();
+  }
+  std::string string(const char* key, const std::string& fallback) const {
+    const json* v = get(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_string()) fail_load(path_, "field \"{}\" must be a string, got {}", key, v->dump());
+    return v->get<std::string>();
+  }
+  // An id or a list of ids (eos_token_id is either).
+  std::vector<int32_t> ids(const char* key) const {
+    const json* v = get(key);
+    std::vector<int32_t> out;
+    if (v == nullptr) return out;
+    auto one = [&](const json& x) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+        fail_load(path_, "field \"{}\" must be a token id or a list of token ids, got {}", key, v->dump());
+      out.push_back(static_cast<int32_t>(x.get<int64_t>()));
+    };
+    if (v->is_array()) {
+      for (const auto& x : *v) one(x);
+    } else {
+      one(*v);
+    }
+    return out;
+  }
+
+ private:
+  const json& j_;
+  const std::string& path_;
+};
+
+json parse_object(const std::string& text, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail_load(path, "invalid JSON: {}", e.what());
+  }
+  if (!j.is_object()) fail_load(path, "invalid config: the JSON is not an object");
+  return j;
+}
+
+Architecture parse_architecture(const Fields& f, const std::string& path) {
+  static const char* const kSupported = "supported: llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM)";
+  std::string arch_class;
+  if (const json* a = f.get("architectures")) {
+    if (!a->is_array() || a->empty() || !(*a)[0].is_string())
+      fail_load(path, "field \"architectures\" must be a list of class names, got {}", a->dump());
+    arch_class = (*a)[0].get<std::string>();
+  }
+  std::string model_type = f.string("model_type", "");
+  if (model_type.empty()) {
+    if (arch_class == "LlamaForCausalLM") model_type = "llama";
+    if (arch_class == "Qwen2ForCausalLM") model_type = "qwen2";
+  }
+  Architecture arch;
+  if (model_type == "llama") {
+    arch = Architecture::kLlama;
+  } else if (model_type == "qwen2") {
+    arch = Architecture::kQwen2;
+  } else {
+    fail_load(path, "unsupported architecture '{}' ({})", model_type.empty() ? arch_class : model_type, kSupported);
+  }
+  const char* expected = arch == Architecture::kLlama ? "LlamaForCausalLM" : "Qwen2ForCausalLM";
+  if (!arch_class.empty() && arch_class != expected)
+    fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type, kSupported);
+  return arch;
+}
+
+RopeScaling parse_rope_scaling(const json* rs, const std::string& path) {
+  RopeScaling out;
+  if (rs == nullptr) return out;
+  if (!rs->is_object()) fail_load(path, "field \"rope_scaling\" must be an object or null, got {}", rs->dump());
+  Fields f(*rs, path);
+  // transformers renamed "type" to "rope_type"; both appear in the wild.
+  const std::string type = f.string("rope_type", f.string("type", "default"));
+  if (type == "default") return out;
+  if (type != "linear" && type != "llama3")
+    fail_load(path, "unsupported rope_scaling type '{}' (supported: default, linear, llama3)", type);
+  out.type = type;
+  out.factor = f.number("factor", 0.0);
+  if (type == "llama3") {
+    out.low_freq_factor = f.number("low_freq_factor", 1.0);
+    out.high_freq_factor = f.number("high_freq_factor", 4.0);
+    out.original_max_position_embeddings = f.integer("original_max_position_embeddings", 8192);
+  }
+  return out;
+}
+
+DType parse_torch_dtype(const Fields& f, const std::string& path) {
+  // Newer transformers write "dtype", older "torch_dtype".
+  const std::string name = f.string("torch_dtype", f.string("dtype", "float32"));
+  if (name == "float32") return DType::F32;
+  if (name == "float16") return DType::F16;
+  if (name == "bfloat16") return DType::BF16;
+  fail_load(path, "unsupported torch_dtype '{}' (supported: float32, float16, bfloat16)", name);
+}
+
+}  // namespace
+
+ModelConfig parse_hf_config(const std::string& config_text, const std::string& config_path,
+                            const std::string& generation_config_text, const std::string& generation_path) {
+  const json j = parse_object(config_text, config_path);
+  const Fields f(j, config_path);
+  ModelConfig c;
+  c.arch = parse_architecture(f, config_path);
+  if (const std::string act = f.string("hidden_act", "silu"); act != "silu")
+    fail_load(config_path, "unsupported hidden_act '{}' (supported: silu)", act);
+  c.vocab_size = f.integer("vocab_size");
+  c.hidden_size = f.integer("hidden_size");
+  c.intermediate_size = f.integer("intermediate_size");
+  c.num_layers = f.integer("num_hidden_layers");
+  c.num_heads = f.integer("num_attention_heads");
+  c.num_kv_heads = f.integer("num_key_value_heads", c.num_heads);
+  if (f.get("head_dim") == nullptr && c.num_heads > 0 && c.hidden_size % c.num_heads != 0)
+    fail_load(config_path,
+              "invalid config: num_attention_heads ({}) does not divide hidden_size ({}) and there is "
+              "no head_dim",
+              c.num_heads, c.hidden_size);
+  c.head_dim = f.integer("head_dim", c.num_heads > 0 ? c.hidden_size / c.num_heads : 0);
+  c.max_position_embeddings = f.integer("max_position_embeddings", 2048);
+  c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);  // the default of both LlamaConfig and Qwen2Config
+  c.rope_theta = f.number("rope_theta", 10000.0);
+  c.rope_scaling = parse_rope_scaling(f.get("rope_scaling"), config_path);
+  c.rope_style = kernels::RopeStyle::kNeox;  // HF checkpoints store Q/K rows for rotate_half
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
+  // Qwen2's attention always has q/k/v biases; Llama's only when attention_bias says so.
+  c.attention_bias = c.arch == Architecture::kQwen2 ? true : f.boolean("attention_bias", false);
+  if (f.boolean("mlp_bias", false)) fail_load(config_path, "unsupported: mlp_bias = true (MLP biases)");
+  if (c.arch == Architecture::kQwen2 && f.boolean("use_sliding_window", false))
+    fail_load(config_path, "unsupported: use_sliding_window = true (sliding-window attention)");
+  c.dtype = parse_torch_dtype(f, config_path);
+  const std::vector<int32_t> bos = f.ids("bos_token_id");
+  if (bos.size() > 1) fail_load(config_path, "field \"bos_token_id\" must be a single token id");
+  c.bos_token_id = bos.empty() ? -1 : bos[0];
+  c.eos_token_ids = f.ids("eos_token_id");
+
+  if (!generation_config_text.empty()) {
+    const json g = parse_object(generation_config_text, generation_path);
+    for (int32_t id : Fields(g, generation_path).ids("eos_token_id"))
+      if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
+        c.eos_token_ids.push_back(id);
+  }
+  c.validate(config_path);
+  return c;
+}
+
+ModelConfig read_hf_config(const std::string& dir) {
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  if (!fs::is_regular_file(config_path))
+    fail_load(dir, "missing config.json (a Hugging Face model directory needs config.json beside its .safetensors)");
+  const std::string gen_path = (fs::path(dir) / "generation_config.json").string();
+  const std::string gen_text = fs::is_regular_file(gen_path) ? read_text_file(gen_path) : "";
+  return parse_hf_config(read_text_file(config_path), config_path, gen_text, gen_path);
+}
+
+}  // namespace minfer

@@ -1,0 +1,43 @@
+// GGUF file: metadata -> config, blk.N.* tensors -> canonical names, the file itself as the tokenizer source.
+#include <cstring>
+
+#include "base/error.h"
+#include "formats/gguf_file.h"
+#include "model/config_gguf.h"
+#include "model/loaders/loaders.h"
+#include "model/loaders/weight_check.h"
+
+namespace minfer {
+
+ModelWeights load_gguf_checkpoint(const std::string& path) {
+  const auto gguf = GgufFile::open(path);
+  ModelWeights w;
+  w.format = CheckpointFormat::kGguf;
+  w.path = path;
+  w.config = read_gguf_config(*gguf);
+
+  std::map<std::string, WeightOrigin> origins;
+  for (const GgufTensorInfo& info : gguf->tensors()) {
+    if (info.name == "rope_freqs.weight") {
+      // llama.cpp's converter stores Llama 3 RoPE scaling as per-frequency divisors.
+      const Tensor t = gguf->tensor(info);
+      if (t.dtype != DType::F32 || t.rank() != 1 || t.dim(0) != w.config.head_dim / 2)
+        fail_load(path, "tensor 'rope_freqs.weight' must be f32 [{}], got {} {}", w.config.head_dim / 2,
+                  dtype_name(t.dtype), t.shape_string());
+      w.config.rope_scaling.freq_factors.assign(t.as<float>(), t.as<float>() + t.dim(0));
+      continue;
+    }
+    const auto canonical = gguf_to_canonical(info.name);
+    if (!canonical)
+      fail_load(path, "unexpected tensor '{}' (not a weight of a {} model)", info.name, w.config.arch_name());
+    if (w.tensors.count(*canonical)) fail_load(path, "duplicate tensor '{}'", info.name);
+    w.tensors[*canonical] = gguf->tensor(info);
+    origins[*canonical] = {path, info.name};
+  }
+  w.config.validate(path);
+  check_weights(w, origins, path, canonical_to_gguf);
+  if (gguf->has("tokenizer.ggml.model")) w.tokenizer.gguf_path = path;
+  return w;
+}
+
+}  // namespace minfer

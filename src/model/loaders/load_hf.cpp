@@ -1,0 +1,85 @@
+// Hugging Face directory: config.json (+ generation_config.json), model.safetensors or an index and its shards,
+// tokenizer.json (+ tokenizer_config.json).
+#include <filesystem>
+#include <memory>
+
+#include "base/error.h"
+#include "formats/safetensors_file.h"
+#include "model/config_hf.h"
+#include "model/loaders/loaders.h"
+#include "model/loaders/weight_check.h"
+
+namespace minfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Old transformers versions saved RoPE's buffer with the weights; it is recomputed from the config.
+bool ignorable(std::string_view hf_name) {
+  constexpr std::string_view kSuffix = ".self_attn.rotary_emb.inv_freq";
+  return hf_name.size() >= kSuffix.size() && hf_name.substr(hf_name.size() - kSuffix.size()) == kSuffix;
+}
+
+}  // namespace
+
+ModelWeights load_hf_checkpoint(const std::string& dir) {
+  ModelWeights w;
+  w.format = CheckpointFormat::kHuggingFace;
+  w.path = dir;
+  w.config = read_hf_config(dir);
+
+  // tensor name -> the shard that holds it.
+  std::map<std::string, std::shared_ptr<SafetensorsFile>> placement;
+  const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
+  const fs::path single_path = fs::path(dir) / "model.safetensors";
+  std::string checkpoint;
+  if (fs::is_regular_file(index_path)) {
+    checkpoint = index_path.string();
+    std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
+    for (const auto& [name, file] : read_safetensors_index(checkpoint)) {
+      auto& shard = shards[file];
+      if (!shard) {
+        const fs::path shard_path = fs::path(dir) / file;
+        if (!fs::is_regular_file(shard_path))
+          fail_load(checkpoint, "missing weights: shard '{}' (named for tensor '{}') is not in the directory", file,
+                    name);
+        shard = SafetensorsFile::open(shard_path.string());
+      }
+      if (shard->find(name) == nullptr)
+        fail_load(shard->path(), "missing tensor '{}', which model.safetensors.index.json places in this shard", name);
+      placement[name] = shard;
+    }
+  } else if (fs::is_regular_file(single_path)) {
+    checkpoint = single_path.string();
+    auto file = SafetensorsFile::open(checkpoint);
+    for (const auto& info : file->tensors()) placement[info.name] = file;
+  } else {
+    const bool has_bin =
+        fs::exists(fs::path(dir) / "pytorch_model.bin") || fs::exists(fs::path(dir) / "pytorch_model.bin.index.json");
+    fail_load(dir, "missing weights: no model.safetensors or model.safetensors.index.json{}",
+              has_bin ? " (found pytorch_model.bin: minfer reads only safetensors; convert the checkpoint)" : "");
+  }
+
+  std::map<std::string, WeightOrigin> origins;
+  for (const auto& [name, file] : placement) {
+    if (ignorable(name)) continue;
+    const auto canonical = hf_to_canonical(name);
+    if (!canonical)
+      fail_load(file->path(), "unexpected tensor '{}' (not a weight of a {} model)", name, w.config.arch_name());
+    // Some tied checkpoints also store lm_head.weight (a copy of the embedding); the embedding is used.
+    if (*canonical == "lm_head" && w.config.tie_word_embeddings) continue;
+    w.tensors[*canonical] = file->tensor(*file->find(name));
+    origins[*canonical] = {file->path(), name};
+  }
+  check_weights(w, origins, checkpoint, canonical_to_hf);
+
+  const fs::path tok = fs::path(dir) / "tokenizer.json";
+  const fs::path tok_config = fs::path(dir) / "tokenizer_config.json";
+  if (fs::is_regular_file(tok)) {
+    w.tokenizer.hf_tokenizer_json = tok.string();
+    if (fs::is_regular_file(tok_config)) w.tokenizer.hf_tokenizer_config_json = tok_config.string();
+  }
+  return w;
+}
+
+}  // namespace minfer

@@ -1,0 +1,27 @@
+// One loader per checkpoint format; load_model (model/model_weights.h) picks one by what the path is.
+// Each maps the format's tensor names to the canonical ones, views the weights in place in the memory map, checks
+// them against the config and sets the tokenizer source. All problems raise LoadError naming the file.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "model/model_weights.h"
+
+namespace minfer {
+
+// A directory with config.json and model.safetensors or model.safetensors.index.json + shards.
+ModelWeights load_hf_checkpoint(const std::string& dir);
+// A .gguf file (architectures llama and qwen2).
+ModelWeights load_gguf_checkpoint(const std::string& path);
+// A llama2.c legacy .bin; the tokenizer is tok<vocab>.bin, tokenizer.bin or another tok*.bin beside it.
+ModelWeights load_llama2c_checkpoint(const std::string& path);
+
+// Name mapping, exposed for tests. Canonical name, or nullopt for a name that is not part of the model.
+std::optional<std::string> hf_to_canonical(std::string_view hf_name);
+std::string canonical_to_hf(const std::string& canonical);
+std::optional<std::string> gguf_to_canonical(std::string_view gguf_name);
+std::string canonical_to_gguf(const std::string& canonical);
+
+}  // namespace minfer

@@ -1,0 +1,77 @@
+#include "model/loaders/weight_check.h"
+
+#include "base/error.h"
+
+namespace minfer {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+bool supported_dtype(DType d, size_t rank) {
+  // Q8_0 (GGUF) only for matrices: its blocks run along rows.
+  return d == DType::F32 || d == DType::F16 || d == DType::BF16 || (d == DType::Q8_0 && rank == 2);
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelConfig& c) {
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  std::map<std::string, std::vector<int64_t>> out;
+  out["embed"] = {c.vocab_size, c.hidden_size};
+  out["final_norm"] = {c.hidden_size};
+  if (!c.tie_word_embeddings) out["lm_head"] = {c.vocab_size, c.hidden_size};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    out[p + "attn_norm"] = {c.hidden_size};
+    out[p + "wq"] = {q, c.hidden_size};
+    out[p + "wk"] = {kv, c.hidden_size};
+    out[p + "wv"] = {kv, c.hidden_size};
+    out[p + "wo"] = {c.hidden_size, q};
+    if (c.attention_bias) {
+      out[p + "bq"] = {q};
+      out[p + "bk"] = {kv};
+      out[p + "bv"] = {kv};
+    }
+    out[p + "ffn_norm"] = {c.hidden_size};
+    out[p + "w_gate"] = {c.intermediate_size, c.hidden_size};
+    out[p + "w_up"] = {c.intermediate_size, c.hidden_size};
+    out[p + "w_down"] = {c.hidden_size, c.intermediate_size};
+  }
+  return out;
+}
+
+void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrigin>& origins,
+                   const std::string& checkpoint, const std::function<std::string(const std::string&)>& file_name_of) {
+  const auto expected = expected_weight_shapes(weights.config);
+  auto origin = [&](const std::string& canonical) {
+    auto it = origins.find(canonical);
+    return it != origins.end() ? it->second : WeightOrigin{checkpoint, file_name_of(canonical)};
+  };
+  for (const auto& [name, tensor] : weights.tensors) {
+    const WeightOrigin o = origin(name);
+    auto it = expected.find(name);
+    if (it == expected.end())
+      fail_load(o.file,
+                "unexpected tensor '{}': not a weight of this {} model ({} layers, attention bias: {}, tied "
+                "embeddings: {})",
+                o.name, weights.config.arch_name(), weights.config.num_layers, weights.config.attention_bias,
+                weights.config.tie_word_embeddings);
+    if (tensor.shape != it->second)
+      fail_load(o.file, "shape mismatch for tensor '{}': expected {}, got {} (from the config: {} {})", o.name,
+                shape_str(it->second), shape_str(tensor.shape), weights.config.arch_name(), name);
+    if (!supported_dtype(tensor.dtype, tensor.shape.size()))
+      fail_load(o.file, "tensor '{}' has unsupported dtype {} (supported: f32, f16, bf16; q8_0 for matrices)", o.name,
+                dtype_name(tensor.dtype));
+  }
+  for (const auto& [name, shape] : expected) {
+    if (weights.tensors.count(name) == 0)
+      fail_load(checkpoint, "missing tensor '{}' (expected shape {})", file_name_of(name), shape_str(shape));
+  }
+  weights.config.dtype = weights.tensors.at("layers.0.wq").dtype;
+}
+
+}  // namespace minfer

@@ -1,0 +1,30 @@
+// The canonical weights a ModelConfig implies (names and shapes, see model/model_weights.h), and the check every
+// loader runs on what it mapped: each expected tensor present, with its shape and a supported dtype, and nothing
+// else.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "model/model_weights.h"
+
+namespace minfer {
+
+// Canonical name -> expected shape. lm_head only when the embeddings are untied; bq/bk/bv only with attention_bias.
+std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelConfig& config);
+
+// Where a weight lives in the checkpoint, for error messages: the file and the tensor's name there.
+struct WeightOrigin {
+  std::string file;
+  std::string name;
+};
+
+// Throws LoadError naming the file and the tensor: a missing tensor (file_name_of maps a canonical name to the
+// checkpoint's own name, and `checkpoint` is the path to blame), a shape mismatch (expected vs actual) or an
+// unsupported dtype. Also sets weights.config.dtype to the dtype of layers.0.wq.
+void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrigin>& origins,
+                   const std::string& checkpoint, const std::function<std::string(const std::string&)>& file_name_of);
+
+}  // namespace minfer

@@ -1,0 +1,90 @@
+// The one table from canonical weight names to Hugging Face and GGUF names.
+#include <charconv>
+#include <string>
+
+#include "base/error.h"
+#include "model/loaders/loaders.h"
+
+namespace minfer {
+namespace {
+
+struct NameRow {
+  const char* canonical;
+  const char* hf;
+  const char* gguf;
+};
+
+constexpr NameRow kGlobal[] = {
+    {"embed", "model.embed_tokens.weight", "token_embd.weight"},
+    {"final_norm", "model.norm.weight", "output_norm.weight"},
+    {"lm_head", "lm_head.weight", "output.weight"},
+};
+
+// Per layer, after the prefixes "layers.{i}.", "model.layers.{i}." and "blk.{i}.".
+constexpr NameRow kLayer[] = {
+    {"attn_norm", "input_layernorm.weight", "attn_norm.weight"},
+    {"wq", "self_attn.q_proj.weight", "attn_q.weight"},
+    {"wk", "self_attn.k_proj.weight", "attn_k.weight"},
+    {"wv", "self_attn.v_proj.weight", "attn_v.weight"},
+    {"wo", "self_attn.o_proj.weight", "attn_output.weight"},
+    {"bq", "self_attn.q_proj.bias", "attn_q.bias"},
+    {"bk", "self_attn.k_proj.bias", "attn_k.bias"},
+    {"bv", "self_attn.v_proj.bias", "attn_v.bias"},
+    {"ffn_norm", "post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"w_gate", "mlp.gate_proj.weight", "ffn_gate.weight"},
+    {"w_up", "mlp.up_proj.weight", "ffn_up.weight"},
+    {"w_down", "mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+// Splits "<prefix><digits>.<rest>" into the layer number and rest.
+bool split_layer(std::string_view name, std::string_view prefix, std::string_view* layer, std::string_view* rest) {
+  if (name.substr(0, prefix.size()) != prefix) return false;
+  name.remove_prefix(prefix.size());
+  const size_t dot = name.find('.');
+  if (dot == 0 || dot == std::string_view::npos) return false;
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(name.data(), name.data() + dot, value);
+  if (ec != std::errc() || end != name.data() + dot || (dot > 1 && name[0] == '0')) return false;
+  *layer = name.substr(0, dot);
+  *rest = name.substr(dot + 1);
+  return true;
+}
+
+template <typename Get>
+std::optional<std::string> to_canonical(std::string_view name, std::string_view layer_prefix, Get external) {
+  for (const NameRow& r : kGlobal)
+    if (name == external(r)) return std::string(r.canonical);
+  std::string_view layer, rest;
+  if (!split_layer(name, layer_prefix, &layer, &rest)) return std::nullopt;
+  for (const NameRow& r : kLayer)
+    if (rest == external(r)) return "layers." + std::string(layer) + "." + r.canonical;
+  return std::nullopt;
+}
+
+template <typename Get>
+std::string from_canonical(const std::string& canonical, std::string_view layer_prefix, Get external) {
+  for (const NameRow& r : kGlobal)
+    if (canonical == r.canonical) return external(r);
+  std::string_view layer, rest;
+  if (split_layer(canonical, "layers.", &layer, &rest)) {
+    for (const NameRow& r : kLayer)
+      if (rest == r.canonical) return std::string(layer_prefix) + std::string(layer) + "." + external(r);
+  }
+  fail("no checkpoint name for canonical weight '{}'", canonical);
+}
+
+const char* hf_of(const NameRow& r) { return r.hf; }
+const char* gguf_of(const NameRow& r) { return r.gguf; }
+
+}  // namespace
+
+std::optional<std::string> hf_to_canonical(std::string_view hf_name) {
+  return to_canonical(hf_name, "model.layers.", hf_of);
+}
+std::string canonical_to_hf(const std::string& canonical) { return from_canonical(canonical, "model.layers.", hf_of); }
+std::optional<std::string> gguf_to_canonical(std::string_view gguf_name) {
+  return to_canonical(gguf_name, "blk.", gguf_of);
+}
+std::string canonical_to_gguf(const std::string& canonical) { return from_canonical(canonical, "blk.", gguf_of); }
+
+}  // namespace minfer

@@ -1,0 +1,88 @@
+#include "model/model_config.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "base/error.h"
+
+namespace minfer {
+
+std::vector<float> ModelConfig::rope_inv_freq() const {
+  const int64_t half = head_dim / 2;
+  std::vector<float> out(static_cast<size_t>(half));
+  const RopeScaling& s = rope_scaling;
+  // Computed in double and rounded once; HF computes the same formula in float32 (results agree to ~1 ulp).
+  for (int64_t i = 0; i < half; ++i) {
+    double f = 1.0 / std::pow(rope_theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+    if (s.type == "linear") {
+      f /= s.factor;
+    } else if (s.type == "llama3") {
+      // transformers' _compute_llama3_parameters: keep high frequencies, divide low ones by factor, and blend
+      // the band between the two wavelength thresholds.
+      const double old_ctx = static_cast<double>(s.original_max_position_embeddings);
+      const double low_freq_wavelen = old_ctx / s.low_freq_factor;
+      const double high_freq_wavelen = old_ctx / s.high_freq_factor;
+      const double wavelen = 2.0 * std::numbers::pi / f;
+      if (wavelen > low_freq_wavelen) {
+        f /= s.factor;
+      } else if (!(wavelen < high_freq_wavelen)) {
+        const double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    if (!s.freq_factors.empty()) f /= static_cast<double>(s.freq_factors[static_cast<size_t>(i)]);
+    out[static_cast<size_t>(i)] = static_cast<float>(f);
+  }
+  return out;
+}
+
+void ModelConfig::validate(const std::string& source) const {
+  auto positive = [&](const char* field, int64_t v, int64_t max) {
+    if (v <= 0 || v > max) fail_load(source, "invalid config: {} = {} (must be in 1..{})", field, v, max);
+  };
+  positive("vocab_size", vocab_size, int64_t{1} << 24);
+  positive("hidden_size", hidden_size, int64_t{1} << 20);
+  positive("intermediate_size", intermediate_size, int64_t{1} << 22);
+  positive("num_hidden_layers", num_layers, 4096);
+  positive("num_attention_heads", num_heads, 4096);
+  positive("num_key_value_heads", num_kv_heads, 4096);
+  positive("head_dim", head_dim, 4096);
+  positive("max_position_embeddings", max_position_embeddings, int64_t{1} << 30);
+  if (num_heads % num_kv_heads != 0)
+    fail_load(source, "invalid config: num_key_value_heads ({}) does not divide num_attention_heads ({})", num_kv_heads,
+              num_heads);
+  if (head_dim % 2 != 0) fail_load(source, "invalid config: head_dim {} is odd (RoPE rotates pairs)", head_dim);
+  if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps))
+    fail_load(source, "invalid config: rms_norm_eps = {} (must be positive)", rms_norm_eps);
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta))
+    fail_load(source, "invalid config: rope_theta = {} (must be positive)", rope_theta);
+
+  const RopeScaling& s = rope_scaling;
+  if (s.type != "none" && s.type != "linear" && s.type != "llama3")
+    fail_load(source, "unsupported rope_scaling type '{}' (supported: none, linear, llama3)", s.type);
+  if (s.type != "none" && (!(s.factor > 0) || !std::isfinite(s.factor)))
+    fail_load(source, "invalid config: rope_scaling.factor = {} (must be positive)", s.factor);
+  if (s.type == "llama3") {
+    if (!(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor))
+      fail_load(source, "invalid config: rope_scaling needs 0 < low_freq_factor < high_freq_factor (got {} and {})",
+                s.low_freq_factor, s.high_freq_factor);
+    if (s.original_max_position_embeddings <= 0)
+      fail_load(source, "invalid config: rope_scaling.original_max_position_embeddings = {}",
+                s.original_max_position_embeddings);
+  }
+  if (!s.freq_factors.empty()) {
+    if (static_cast<int64_t>(s.freq_factors.size()) != head_dim / 2)
+      fail_load(source, "rope frequency factors have {} entries, expected head_dim / 2 = {}", s.freq_factors.size(),
+                head_dim / 2);
+    for (float f : s.freq_factors)
+      if (!(f > 0) || !std::isfinite(f)) fail_load(source, "rope frequency factor {} is not positive", f);
+  }
+
+  if (bos_token_id < -1 || bos_token_id >= vocab_size)
+    fail_load(source, "bos_token_id {} is outside the vocabulary ({} tokens)", bos_token_id, vocab_size);
+  for (int32_t id : eos_token_ids)
+    if (id < 0 || id >= vocab_size)
+      fail_load(source, "eos_token_id {} is outside the vocabulary ({} tokens)", id, vocab_size);
+}
+
+}  // namespace minfer

@@ -1,0 +1,380 @@
+#include "model/test_model_writer.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <optional>
+
+#include "base/error.h"
+#include "base/half.h"
+#include "base/mapped_file.h"
+#include "base/thread_pool.h"
+#include "formats/safetensors_writer.h"
+#include "model/test_tokenizer.h"
+
+namespace minfer {
+namespace {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+struct Preset {
+  const char* name;
+  TokenizerFamily family;
+  bool tiny;
+  int64_t hidden, intermediate, layers, heads, kv_heads, vocab;  // vocab 0: the tokenizer's size
+  int64_t max_position_embeddings;
+  int64_t max_window_layers;  // Qwen2 only
+  bool tied;
+  // Std of the random embedding and of the other matrices. The real shapes use HF's initializer_range. The tiny
+  // ones need about unit gain per layer (std ~ 1 / sqrt(hidden)), else greedy decoding of their 2-3 layers locks
+  // onto one repeated token (checked with a NumPy forward pass: 0.08 everywhere gave ~4 distinct tokens in 20
+  // steps, 0.16 for the layers ~16).
+  double embed_std;
+  double weight_std;
+};
+
+// The real configs (Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, meta-llama/Llama-3.2-1B) and their tiny siblings.
+constexpr Preset kPresets[] = {
+    {"qwen2.5-0.5b", TokenizerFamily::kQwen2, false, 896, 4864, 24, 14, 2, 151936, 32768, 24, true, 0.02, 0.02},
+    {"qwen2.5-1.5b", TokenizerFamily::kQwen2, false, 1536, 8960, 28, 12, 2, 151936, 131072, 28, true, 0.02, 0.02},
+    {"llama-3.2-1b", TokenizerFamily::kLlama3, false, 2048, 8192, 16, 32, 8, 128256, 131072, 0, true, 0.02, 0.02},
+    {"tiny-qwen2", TokenizerFamily::kQwen2, true, 64, 128, 2, 4, 2, 0, 32768, 2, true, 0.08, 0.16},
+    {"tiny-llama", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 2, 0, 131072, 0, false, 0.08, 0.16},
+};
+
+const Preset& find_preset(const std::string& name) {
+  for (const Preset& p : kPresets)
+    if (name == p.name) return p;
+  std::string names;
+  for (const Preset& p : kPresets) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  fail("unknown test model preset '{}' (available: {})", name, names);
+}
+
+std::string torch_dtype_name(DType d) { return d == DType::BF16 ? "bfloat16" : "float32"; }
+
+// The ids of the family's special tokens in the tokenizer actually written.
+struct SpecialIds {
+  std::optional<int64_t> bos;
+  std::vector<int64_t> config_eos;      // config.json's eos_token_id
+  std::vector<int64_t> generation_eos;  // generation_config.json's
+};
+
+ojson id_or_list(const std::vector<int64_t>& ids) {
+  if (ids.empty()) return nullptr;
+  if (ids.size() == 1) return ids[0];
+  return ids;
+}
+
+ojson qwen_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+  const int64_t window = p.max_position_embeddings;
+  return {{"architectures", {"Qwen2ForCausalLM"}},
+          {"attention_dropout", 0.0},
+          {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+          {"eos_token_id", id_or_list(s.config_eos)},
+          {"hidden_act", "silu"},
+          {"hidden_size", p.hidden},
+          {"initializer_range", 0.02},
+          {"intermediate_size", p.intermediate},
+          {"max_position_embeddings", p.max_position_embeddings},
+          {"max_window_layers", p.max_window_layers},
+          {"model_type", "qwen2"},
+          {"num_attention_heads", p.heads},
+          {"num_hidden_layers", p.layers},
+          {"num_key_value_heads", p.kv_heads},
+          {"rms_norm_eps", 1e-06},
+          {"rope_theta", 1000000.0},
+          {"sliding_window", window},
+          {"tie_word_embeddings", p.tied},
+          {"torch_dtype", torch_dtype_name(dtype)},
+          {"transformers_version", "4.40.1"},
+          {"use_cache", true},
+          {"use_mrope", false},
+          {"use_sliding_window", false},
+          {"vocab_size", vocab}};
+}
+
+ojson llama_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+          {"eos_token_id", id_or_list(s.config_eos)},
+          {"head_dim", p.hidden / p.heads},
+          {"hidden_act", "silu"},
+          {"hidden_size", p.hidden},
+          {"initializer_range", 0.02},
+          {"intermediate_size", p.intermediate},
+          {"max_position_embeddings", p.max_position_embeddings},
+          {"mlp_bias", false},
+          {"model_type", "llama"},
+          {"num_attention_heads", p.heads},
+          {"num_hidden_layers", p.layers},
+          {"num_key_value_heads", p.kv_heads},
+          {"pretraining_tp", 1},
+          {"rms_norm_eps", 1e-05},
+          {"rope_scaling",
+           {{"factor", 32.0},
+            {"high_freq_factor", 4.0},
+            {"low_freq_factor", 1.0},
+            {"original_max_position_embeddings", 8192},
+            {"rope_type", "llama3"}}},
+          {"rope_theta", 500000.0},
+          {"tie_word_embeddings", p.tied},
+          {"torch_dtype", torch_dtype_name(dtype)},
+          {"transformers_version", "4.45.0.dev0"},
+          {"use_cache", true},
+          {"vocab_size", vocab}};
+}
+
+ojson generation_config(const Preset& p, const SpecialIds& s) {
+  if (p.family == TokenizerFamily::kQwen2)
+    return {{"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+            {"do_sample", false},
+            {"eos_token_id", id_or_list(s.generation_eos)},
+            {"max_new_tokens", 2048},
+            {"transformers_version", "4.37.0"}};
+  return {{"_from_model_config", true},
+          {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+          {"do_sample", true},
+          {"eos_token_id", id_or_list(s.generation_eos)},
+          {"temperature", 0.6},
+          {"top_p", 0.9},
+          {"transformers_version", "4.45.0.dev0"}};
+}
+
+// Special ids by token text. The real presets keep the real model's ids; the tiny ones (and their Instruct-style
+// eos lists, so chat tests stop at the end of a turn) use whatever ids the tokenizer has.
+SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by_text) {
+  SpecialIds s;
+  auto id = [&](const char* text) -> std::optional<int64_t> {
+    auto it = by_text.find(text);
+    return it == by_text.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  };
+  auto add = [](std::vector<int64_t>& v, std::optional<int64_t> x) {
+    if (x) v.push_back(*x);
+  };
+  if (p.family == TokenizerFamily::kQwen2) {
+    if (!p.tiny) return {151643, {151643}, {151643}};
+    s.bos = id("<|endoftext|>");
+    add(s.config_eos, id("<|endoftext|>"));
+    add(s.generation_eos, id("<|im_end|>"));
+    add(s.generation_eos, id("<|endoftext|>"));
+  } else {
+    if (!p.tiny) return {128000, {128001}, {128001}};
+    s.bos = id("<|begin_of_text|>");
+    add(s.config_eos, id("<|end_of_text|>"));
+    for (const char* t : {"<|end_of_text|>", "<|eom_id|>", "<|eot_id|>"}) add(s.generation_eos, id(t));
+  }
+  return s;
+}
+
+// A user-supplied tokenizer.json: its size (highest id + 1) and token ids by text.
+int64_t scan_tokenizer(const std::string& path, std::map<std::string, int64_t>* by_text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_text_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail_load(path, "invalid JSON: {}", e.what());
+  }
+  const auto model = j.find("model");
+  if (!j.is_object() || model == j.end() || !model->is_object() || !model->contains("vocab") ||
+      !(*model)["vocab"].is_object())
+    fail_load(path, "not a tokenizer.json (no model.vocab object)");
+  int64_t size = 0;
+  auto note = [&](const std::string& text, const nlohmann::json& id) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0) fail_load(path, "token '{}' has an invalid id", text);
+    (*by_text)[text] = id.get<int64_t>();
+    size = std::max(size, id.get<int64_t>() + 1);
+  };
+  for (const auto& [text, id] : (*model)["vocab"].items()) note(text, id);
+  if (const auto added = j.find("added_tokens"); added != j.end() && added->is_array())
+    for (const auto& t : *added)
+      if (t.is_object() && t.contains("content") && t["content"].is_string() && t.contains("id"))
+        note(t["content"].get<std::string>(), t["id"]);
+  return size;
+}
+
+void write_json(const fs::path& path, const ojson& j) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << j.dump(2) << "\n";
+  if (!out) fail("{}: cannot write", path.string());
+}
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+enum class Init : uint8_t { kMatrix, kNorm, kBias };
+
+// Random data, reproducible from (seed, tensor name, element index): each block of kBlock elements has its own
+// generator, so the values do not depend on chunking or on the number of threads.
+SafetensorsEntry random_entry(std::string name, std::vector<int64_t> shape, DType dtype, Init init, double std_dev,
+                              uint64_t seed, ThreadPool& pool) {
+  constexpr int64_t kBlock = 1 << 16;
+  static_assert(SafetensorsEntry::kChunkElements % kBlock == 0);
+  const uint64_t tensor_seed = seed * 0x9e3779b97f4a7c15ull ^ name_hash(name);
+  SafetensorsEntry e{std::move(name), dtype, std::move(shape), nullptr};
+  e.fill = [=, &pool](void* dst, int64_t first, int64_t count) {
+    const size_t blocks = static_cast<size_t>((count + kBlock - 1) / kBlock);
+    pool.parallel_for(blocks, 1, [&](size_t b0, size_t b1) {
+      for (size_t b = b0; b < b1; ++b) {
+        const int64_t begin = static_cast<int64_t>(b) * kBlock;
+        const int64_t n = std::min(kBlock, count - begin);
+        uint64_t state = tensor_seed ^ static_cast<uint64_t>((first + begin) / kBlock) * 0xd1b54a32d192ed03ull;
+        for (int64_t i = 0; i < n; i += 2) {
+          // Box-Muller: two normals from two uniforms in (0, 1].
+          const double u1 = static_cast<double>((splitmix64(state) >> 11) + 1) * 0x1.0p-53;
+          const double u2 = static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+          const double r = std::sqrt(-2.0 * std::log(u1));
+          const double pair[2] = {r * std::cos(2 * std::numbers::pi * u2), r * std::sin(2 * std::numbers::pi * u2)};
+          for (int64_t k = 0; k < 2 && i + k < n; ++k) {
+            float v = 0;
+            switch (init) {
+              case Init::kMatrix: v = static_cast<float>(pair[k] * std_dev); break;
+              case Init::kBias: v = static_cast<float>(pair[k] * 0.02); break;
+              case Init::kNorm: v = static_cast<float>(1.0 + 0.1 * std::tanh(pair[k])); break;  // within 1 +- 0.1
+            }
+            const size_t at = static_cast<size_t>(begin + i + k);
+            if (dtype == DType::BF16) {
+              static_cast<uint16_t*>(dst)[at] = f32_to_bf16(v);
+            } else {
+              static_cast<float*>(dst)[at] = v;
+            }
+          }
+        }
+      }
+    });
+  };
+  return e;
+}
+
+}  // namespace
+
+std::vector<std::string> test_model_presets() {
+  std::vector<std::string> out;
+  for (const Preset& p : kPresets) out.emplace_back(p.name);
+  return out;
+}
+
+DType default_test_model_dtype(const std::string& preset) {
+  return find_preset(preset).tiny ? DType::F32 : DType::BF16;
+}
+
+namespace {
+
+TestModelResult write_test_model_files(const TestModelOptions& o) {
+  const Preset& p = find_preset(o.preset);
+  if (o.dtype != DType::F32 && o.dtype != DType::BF16)
+    fail("make-test-model: unsupported dtype {} (supported: f32, bf16)", dtype_name(o.dtype));
+  const fs::path dir(o.out_dir);
+  fs::create_directories(dir);
+
+  // Tokenizer first: the tiny presets take its size as their vocabulary.
+  std::map<std::string, int64_t> by_text;
+  int64_t tok_size = 0;
+  if (!o.tokenizer_json.empty()) {
+    tok_size = scan_tokenizer(o.tokenizer_json, &by_text);
+    const fs::path src_config = fs::path(o.tokenizer_json).parent_path() / "tokenizer_config.json";
+    auto copy = [&](const fs::path& from, const char* name) {
+      if (fs::exists(dir / name) && fs::equivalent(from, dir / name)) return;
+      fs::copy_file(from, dir / name, fs::copy_options::overwrite_existing);
+    };
+    copy(o.tokenizer_json, "tokenizer.json");
+    if (fs::is_regular_file(src_config)) {
+      copy(src_config, "tokenizer_config.json");
+    } else {
+      fs::remove(dir / "tokenizer_config.json");
+    }
+  } else {
+    const GeneratedTokenizer tok = generate_test_tokenizer(p.family, p.vocab);
+    tok_size = tok.size;
+    for (const auto& [text, id] : tok.special_ids) by_text[text] = id;
+    write_json(dir / "tokenizer.json", tok.tokenizer);
+    write_json(dir / "tokenizer_config.json", tok.config);
+  }
+  const int64_t vocab = p.tiny ? tok_size : p.vocab;
+  if (tok_size > vocab)
+    fail("{}: the tokenizer has {} tokens, more than the {} preset's vocab size {}", o.tokenizer_json, tok_size, p.name,
+         vocab);
+
+  const SpecialIds ids = special_ids(p, by_text);
+  write_json(dir / "config.json", p.family == TokenizerFamily::kQwen2 ? qwen_config(p, vocab, ids, o.dtype)
+                                                                      : llama_config(p, vocab, ids, o.dtype));
+  write_json(dir / "generation_config.json", generation_config(p, ids));
+
+  // Weights, in Hugging Face's names and order.
+  ThreadPool pool(0);
+  const int64_t head_dim = p.hidden / p.heads, q = p.heads * head_dim, kv = p.kv_heads * head_dim;
+  const bool bias = p.family == TokenizerFamily::kQwen2;
+  std::vector<SafetensorsEntry> entries;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, Init init) {
+    const double sd = name == "model.embed_tokens.weight" ? p.embed_std : p.weight_std;
+    entries.push_back(random_entry(name, std::move(shape), o.dtype, init, sd, o.seed, pool));
+  };
+  add("model.embed_tokens.weight", {vocab, p.hidden}, Init::kMatrix);
+  for (int64_t i = 0; i < p.layers; ++i) {
+    const std::string l = "model.layers." + std::to_string(i) + ".";
+    add(l + "input_layernorm.weight", {p.hidden}, Init::kNorm);
+    add(l + "self_attn.q_proj.weight", {q, p.hidden}, Init::kMatrix);
+    add(l + "self_attn.k_proj.weight", {kv, p.hidden}, Init::kMatrix);
+    add(l + "self_attn.v_proj.weight", {kv, p.hidden}, Init::kMatrix);
+    if (bias) {
+      add(l + "self_attn.q_proj.bias", {q}, Init::kBias);
+      add(l + "self_attn.k_proj.bias", {kv}, Init::kBias);
+      add(l + "self_attn.v_proj.bias", {kv}, Init::kBias);
+    }
+    add(l + "self_attn.o_proj.weight", {p.hidden, q}, Init::kMatrix);
+    add(l + "post_attention_layernorm.weight", {p.hidden}, Init::kNorm);
+    add(l + "mlp.gate_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
+    add(l + "mlp.up_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
+    add(l + "mlp.down_proj.weight", {p.hidden, p.intermediate}, Init::kMatrix);
+  }
+  add("model.norm.weight", {p.hidden}, Init::kNorm);
+  if (!p.tied) add("lm_head.weight", {vocab, p.hidden}, Init::kMatrix);
+
+  // Stale weights from an earlier run (e.g. shards when this run writes one file) would confuse the loader.
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "model.safetensors.index.json" ||
+        (name.rfind("model", 0) == 0 && entry.path().extension() == ".safetensors"))
+      fs::remove(entry.path());
+  }
+  SafetensorsWriteOptions wo;
+  wo.metadata = {{"format", "pt"}};
+  wo.skip_data = o.skip_weight_data;
+
+  TestModelResult r;
+  r.vocab_size = vocab;
+  for (const auto& e : entries) {
+    r.parameters += static_cast<uint64_t>(e.numel());
+    r.weight_bytes += e.nbytes();
+  }
+  r.files = write_safetensors_checkpoint(o.out_dir, entries, o.shard_bytes, wo);
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"})
+    if (fs::exists(dir / f)) r.files.emplace_back(f);
+  return r;
+}
+
+}  // namespace
+
+TestModelResult write_test_model(const TestModelOptions& o) {
+  try {
+    return write_test_model_files(o);
+  } catch (const fs::filesystem_error& e) {
+    fail("make-test-model: {}", e.what());  // names the path and the reason
+  }
+}
+
+}  // namespace minfer

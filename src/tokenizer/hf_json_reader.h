@@ -1,0 +1,27 @@
+// Reads a Hugging Face tokenizer.json. model.vocab and model.merges (150K entries each in Qwen2 / Llama 3)
+// are streamed into flat vectors by a SAX handler instead of a JSON tree, which would cost hundreds of
+// thousands of small allocations; the rest of the file is kept as JSON.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace minfer {
+
+struct HfTokenizerJson {
+  nlohmann::json root;  // the whole file except model.vocab and model.merges
+  bool has_vocab = false;
+  std::vector<std::pair<std::string, int64_t>> vocab;       // model.vocab in file order
+  std::vector<std::pair<std::string, std::string>> merges;  // model.merges, "a b" strings split at the space
+};
+
+// Throws LoadError naming path for a missing file, malformed JSON, or a vocab / merges of the wrong shape.
+HfTokenizerJson read_hf_tokenizer_json(const std::string& path);
+
+// Any JSON file as a tree; throws LoadError naming path.
+nlohmann::json read_json_file(const std::string& path);
+
+}  // namespace minfer

@@ -1,0 +1,121 @@
+"""Shared fixtures of the end-to-end tests. Run with Debian's python3 (it has torch): /usr/bin/python3 -m pytest tests/e2e
+
+Environment:
+  MINFER_BIN         the `minfer` binary (default: <repo>/build/release/tools/minfer). Tests that need it are
+                     skipped only when this file does not exist; any other problem fails them.
+  MINFER_SHARED_DIR  the shared read-only assets (default: <repo>/../shared)
+  MINFER_CACHE_DIR   fetched assets such as the Qwen tokenizer (default: <repo>/.cache)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable, Dict, List, Sequence, Tuple
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE_DIR = REPO / "tests" / "reference"
+sys.path.insert(0, str(REFERENCE_DIR))
+
+MINFER_BIN = Path(os.environ.get("MINFER_BIN") or REPO / "build" / "release" / "tools" / "minfer")
+SHARED_DIR = Path(os.environ.get("MINFER_SHARED_DIR") or REPO.parent / "shared")
+CACHE_DIR = Path(os.environ.get("MINFER_CACHE_DIR") or REPO / ".cache")
+
+DEFAULT_TIMEOUT_S = 600
+
+
+def describe(proc: subprocess.CompletedProcess) -> str:
+    cmd = " ".join(shlex.quote(str(a)) for a in proc.args)
+    return (f"command: {cmd}\nexit code: {proc.returncode}\n--- stdout ---\n{proc.stdout[-4000:]}\n"
+            f"--- stderr ---\n{proc.stderr[-4000:]}")
+
+
+class Minfer:
+    """Runs the `minfer` binary; run() fails the test (with its output) on a non-zero exit unless check=False."""
+
+    def __init__(self, binary: Path):
+        self.binary = binary
+
+    def run(self, *args, check: bool = True, timeout: float = DEFAULT_TIMEOUT_S) -> subprocess.CompletedProcess:
+        cmd = [str(self.binary), *[str(a) for a in args]]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"timed out after {timeout} s: {' '.join(shlex.quote(c) for c in cmd)}\n"
+                        f"--- stdout ---\n{(e.stdout or b'')[-2000:]!r}\n--- stderr ---\n{(e.stderr or b'')[-2000:]!r}")
+        if check and proc.returncode != 0:
+            pytest.fail(f"minfer failed\n{describe(proc)}")
+        return proc
+
+    def tokenize(self, tokenizer_json: Path, text: str) -> List[int]:
+        proc = self.run("tokenize", "--tokenizer", tokenizer_json, "--text", text)
+        try:
+            ids = [int(x) for x in proc.stdout.split()]
+        except ValueError:
+            pytest.fail(f"`minfer tokenize` should print space-separated ids only\n{describe(proc)}")
+        assert ids, f"`minfer tokenize` printed no ids\n{describe(proc)}"
+        return ids
+
+    def make_test_model(self, preset: str, out: Path, dtype: str, *extra) -> Path:
+        self.run("make-test-model", "--preset", preset, "--out", out, "--dtype", dtype, *extra)
+        assert (out / "config.json").exists(), f"make-test-model wrote no config.json into {out}"
+        return out
+
+
+@pytest.fixture(scope="session")
+def minfer() -> Minfer:
+    if not MINFER_BIN.exists():
+        pytest.skip(f"the minfer binary is not built: {MINFER_BIN} does not exist (set MINFER_BIN)")
+    return Minfer(MINFER_BIN)
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    return SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def cache_dir() -> Path:
+    return CACHE_DIR
+
+
+@pytest.fixture(scope="session")
+def stories_dir() -> Path:
+    d = SHARED_DIR / "models" / "stories260K"
+    if not (d / "stories260K.bin").exists():
+        pytest.fail(f"missing test asset {d / 'stories260K.bin'} (MINFER_SHARED_DIR={SHARED_DIR})")
+    return d
+
+
+@pytest.fixture(scope="session")
+def tiny_models(minfer: Minfer, tmp_path_factory) -> Callable[..., Path]:
+    """make-test-model outputs, written once per session: tiny_models(preset, dtype, *extra_args) -> directory."""
+    made: Dict[Tuple, Path] = {}
+
+    def get(preset: str, dtype: str, *extra) -> Path:
+        key = (preset, dtype, *extra)
+        if key not in made:
+            out = tmp_path_factory.mktemp(f"{preset}-{dtype}")
+            made[key] = minfer.make_test_model(preset, out, dtype, *extra)
+        return made[key]
+
+    return get
+
+
+def read_config(model_dir: Path) -> dict:
+    with open(model_dir / "config.json") as f:
+        return json.load(f)
+
+
+def read_ids(path: Path) -> List[int]:
+    return [int(x) for x in path.read_text().split()]
+
+
+def ids_arg(ids: Sequence[int]) -> str:
+    return " ".join(str(i) for i in ids)

@@ -1,0 +1,354 @@
+#!/usr/bin/python3
+"""An independent PyTorch oracle for minfer: Hugging Face Llama (Llama 2 / 3, incl. rope_type "llama3") and Qwen2,
+written from scratch after the published HF modeling code (modeling_llama.py, modeling_qwen2.py,
+modeling_rope_utils.py), reading an HF model directory with its own small safetensors reader.
+
+Numerics: weights as stored, upcast to float32 (BF16 -> F32 is exact), every computation in float32 — the engine's
+numerics too. This is not HF's bf16 forward (HF would keep bf16 activations); it is the f32 computation on the
+checkpoint's values.
+
+Semantics followed (HF eager attention path):
+  h = embed_tokens[ids]
+  per layer: h = h + o_proj(attn(input_layernorm(h))); h = h + down(silu(gate(x)) * up(x)), x = post_attention_layernorm(h)
+  RMSNorm: w * (x * rsqrt(mean(x^2) + eps)), in f32
+  RoPE: rotate_half (half-split, "NeoX") form, inv_freq = 1 / theta^(arange(0, d, 2) / d), optional llama3 scaling
+        exactly as _compute_llama3_parameters; cos/sin of position * inv_freq in f32
+  attention: GQA via repeat_kv (query head h reads KV head h // (heads / kv_heads)), scores * head_dim^-0.5,
+        causal mask, softmax in f32
+  Qwen2: q/k/v projections have biases; Llama: biases only if attention_bias / mlp_bias (present in the file)
+  lm_head: lm_head.weight, or embed_tokens when tie_word_embeddings
+
+CLI (run it with Debian's /usr/bin/python3, which has torch):
+  hf_reference.py --model DIR --ids "1 2 3" [--greedy N] [--logits-out FILE]
+writes the prompt's logits as raw little-endian f32 [num_ids, vocab] to FILE and prints the greedy continuation
+(argmax each step, ties to the lowest id; KV cache) as a JSON list of ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import struct
+import sys
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+# ---------------------------------------------------------------------------------------------------------------
+# safetensors: 8-byte little-endian header length, JSON header {name: {dtype, shape, data_offsets}}, then data.
+
+_ST_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2)}
+
+
+def read_safetensors(path: str) -> Dict[str, np.ndarray]:
+    """All tensors of one .safetensors file as float32 numpy arrays (F32, F16, BF16)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise ValueError(f"{path}: too short for a safetensors header")
+        (header_len,) = struct.unpack("<Q", head)
+        if header_len > size - 8:
+            raise ValueError(f"{path}: header length {header_len} exceeds the file size {size}")
+        header = json.loads(f.read(header_len))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_len)
+    out: Dict[str, np.ndarray] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = info["dtype"]
+        if dtype not in _ST_DTYPES:
+            raise ValueError(f"{path}: tensor {name} has unsupported dtype {dtype}")
+        np_dtype, itemsize = _ST_DTYPES[dtype]
+        shape = [int(s) for s in info["shape"]]
+        begin, end = (int(x) for x in info["data_offsets"])
+        count = int(np.prod(shape)) if shape else 1
+        if end - begin != count * itemsize or end > data.size:
+            raise ValueError(f"{path}: tensor {name} has data_offsets {begin}..{end} not matching shape {shape} {dtype}")
+        raw = np.frombuffer(data[begin:end], dtype=np_dtype)
+        if dtype == "BF16":
+            arr = (raw.astype(np.uint32) << 16).view(np.float32)
+        else:
+            arr = raw.astype(np.float32)
+        out[name] = arr.reshape(shape)
+    return out
+
+
+def write_safetensors(path: str, tensors: Dict[str, np.ndarray]) -> None:
+    """Writes float32 tensors (used to build HF-layout test directories)."""
+    header = {}
+    offset = 0
+    blobs = []
+    for name, arr in tensors.items():
+        a = np.ascontiguousarray(arr, dtype="<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        blobs.append(a.tobytes())
+    text = json.dumps(header).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+
+
+def load_hf_tensors(model_dir: str) -> Dict[str, np.ndarray]:
+    """model.safetensors, or the shards named by model.safetensors.index.json (or model-*.safetensors)."""
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    single = os.path.join(model_dir, "model.safetensors")
+    if os.path.exists(index):
+        with open(index) as f:
+            weight_map = json.load(f)["weight_map"]
+        files = sorted(set(weight_map.values()))
+    elif os.path.exists(single):
+        files = ["model.safetensors"]
+        weight_map = None
+    else:
+        files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(model_dir, "model-*.safetensors")))
+        weight_map = None
+        if not files:
+            raise FileNotFoundError(f"{model_dir}: no model.safetensors, index or model-*.safetensors shards")
+    tensors: Dict[str, np.ndarray] = {}
+    for fname in files:
+        part = read_safetensors(os.path.join(model_dir, fname))
+        for name, arr in part.items():
+            if name in tensors:
+                raise ValueError(f"{model_dir}: tensor {name} appears in more than one shard")
+            if weight_map is not None and weight_map.get(name) != fname:
+                raise ValueError(f"{model_dir}: tensor {name} found in {fname}, index says {weight_map.get(name)}")
+            tensors[name] = arr
+    if weight_map is not None:
+        missing = set(weight_map) - set(tensors)
+        if missing:
+            raise ValueError(f"{model_dir}: tensors listed in the index but absent: {sorted(missing)[:5]}")
+    return tensors
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# RoPE
+
+
+def default_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
+    # As _compute_default_rope_parameters: int64 arange, .float(), then theta ** (. / dim) in f32.
+    return 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+
+
+def llama3_inv_freq(inv_freq: torch.Tensor, rope_scaling: dict) -> torch.Tensor:
+    # As _compute_llama3_parameters.
+    factor = rope_scaling["factor"]
+    low_freq_factor = rope_scaling["low_freq_factor"]
+    high_freq_factor = rope_scaling["high_freq_factor"]
+    old_context_len = rope_scaling["original_max_position_embeddings"]
+    low_freq_wavelen = old_context_len / low_freq_factor
+    high_freq_wavelen = old_context_len / high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    smoothed_inv_freq = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    return torch.where(is_medium_freq, smoothed_inv_freq, inv_freq_llama)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The model
+
+
+class Config:
+    def __init__(self, cfg: dict):
+        self.raw = cfg
+        self.model_type = cfg.get("model_type", "llama")
+        if self.model_type not in ("llama", "qwen2"):
+            raise ValueError(f"model_type {self.model_type!r} is not supported (llama, qwen2)")
+        act = cfg.get("hidden_act", "silu")
+        if act != "silu":
+            raise ValueError(f"hidden_act {act!r} is not supported (silu)")
+        self.hidden = int(cfg["hidden_size"])
+        self.intermediate = int(cfg["intermediate_size"])
+        self.layers = int(cfg["num_hidden_layers"])
+        self.heads = int(cfg["num_attention_heads"])
+        self.kv_heads = int(cfg.get("num_key_value_heads") or self.heads)
+        self.head_dim = int(cfg.get("head_dim") or self.hidden // self.heads)
+        self.vocab = int(cfg["vocab_size"])
+        self.eps = float(cfg.get("rms_norm_eps", 1e-6))
+        self.theta = float(cfg.get("rope_theta", 10000.0))
+        self.rope_scaling = cfg.get("rope_scaling")
+        # LlamaConfig and Qwen2Config both default tie_word_embeddings to False.
+        self.tied = bool(cfg.get("tie_word_embeddings", False))
+        if self.heads % self.kv_heads != 0:
+            raise ValueError(f"num_attention_heads {self.heads} is not a multiple of num_key_value_heads {self.kv_heads}")
+
+
+class Reference:
+    """The model in float32, with a simple KV cache. Construct with from_dir()."""
+
+    def __init__(self, config: Config, tensors: Dict[str, np.ndarray]):
+        self.cfg = c = config
+        t = {k: torch.from_numpy(np.ascontiguousarray(v, dtype=np.float32)) for k, v in tensors.items()}
+
+        def get(name: str, shape: Optional[Sequence[int]] = None, required: bool = True) -> Optional[torch.Tensor]:
+            if name not in t:
+                if required:
+                    raise KeyError(f"missing tensor {name}")
+                return None
+            if shape is not None and tuple(t[name].shape) != tuple(shape):
+                raise ValueError(f"tensor {name} has shape {tuple(t[name].shape)}, expected {tuple(shape)}")
+            return t[name]
+
+        q_out, kv_out = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        qkv_bias = c.model_type == "qwen2"
+        self.embed = get("model.embed_tokens.weight", (c.vocab, c.hidden))
+        self.layers = []
+        for i in range(c.layers):
+            p = f"model.layers.{i}."
+            layer = {
+                "ln1": get(p + "input_layernorm.weight", (c.hidden,)),
+                "ln2": get(p + "post_attention_layernorm.weight", (c.hidden,)),
+                "wq": get(p + "self_attn.q_proj.weight", (q_out, c.hidden)),
+                "wk": get(p + "self_attn.k_proj.weight", (kv_out, c.hidden)),
+                "wv": get(p + "self_attn.v_proj.weight", (kv_out, c.hidden)),
+                "wo": get(p + "self_attn.o_proj.weight", (c.hidden, q_out)),
+                "bq": get(p + "self_attn.q_proj.bias", (q_out,), required=qkv_bias),
+                "bk": get(p + "self_attn.k_proj.bias", (kv_out,), required=qkv_bias),
+                "bv": get(p + "self_attn.v_proj.bias", (kv_out,), required=qkv_bias),
+                "bo": get(p + "self_attn.o_proj.bias", (c.hidden,), required=False),
+                "gate": get(p + "mlp.gate_proj.weight", (c.intermediate, c.hidden)),
+                "up": get(p + "mlp.up_proj.weight", (c.intermediate, c.hidden)),
+                "down": get(p + "mlp.down_proj.weight", (c.hidden, c.intermediate)),
+                "bgate": get(p + "mlp.gate_proj.bias", (c.intermediate,), required=False),
+                "bup": get(p + "mlp.up_proj.bias", (c.intermediate,), required=False),
+                "bdown": get(p + "mlp.down_proj.bias", (c.hidden,), required=False),
+            }
+            self.layers.append(layer)
+        self.norm = get("model.norm.weight", (c.hidden,))
+        lm_head = get("lm_head.weight", (c.vocab, c.hidden), required=False)
+        if lm_head is None:
+            if not c.tied:
+                raise KeyError("missing tensor lm_head.weight (and tie_word_embeddings is false)")
+            lm_head = self.embed
+        self.lm_head = lm_head
+
+        inv_freq = default_inv_freq(c.head_dim, c.theta)
+        self.attention_scaling = 1.0
+        if c.rope_scaling:
+            rope_type = c.rope_scaling.get("rope_type", c.rope_scaling.get("type", "default"))
+            if rope_type == "llama3":
+                inv_freq = llama3_inv_freq(inv_freq, c.rope_scaling)
+            elif rope_type != "default":
+                raise ValueError(f"rope_scaling type {rope_type!r} is not supported (default, llama3)")
+        self.inv_freq = inv_freq
+        self.reset()
+
+    @classmethod
+    def from_dir(cls, model_dir: str) -> "Reference":
+        with open(os.path.join(model_dir, "config.json")) as f:
+            cfg = Config(json.load(f))
+        return cls(cfg, load_hf_tensors(model_dir))
+
+    def reset(self) -> None:
+        self.cache_k: List[Optional[torch.Tensor]] = [None] * self.cfg.layers
+        self.cache_v: List[Optional[torch.Tensor]] = [None] * self.cfg.layers
+        self.pos = 0
+
+    @staticmethod
+    def _linear(x: torch.Tensor, w: torch.Tensor, b: Optional[torch.Tensor]) -> torch.Tensor:
+        y = x @ w.t()
+        return y + b if b is not None else y
+
+    def _rms_norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return w * (x * torch.rsqrt(variance + self.cfg.eps))
+
+    @torch.no_grad()
+    def forward(self, ids: Sequence[int]) -> torch.Tensor:
+        """Appends ids at the current position; returns their logits [len(ids), vocab] (float32)."""
+        c = self.cfg
+        n = len(ids)
+        ids_t = torch.tensor(list(ids), dtype=torch.long)
+        if int(ids_t.min()) < 0 or int(ids_t.max()) >= c.vocab:
+            raise ValueError(f"token id out of range [0, {c.vocab})")
+        positions = torch.arange(self.pos, self.pos + n, dtype=torch.float32)
+        freqs = positions[:, None] * self.inv_freq[None, :]  # [n, d/2]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos = (emb.cos() * self.attention_scaling)[:, None, :]  # [n, 1, d]
+        sin = (emb.sin() * self.attention_scaling)[:, None, :]
+        total = self.pos + n
+        # Causal mask: query i (position pos + i) sees keys 0 .. pos + i.
+        key_pos = torch.arange(total)[None, :]
+        query_pos = torch.arange(self.pos, total)[:, None]
+        mask = torch.where(key_pos <= query_pos, 0.0, float("-inf")).to(torch.float32)  # [n, total]
+        rep = c.heads // c.kv_heads
+        scale = c.head_dim ** -0.5
+
+        h = self.embed[ids_t]  # [n, hidden]
+        for i, L in enumerate(self.layers):
+            x = self._rms_norm(h, L["ln1"])
+            q = self._linear(x, L["wq"], L["bq"]).view(n, c.heads, c.head_dim)
+            k = self._linear(x, L["wk"], L["bk"]).view(n, c.kv_heads, c.head_dim)
+            v = self._linear(x, L["wv"], L["bv"]).view(n, c.kv_heads, c.head_dim)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            self.cache_k[i] = k if self.cache_k[i] is None else torch.cat((self.cache_k[i], k), dim=0)
+            self.cache_v[i] = v if self.cache_v[i] is None else torch.cat((self.cache_v[i], v), dim=0)
+            keys = self.cache_k[i].repeat_interleave(rep, dim=1)  # repeat_kv: [total, heads, d]
+            values = self.cache_v[i].repeat_interleave(rep, dim=1)
+            scores = torch.einsum("qhd,khd->hqk", q, keys) * scale + mask[None]
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
+            attn = torch.einsum("hqk,khd->qhd", probs, values).reshape(n, c.heads * c.head_dim)
+            h = h + self._linear(attn, L["wo"], L["bo"])
+            x = self._rms_norm(h, L["ln2"])
+            gate = self._linear(x, L["gate"], L["bgate"])
+            up = self._linear(x, L["up"], L["bup"])
+            h = h + self._linear(torch.nn.functional.silu(gate) * up, L["down"], L["bdown"])
+        self.pos = total
+        return self._rms_norm(h, self.norm) @ self.lm_head.t()
+
+    def prompt_logits(self, ids: Sequence[int]) -> np.ndarray:
+        """Logits of every prompt position, [len(ids), vocab] float32 (resets the cache first)."""
+        self.reset()
+        return self.forward(ids).numpy()
+
+    def greedy(self, ids: Sequence[int], steps: int) -> List[int]:
+        """Greedy continuation of ids for `steps` tokens (no stop token; torch.argmax picks the lowest id on ties)."""
+        self.reset()
+        logits = self.forward(ids)
+        out: List[int] = []
+        for _ in range(steps):
+            nxt = int(torch.argmax(logits[-1]))
+            out.append(nxt)
+            if len(out) == steps:
+                break
+            logits = self.forward([nxt])
+        return out
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", required=True, help="Hugging Face model directory (config.json + safetensors)")
+    ap.add_argument("--ids", required=True, help='prompt token ids, space separated, e.g. "1 2 3"')
+    ap.add_argument("--greedy", type=int, default=0, help="greedy continuation length (printed as JSON)")
+    ap.add_argument("--logits-out", help="write the prompt's logits here: raw little-endian f32 [num_ids, vocab]")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0 = all cores)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    ids = [int(x) for x in args.ids.split()]
+    if not ids:
+        ap.error("--ids is empty")
+    model = Reference.from_dir(args.model)
+    if args.logits_out:
+        model.prompt_logits(ids).astype("<f4").tofile(args.logits_out)
+    print(json.dumps(model.greedy(ids, args.greedy) if args.greedy > 0 else []))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+// Every GEMM variant (each ISA's table, and each of its two strategies directly) against the scalar reference
+// on random inputs of awkward sizes, weight types and column ranges.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "kernels/ref/ref_kernels.h"
+#include "kernels/x86/x86_kernels.h"
+#include "kernels_test_util.h"
+
+namespace minfer::kernels {
+namespace {
+
+using testing::available_tables;
+using testing::expect_close;
+using testing::make_tensor;
+using testing::random_floats;
+
+constexpr DType kWeightTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+struct Problem {
+  int64_t m, k, n;
+  std::vector<float> x, bias;
+  Tensor w;
+  std::vector<float> want;   // the reference result
+  std::vector<float> scale;  // sum_k |x w| + |bias|: the size the rounding error is relative to
+};
+
+Problem make_problem(std::mt19937& rng, int64_t m, int64_t k, int64_t n, DType dtype, bool with_bias) {
+  Problem p{m, k, n, random_floats(rng, static_cast<size_t>(m * k)), {}, {}, {}, {}};
+  p.w = make_tensor(random_floats(rng, static_cast<size_t>(n * k)), {n, k}, dtype);
+  if (with_bias) p.bias = random_floats(rng, static_cast<size_t>(n));
+  p.want.assign(static_cast<size_t>(m * n), 0.0f);
+  ref::gemm(p.x.data(), m, k, p.w, with_bias ? p.bias.data() : nullptr, p.want.data());
+  const Tensor wf = to_f32(p.w);
+  p.scale.assign(p.want.size(), 0.0f);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = with_bias ? std::fabs(p.bias[static_cast<size_t>(j)]) : 0.0;
+      for (int64_t q = 0; q < k; ++q) s += std::fabs(p.x[static_cast<size_t>(i * k + q)] * wf.as<float>()[j * k + q]);
+      p.scale[static_cast<size_t>(i * n + j)] = static_cast<float>(s);
+    }
+  }
+  return p;
+}
+
+// f32 accumulation in another order: the error grows like sqrt(k) times the sum of |terms|.
+float rtol_for(int64_t k) { return 1e-6f * std::sqrt(static_cast<float>(k)) + 1e-6f; }
+
+std::string label(const char* variant, const Problem& p, DType dtype, bool bias) {
+  return std::string(variant) + " m=" + std::to_string(p.m) + " k=" + std::to_string(p.k) +
+         " n=" + std::to_string(p.n) + " " + std::string(dtype_name(dtype)) + (bias ? " +bias" : "");
+}
+
+TEST(KernelsGemm, EveryTableMatchesReference) {
+  std::mt19937 rng(1234);
+  ThreadPool pool(2);
+  for (int64_t m : {1, 2, 3, 5, 17, 33}) {
+    for (int64_t k : {1, 7, 31, 64, 100, 257, 896}) {
+      for (int64_t n : {1, 3, 15, 17, 100, 129}) {
+        for (DType dtype : kWeightTypes) {
+          for (bool bias : {false, true}) {
+            const Problem p = make_problem(rng, m, k, n, dtype, bias);
+            for (const KernelTable* t : available_tables()) {
+              std::vector<float> y(p.want.size(), NAN);
+              t->gemm(p.x.data(), m, k, p.w, bias ? p.bias.data() : nullptr, y.data(), pool);
+              expect_close(y, p.want, rtol_for(k), 1e-30f, label(t->name, p, dtype, bias), &p.scale);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsGemm, LargerShapesAcrossThreads) {
+  // Row blocks of the packed form (more rows than one block), k blocks, and the thread split of columns.
+  std::mt19937 rng(99);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{300, 600, 70},
+                           {64, 896, 200},
+                           {8, 1000, 257},
+                           {4, 4864, 96},
+                           {1, 896, 1152}}) {
+      for (DType dtype : kWeightTypes) {
+        const Problem p = make_problem(rng, m, k, n, dtype, true);
+        for (const KernelTable* t : available_tables()) {
+          std::vector<float> y(p.want.size(), NAN);
+          t->gemm(p.x.data(), m, k, p.w, p.bias.data(), y.data(), pool);
+          expect_close(y, p.want, rtol_for(k), 1e-30f,
+                       label(t->name, p, dtype, true) + " threads " + std::to_string(threads), &p.scale);
+        }
+      }
+    }
+  }
+}
+
+using ColsFn = void (*)(const float*, int64_t, int64_t, const void*, DType, int64_t, const float*, float*, int64_t,
+                        int64_t);
+
+// Both strategies of each ISA for every m (not just the m the dispatcher gives them), on a column range that
+// starts and ends off the tile grid; columns outside the range must stay untouched.
+TEST(KernelsGemm, BothStrategiesOnColumnRanges) {
+  struct Variant {
+    const char* name;
+    bool supported;
+    ColsFn fn;
+  };
+  const CpuFeatures& f = cpu_features();
+  const bool has512 = kernel_table(Isa::kAvx512) != nullptr;
+  const Variant variants[] = {
+      {"avx2 dot", f.has_avx2_fma(), avx2::gemm_cols_dot},
+      {"avx2 packed", f.has_avx2_fma(), avx2::gemm_cols_packed},
+      {"avx512 dot", has512, avx512::gemm_cols_dot},
+      {"avx512 packed", has512, avx512::gemm_cols_packed},
+  };
+  std::mt19937 rng(7);
+  for (int64_t m : {1, 2, 3, 4, 5, 8, 13, 25}) {
+    for (int64_t k : {1, 15, 17, 300}) {
+      for (DType dtype : kWeightTypes) {
+        const int64_t n = 83;
+        const int64_t n0 = 5;
+        const int64_t n1 = 78;
+        const Problem p = make_problem(rng, m, k, n, dtype, true);
+        for (const Variant& v : variants) {
+          if (!v.supported) continue;
+          std::vector<float> y(p.want.size(), -7.0f);
+          v.fn(p.x.data(), m, k, p.w.data, dtype, n, p.bias.data(), y.data(), n0, n1);
+          std::vector<float> want = p.want;
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              if (j < n0 || j >= n1) want[static_cast<size_t>(i * n + j)] = -7.0f;
+            }
+          }
+          expect_close(y, want, rtol_for(k), 1e-30f, label(v.name, p, dtype, true), &p.scale);
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsGemm, EmptyInnerDimensionGivesBias) {
+  ThreadPool pool(2);
+  const Tensor w = Tensor::allocate(DType::BF16, {3, 0});
+  const std::vector<float> bias = {1.0f, -2.0f, 0.5f};
+  for (const KernelTable* t : available_tables()) {
+    std::vector<float> y(6, NAN);
+    t->gemm(nullptr, 2, 0, w, bias.data(), y.data(), pool);
+    EXPECT_EQ(y, (std::vector<float>{1.0f, -2.0f, 0.5f, 1.0f, -2.0f, 0.5f})) << t->name;
+  }
+}
+
+TEST(KernelsGemm, RejectsMismatchedWeights) {
+  ThreadPool pool(1);
+  const Tensor w = Tensor::allocate(DType::F32, {4, 5});
+  std::vector<float> x(6), y(8);
+  EXPECT_THROW(gemm(x.data(), 2, 3, w, nullptr, y.data(), pool), Error);
+  const Tensor q = Tensor::allocate(DType::I8, {4, 3});
+  EXPECT_THROW(gemm(x.data(), 2, 3, q, nullptr, y.data(), pool), Error);
+}
+
+}  // namespace
+}  // namespace minfer::kernels

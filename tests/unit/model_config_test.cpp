@@ -1,0 +1,224 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numbers>
+#include <string>
+
+#include "base/error.h"
+#include "formats/gguf_file.h"
+#include "model/config_gguf.h"
+#include "model/config_hf.h"
+
+namespace minfer {
+namespace {
+
+const std::string kStoriesGguf = std::string(MINFER_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
+
+// Llama-3.2-1B's config.json.
+constexpr const char* kLlama32 = R"({
+  "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048,
+  "initializer_range": 0.02, "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false,
+  "model_type": "llama", "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8,
+  "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})";
+
+// Qwen2.5-0.5B's config.json.
+constexpr const char* kQwen05 = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
+  "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864,
+  "max_position_embeddings": 32768, "max_window_layers": 24, "model_type": "qwen2", "num_attention_heads": 14,
+  "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+  "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
+  "use_cache": true, "use_mrope": false, "use_sliding_window": false, "vocab_size": 151936})";
+
+template <typename F>
+void expect_load_error(F f, const std::string& file, const std::string& phrase) {
+  try {
+    f();
+    FAIL() << "no LoadError; expected one containing '" << phrase << "'";
+  } catch (const LoadError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(file), std::string::npos) << msg;
+    EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
+  }
+}
+
+// kQwen05 with one "key": value replaced (or added when absent).
+std::string qwen_with(const std::string& key, const std::string& value) {
+  std::string s = kQwen05;
+  const size_t at = s.find("\"" + key + "\":");
+  if (at == std::string::npos) return s.substr(0, s.size() - 1) + ", \"" + key + "\": " + value + "}";
+  const size_t start = at + key.size() + 3;
+  size_t end = s.find_first_of(",}", start);
+  if (s[start + 1] == '[') end = s.find(']', start) + 1;
+  return s.substr(0, start) + " " + value + s.substr(end);
+}
+
+TEST(HfConfig, Llama32) {
+  const ModelConfig c = parse_hf_config(kLlama32, "config.json");
+  EXPECT_EQ(c.arch, Architecture::kLlama);
+  EXPECT_EQ(c.hidden_size, 2048);
+  EXPECT_EQ(c.intermediate_size, 8192);
+  EXPECT_EQ(c.num_layers, 16);
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.vocab_size, 128256);
+  EXPECT_EQ(c.max_position_embeddings, 131072);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+  EXPECT_EQ(c.rope_scaling.type, "llama3");
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 32.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_EQ(c.rope_style, kernels::RopeStyle::kNeox);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.dtype, DType::BF16);
+  EXPECT_EQ(c.bos_token_id, 128000);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{128001}));
+}
+
+TEST(HfConfig, Qwen25AndGenerationConfigEos) {
+  const ModelConfig c = parse_hf_config(kQwen05, "config.json", R"({"eos_token_id": [151645, 151643]})", "gen.json");
+  EXPECT_EQ(c.arch, Architecture::kQwen2);
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.num_kv_heads, 2);
+  EXPECT_TRUE(c.attention_bias);  // Qwen2 always has q/k/v biases
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-6);
+  EXPECT_EQ(c.rope_scaling.type, "none");
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{151643, 151645}));
+}
+
+TEST(HfConfig, DefaultsAndEosList) {
+  const ModelConfig c = parse_hf_config(
+      R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "vocab_size": 100, "eos_token_id": [1, 2], "rope_scaling": null})",
+      "config.json");
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.bos_token_id, -1);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_FALSE(c.tie_word_embeddings);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+}
+
+TEST(HfConfig, Errors) {
+  expect_load_error([] { parse_hf_config(qwen_with("model_type", "\"mistral\""), "cfg.json"); }, "cfg.json",
+                    "unsupported architecture 'mistral' (supported: llama");
+  expect_load_error(
+      [] { parse_hf_config(qwen_with("architectures", "[\"Qwen2ForSequenceClassification\"]"), "cfg.json"); },
+      "cfg.json", "unsupported architecture class 'Qwen2ForSequenceClassification'");
+  expect_load_error([] { parse_hf_config(qwen_with("hidden_size", "\"896\""), "cfg.json"); }, "cfg.json",
+                    "field \"hidden_size\" must be an integer");
+  expect_load_error([] { parse_hf_config(qwen_with("num_key_value_heads", "3"), "cfg.json"); }, "cfg.json",
+                    "num_key_value_heads (3) does not divide num_attention_heads (14)");
+  expect_load_error([] { parse_hf_config(qwen_with("use_sliding_window", "true"), "cfg.json"); }, "cfg.json",
+                    "use_sliding_window");
+  expect_load_error([] { parse_hf_config(qwen_with("rope_scaling", R"({"rope_type": "yarn", "factor": 4.0})"), "c"); },
+                    "c", "unsupported rope_scaling type 'yarn'");
+  expect_load_error([] { parse_hf_config(qwen_with("eos_token_id", "200000"), "cfg.json"); }, "cfg.json",
+                    "eos_token_id 200000 is outside the vocabulary");
+  expect_load_error([] { parse_hf_config("{\"model_type\": ", "cfg.json"); }, "cfg.json", "invalid JSON");
+  expect_load_error([] { parse_hf_config(R"({"model_type": "llama"})", "cfg.json"); }, "cfg.json",
+                    "missing field \"vocab_size\"");
+}
+
+TEST(RopeInvFreq, PlainIsThetaPowerMinusTwoIOverD) {
+  ModelConfig c;
+  c.head_dim = 16;
+  c.rope_theta = 10000.0;
+  const std::vector<float> f = c.rope_inv_freq();
+  ASSERT_EQ(f.size(), 8u);
+  for (size_t i = 0; i < f.size(); ++i)
+    EXPECT_FLOAT_EQ(f[i], static_cast<float>(std::pow(10000.0, -2.0 * static_cast<double>(i) / 16.0)));
+  EXPECT_FLOAT_EQ(f[0], 1.0f);
+  EXPECT_FLOAT_EQ(f[4], 0.01f);
+}
+
+TEST(RopeInvFreq, Llama3ScalingMatchesTransformers) {
+  const ModelConfig c = parse_hf_config(kLlama32, "config.json");
+  const std::vector<float> f = c.rope_inv_freq();
+  ASSERT_EQ(f.size(), 32u);
+  // By hand from _compute_llama3_parameters: wavelengths below 8192/4 = 2048 keep their frequency, above 8192/1
+  // are divided by 32, between they blend with smooth = (8192 / wavelen - 1) / (4 - 1).
+  for (size_t i = 0; i < f.size(); ++i) {
+    const double base = std::pow(500000.0, -2.0 * static_cast<double>(i) / 64.0);
+    const double wavelen = 2 * std::numbers::pi / base;
+    double expected = base;
+    if (wavelen > 8192) {
+      expected = base / 32;
+    } else if (wavelen >= 2048) {
+      const double smooth = (8192 / wavelen - 1) / 3;
+      expected = (1 - smooth) * base / 32 + smooth * base;
+    }
+    EXPECT_NEAR(f[i], expected, expected * 1e-6) << i;
+  }
+  // Values printed by transformers' float32 code (torch 1.13) for this config: unscaled, blended, divided.
+  const std::pair<size_t, double> torch_values[] = {
+      {0, 1.0},
+      {14, 0.0032114461064338684},
+      {15, 0.0012905480107292533},
+      {16, 0.000429556705057621},
+      {17, 9.708286233944818e-05},
+      {18, 1.9461638657958247e-05},
+      {31, 9.418306490260875e-08},
+  };
+  for (const auto& [i, v] : torch_values) EXPECT_NEAR(f[i], v, v * 2e-6) << i;
+}
+
+TEST(RopeInvFreq, LinearAndFreqFactors) {
+  ModelConfig c;
+  c.head_dim = 4;
+  c.rope_theta = 100.0;
+  c.rope_scaling.type = "linear";
+  c.rope_scaling.factor = 4.0;
+  EXPECT_EQ(c.rope_inv_freq(), (std::vector<float>{0.25f, 0.025f}));
+  c.rope_scaling.type = "none";
+  c.rope_scaling.freq_factors = {1.0f, 8.0f};
+  EXPECT_EQ(c.rope_inv_freq(), (std::vector<float>{1.0f, 0.1f / 8.0f}));
+}
+
+TEST(GgufConfig, Stories260K) {
+  const auto g = GgufFile::open(kStoriesGguf);
+  const ModelConfig c = read_gguf_config(*g);
+  EXPECT_EQ(c.arch, Architecture::kLlama);
+  EXPECT_EQ(c.hidden_size, 64);
+  EXPECT_EQ(c.num_layers, 5);
+  EXPECT_EQ(c.num_heads, 8);
+  EXPECT_EQ(c.num_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.intermediate_size, 172);
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_EQ(c.max_position_embeddings, 2048);  // the GGUF says 2048; the .bin's seq_len is 512
+  EXPECT_NEAR(c.rms_norm_eps, 1e-5, 1e-12);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 10000.0);
+  EXPECT_EQ(c.rope_style, kernels::RopeStyle::kInterleaved);
+  EXPECT_FALSE(c.tie_word_embeddings);  // the converter wrote output.weight
+  EXPECT_FALSE(c.attention_bias);
+  EXPECT_EQ(c.bos_token_id, 1);
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{2}));
+  EXPECT_EQ(c.dtype, DType::F32);
+}
+
+TEST(ModelConfigValidate, NamesTheField) {
+  ModelConfig c = parse_hf_config(kQwen05, "config.json");
+  c.head_dim = 63;
+  expect_load_error([&] { c.validate("src"); }, "src", "head_dim 63 is odd");
+  c = parse_hf_config(kQwen05, "config.json");
+  c.rope_scaling.type = "llama3";
+  c.rope_scaling.factor = 8;
+  c.rope_scaling.low_freq_factor = 4;
+  c.rope_scaling.high_freq_factor = 1;
+  expect_load_error([&] { c.validate("src"); }, "src", "low_freq_factor < high_freq_factor");
+  c = parse_hf_config(kQwen05, "config.json");
+  c.vocab_size = 0;
+  expect_load_error([&] { c.validate("src"); }, "src", "vocab_size = 0");
+}
+
+}  // namespace
+}  // namespace minfer

@@ -1,0 +1,151 @@
+// Pre-tokenizer regex chains and the special-token split.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/vocab.h"
+
+namespace minfer {
+namespace {
+
+using Pieces = std::vector<std::string_view>;
+
+TEST(PreTokenizer, Gpt2Regex) {
+  PreTokenizer pre;
+  pre.add_regex(gpt2_regex());
+  EXPECT_EQ(pre.split("Hello world's  test 123!!\n\n x"),
+            (Pieces{"Hello", " world", "'s", " ", " test", " 123", "!!", "\n\n", " x"}));
+  EXPECT_EQ(pre.split("   "), (Pieces{"   "}));
+  EXPECT_EQ(pre.split("Привет мир"), (Pieces{"Привет", " мир"}));
+  EXPECT_TRUE(pre.split("").empty());
+}
+
+TEST(PreTokenizer, ChainedRegexesKeepEarlierBoundaries) {
+  // deepseek-coder's chain: newlines first, then letters, punctuation, CJK, digits; text no regex matches
+  // stays a piece of its own.
+  const auto spec = gguf_pre_tokenizer_spec("deepseek-coder");
+  ASSERT_TRUE(spec.has_value());
+  PreTokenizer pre;
+  for (const auto& r : spec->regexes) pre.add_regex(r);
+  EXPECT_EQ(pre.split("ab\ncd 12, 中文!"), (Pieces{"ab", "\n", "cd", " ", "1", "2", ",", " ", "中文", "!"}));
+}
+
+TEST(PreTokenizer, Behaviors) {
+  auto split = [](PreTokenizer::Behavior b, std::string_view text) {
+    PreTokenizer pre;
+    pre.add_regex("-", b);
+    return pre.split(text);
+  };
+  EXPECT_EQ(split(PreTokenizer::Behavior::kIsolated, "a-b--c"), (Pieces{"a", "-", "b", "-", "-", "c"}));
+  EXPECT_EQ(split(PreTokenizer::Behavior::kRemoved, "a-b--c"), (Pieces{"a", "b", "c"}));
+  EXPECT_EQ(split(PreTokenizer::Behavior::kMergedWithPrevious, "a-b--c"), (Pieces{"a-", "b-", "-", "c"}));
+  EXPECT_EQ(split(PreTokenizer::Behavior::kMergedWithNext, "a-b--c"), (Pieces{"a", "-b", "-", "-c"}));
+}
+
+TEST(PreTokenizer, EveryLlamaCppPreTypeCompiles) {
+  for (const char* name : {"default",
+                           "",
+                           "llama3",
+                           "llama-bpe",
+                           "falcon3",
+                           "dbrx",
+                           "smaug-bpe",
+                           "chatglm-bpe",
+                           "deepseek-llm",
+                           "deepseek-v3",
+                           "deepseek-coder",
+                           "falcon",
+                           "mpt",
+                           "starcoder",
+                           "refact",
+                           "command-r",
+                           "smollm",
+                           "codeshell",
+                           "exaone",
+                           "minerva-7b",
+                           "gpt-2",
+                           "phi-2",
+                           "jina-es",
+                           "roberta-bpe",
+                           "olmo",
+                           "jais",
+                           "qwen2",
+                           "stablelm2",
+                           "megrez",
+                           "poro-chat",
+                           "bloom",
+                           "gpt3-finnish",
+                           "viking",
+                           "tekken",
+                           "chameleon"}) {
+    const auto spec = gguf_pre_tokenizer_spec(name);
+    ASSERT_TRUE(spec.has_value()) << name;
+    PreTokenizer pre;
+    for (const auto& r : spec->regexes) EXPECT_NO_THROW(pre.add_regex(r)) << name << ": " << r;
+    const std::string text = "Hello, WORLD's 12345 test\n\n  中文 🦙 ok";
+    std::string joined;
+    for (auto piece : pre.split(text)) joined += piece;
+    EXPECT_EQ(joined, text) << name << " lost or reordered text";
+  }
+  EXPECT_FALSE(gguf_pre_tokenizer_spec("no-such-pre").has_value());
+  EXPECT_TRUE(gguf_pre_tokenizer_spec("llama-bpe")->ignore_merges);
+}
+
+TEST(PreTokenizer, Llama3SplitsDigitsInThrees) {
+  PreTokenizer pre;
+  pre.add_regex(gguf_pre_tokenizer_spec("llama-bpe")->regexes[0]);
+  EXPECT_EQ(pre.split("1234567 I'M"), (Pieces{"123", "456", "7", " I", "'M"}));
+}
+
+TEST(PreTokenizer, InvalidRegexIsAnError) {
+  PreTokenizer pre;
+  EXPECT_THROW(pre.add_regex("(unclosed"), Error);
+}
+
+Vocab small_vocab() {
+  Vocab v;
+  auto add = [&](std::string text, TokenType type, bool lstrip = false, bool rstrip = false) {
+    Vocab::Token t;
+    t.text = std::move(text);
+    t.type = type;
+    t.lstrip = lstrip;
+    t.rstrip = rstrip;
+    v.tokens.push_back(std::move(t));
+  };
+  add("a", TokenType::kNormal);                    // 0
+  add("<|im_start|>", TokenType::kControl);        // 1
+  add("<|im", TokenType::kControl);                // 2: a prefix of 1; the longest match must win
+  add("<think>", TokenType::kUserDefined);         // 3
+  add("<mask>", TokenType::kControl, true, true);  // 4
+  v.finalize();
+  return v;
+}
+
+TEST(Vocab, SplitSpecialLongestMatchAndParseFlag) {
+  const Vocab v = small_vocab();
+  using F = Vocab::Fragment;
+  auto describe = [](const std::vector<F>& fs) {
+    std::string s;
+    for (const auto& f : fs) {
+      if (f.token >= 0) {
+        s.append("[").append(std::to_string(f.token)).append("]");
+      } else {
+        s.append("'").append(f.text).append("'");
+      }
+    }
+    return s;
+  };
+  EXPECT_EQ(describe(v.split_special("x<|im_start|>y<|imz", true)), "'x'[1]'y'[2]'z'");
+  // Control tokens only with parse_special; user-defined ones always.
+  EXPECT_EQ(describe(v.split_special("x<|im_start|>y<think>", false)), "'x<|im_start|>y'[3]");
+  // lstrip / rstrip swallow the whitespace around the token.
+  EXPECT_EQ(describe(v.split_special("a  <mask>  b", true)), "'a'[4]'b'");
+  EXPECT_EQ(describe(v.split_special("<think><think>", false)), "[3][3]");
+  EXPECT_TRUE(v.split_special("", true).empty());
+}
+
+}  // namespace
+}  // namespace minfer

@@ -1,0 +1,307 @@
+// `minfer bench offline`: offline throughput of the engine on a synthetic mixed-length workload.
+//   1. continuous vs static batching (same KV budget, same max_num_seqs): output tokens/s and the ratio;
+//   2. paged vs contiguous KV (same budget): utilisation (tokens held / slots allocated, averaged over
+//      steps) and the most sequences held at once;
+//   3. aggregate decode tokens/s at several concurrencies.
+// Prompts are random token ids, outputs have exact lengths (greedy, EOS ignored), so every run does the
+// same work. Prints a Markdown report (and optionally JSON lines).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/engine_core.h"
+#include "kernels/kernels.h"
+#include "minfer/engine.h"
+#include "tools/commands.h"
+
+namespace minfer::tools {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  int threads = 2;
+  int num_requests = 32;
+  int prompt_min = 16, prompt_max = 256;
+  int output_min = 8, output_max = 128;
+  int64_t max_model_len = 1024;
+  int64_t kv_mib = 128;
+  int64_t max_num_seqs = 16;
+  int64_t kv_max_num_seqs = 0;  // KV section: 0 = num_requests, so the memory budget is what limits
+  int64_t max_num_batched_tokens = 512;
+  int64_t page_size = 16;
+  uint64_t seed = 1;
+  std::string sections = "batching,kv,decode";
+  std::string concurrency = "1,4,16,64";
+  int decode_steps = 8;
+  int repeat = 1;
+  bool log_steps = false;  // batching section: runs of each policy, alternated (ABBA...) against load drift
+  std::string json_out;
+};
+
+struct Request {
+  std::vector<int32_t> prompt;
+  int32_t output_len = 0;
+};
+
+std::vector<Request> make_workload(const BenchArgs& a, int64_t vocab) {
+  std::mt19937_64 rng(a.seed);
+  // Ordinary token ids well inside the vocabulary (away from the special tokens at the end).
+  std::uniform_int_distribution<int32_t> token(100, static_cast<int32_t>(std::min<int64_t>(vocab / 2, 100000)));
+  std::uniform_int_distribution<int> plen(a.prompt_min, a.prompt_max), olen(a.output_min, a.output_max);
+  std::vector<Request> w(static_cast<size_t>(a.num_requests));
+  for (Request& r : w) {
+    r.prompt.resize(static_cast<size_t>(plen(rng)));
+    for (int32_t& t : r.prompt) t = token(rng);
+    r.output_len = olen(rng);
+  }
+  return w;
+}
+
+struct RunResult {
+  std::string name;
+  double seconds = 0;
+  int64_t prompt_tokens = 0, output_tokens = 0, steps = 0, preemptions = 0, max_running = 0;
+  double mean_utilisation = 0, mean_running = 0;
+};
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+EngineConfig base_config(const BenchArgs& a) {
+  EngineConfig c;
+  c.model_path = a.model;
+  c.num_threads = a.threads;
+  c.max_model_len = a.max_model_len;
+  c.kv_cache_memory = a.kv_mib << 20;
+  c.max_num_seqs = a.max_num_seqs;
+  c.max_num_batched_tokens = a.max_num_batched_tokens;
+  c.page_size = a.page_size;
+  return c;
+}
+
+SamplingParams params_for(int32_t output_len) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.ignore_eos = true;
+  p.max_tokens = output_len;
+  return p;
+}
+
+RunResult run_workload(const std::string& name, const EngineConfig& config, const std::vector<Request>& work) {
+  Engine engine(config);
+  for (const Request& r : work) engine.add_request(r.prompt, params_for(r.output_len));
+  RunResult res;
+  res.name = name;
+  double util_sum = 0, running_sum = 0;
+  int64_t util_n = 0;
+  const double t0 = now_s();
+  double last_report = t0;
+  while (engine.has_unfinished()) {
+    engine.step();
+    const EngineStats s = engine.stats();
+    if (s.pages_used > 0) {
+      util_sum += s.kv_utilisation;
+      running_sum += static_cast<double>(s.num_running);
+      ++util_n;
+    }
+    if (now_s() - last_report > 30) {
+      last_report = now_s();
+      spdlog::info("{}: {:.0f} s, {} finished, {} running, {} waiting, {} tokens out", name, last_report - t0,
+                   s.requests_finished, s.num_running, s.num_waiting, s.generated_tokens);
+    }
+  }
+  res.seconds = now_s() - t0;
+  const EngineStats s = engine.stats();
+  res.prompt_tokens = s.prompt_tokens;
+  res.output_tokens = s.generated_tokens;
+  res.steps = s.num_steps;
+  res.preemptions = s.num_preemptions;
+  res.max_running = s.max_num_running;
+  res.mean_utilisation = util_n ? util_sum / static_cast<double>(util_n) : 0;
+  res.mean_running = util_n ? running_sum / static_cast<double>(util_n) : 0;
+  spdlog::info("{}: {:.1f} s, {} output tokens, {:.2f} output tok/s", name, res.seconds, res.output_tokens,
+               static_cast<double>(res.output_tokens) / res.seconds);
+  return res;
+}
+
+// c sequences with 16-token prompts; after every one has its first token, time decode_steps steps.
+double decode_throughput(const BenchArgs& a, int64_t vocab, int c) {
+  EngineConfig config = base_config(a);
+  config.max_num_seqs = std::max<int64_t>(c, 1);
+  config.kv_cache_memory = std::max<int64_t>(config.kv_cache_memory, 0);
+  Engine engine(config);
+  BenchArgs w = a;
+  w.num_requests = c;
+  w.prompt_min = w.prompt_max = 16;
+  w.seed = a.seed + 100;
+  for (const Request& r : make_workload(w, vocab)) engine.add_request(r.prompt, params_for(a.decode_steps + 2));
+  // Prefill everything (one token out each).
+  while (engine.stats().generated_tokens < c) engine.step();
+  const int64_t before = engine.stats().generated_tokens;
+  const double t0 = now_s();
+  for (int i = 0; i < a.decode_steps; ++i) engine.step();
+  const double dt = now_s() - t0;
+  const int64_t made = engine.stats().generated_tokens - before;
+  return static_cast<double>(made) / dt;
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(std::stoi(item));
+  return out;
+}
+
+void print_run_table(const std::vector<RunResult>& runs) {
+  std::printf(
+      "| run | wall s | prompt tok | output tok | output tok/s | total tok/s | steps | mean running | "
+      "max running | preemptions | mean KV utilisation |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const RunResult& r : runs)
+    std::printf("| %s | %.1f | %ld | %ld | %.2f | %.2f | %ld | %.1f | %ld | %ld | %.1f%% |\n", r.name.c_str(),
+                r.seconds, static_cast<long>(r.prompt_tokens), static_cast<long>(r.output_tokens),
+                static_cast<double>(r.output_tokens) / r.seconds,
+                static_cast<double>(r.output_tokens + r.prompt_tokens) / r.seconds, static_cast<long>(r.steps),
+                r.mean_running, static_cast<long>(r.max_running), static_cast<long>(r.preemptions),
+                100 * r.mean_utilisation);
+}
+
+void run_bench(const BenchArgs& a) {
+  if (a.log_steps) spdlog::set_level(spdlog::level::debug);
+  int64_t vocab = 0;
+  {
+    EngineConfig probe = base_config(a);
+    probe.max_num_seqs = 1;
+    Engine engine(probe);
+    vocab = engine.core().model_config().vocab_size;
+    // Warm-up: reads every weight once (page cache) so the first timed run does not pay for the disk.
+    std::vector<int32_t> warm(64, 100);
+    engine.generate(std::vector<std::vector<int32_t>>{warm}, params_for(2));
+    const ModelConfig& m = engine.core().model_config();
+    std::printf("model %s: %s, %ld layers, hidden %ld, vocab %ld, %s weights; kernels %s; %d threads\n",
+                a.model.c_str(), m.arch_name().c_str(), static_cast<long>(m.num_layers),
+                static_cast<long>(m.hidden_size), static_cast<long>(vocab), std::string(dtype_name(m.dtype)).c_str(),
+                kernels::active_isa(), a.threads);
+  }
+  const std::vector<Request> work = make_workload(a, vocab);
+  std::printf(
+      "workload: %d requests, prompts %d-%d tokens, outputs %d-%d tokens (seed %lu); KV budget %ld MiB, "
+      "max_model_len %ld, max_num_seqs %ld, max_num_batched_tokens %ld, page_size %ld\n\n",
+      a.num_requests, a.prompt_min, a.prompt_max, a.output_min, a.output_max, static_cast<unsigned long>(a.seed),
+      static_cast<long>(a.kv_mib), static_cast<long>(a.max_model_len), static_cast<long>(a.max_num_seqs),
+      static_cast<long>(a.max_num_batched_tokens), static_cast<long>(a.page_size));
+  std::fflush(stdout);
+  std::vector<RunResult> runs;
+  auto rate = [](const RunResult& r) { return static_cast<double>(r.output_tokens) / r.seconds; };
+  if (a.sections.find("batching") != std::string::npos) {
+    // Same budget and max_num_seqs; only the batching policy differs.
+    std::vector<RunResult> b;
+    EngineConfig cont = base_config(a), stat = base_config(a);
+    stat.enable_continuous_batching = false;
+    std::vector<double> tc, ts;
+    for (int i = 0; i < a.repeat; ++i) {
+      // Alternate the order (ABBA...) so a drift in machine load does not favour one policy.
+      const bool static_first = i % 2 == 1;
+      if (static_first) b.push_back(run_workload("static batching, paged", stat, work));
+      b.push_back(run_workload("continuous batching, paged", cont, work));
+      if (!static_first) b.push_back(run_workload("static batching, paged", stat, work));
+      for (size_t j = b.size() - 2; j < b.size(); ++j)
+        (b[j].name.starts_with("continuous") ? tc : ts).push_back(rate(b[j]));
+    }
+    std::printf("### Continuous vs static batching (max_num_seqs %ld)\n\n", static_cast<long>(a.max_num_seqs));
+    print_run_table(b);
+    std::sort(tc.begin(), tc.end());
+    std::sort(ts.begin(), ts.end());
+    std::printf("\ncontinuous / static output tokens/s: best %.2fx (%.2f vs %.2f), median %.2fx, over %d runs each\n\n",
+                tc.back() / ts.back(), tc.back(), ts.back(), tc[tc.size() / 2] / ts[ts.size() / 2], a.repeat);
+    std::fflush(stdout);
+    runs.insert(runs.end(), b.begin(), b.end());
+  }
+  if (a.sections.find("kv") != std::string::npos) {
+    // Same budget; max_num_seqs high enough that the KV memory decides how many sequences run.
+    std::vector<RunResult> k;
+    EngineConfig c = base_config(a);
+    c.max_num_seqs = a.kv_max_num_seqs > 0 ? a.kv_max_num_seqs : a.num_requests;
+    k.push_back(run_workload("paged KV", c, work));
+    c.kv_layout = KvLayout::kContiguous;
+    k.push_back(run_workload("contiguous KV", c, work));
+    std::printf("### Paged vs contiguous KV (same %ld MiB budget, max_num_seqs %ld)\n\n", static_cast<long>(a.kv_mib),
+                static_cast<long>(c.max_num_seqs));
+    print_run_table(k);
+    std::printf(
+        "\npaged vs contiguous: utilisation %.1f%% vs %.1f%%, most sequences held %ld vs %ld, "
+        "output tokens/s %.2fx\n\n",
+        100 * k[0].mean_utilisation, 100 * k[1].mean_utilisation, static_cast<long>(k[0].max_running),
+        static_cast<long>(k[1].max_running), rate(k[0]) / rate(k[1]));
+    std::fflush(stdout);
+    runs.insert(runs.end(), k.begin(), k.end());
+  }
+  std::vector<std::pair<int, double>> decode;
+  if (a.sections.find("decode") != std::string::npos) {
+    std::printf(
+        "### Aggregate decode throughput\n\n| concurrent sequences | aggregate decode tok/s | "
+        "per sequence tok/s |\n|---|---|---|\n");
+    for (int c : parse_list(a.concurrency)) {
+      const double tps = decode_throughput(a, vocab, c);
+      decode.emplace_back(c, tps);
+      std::printf("| %d | %.2f | %.2f |\n", c, tps, tps / c);
+      std::fflush(stdout);
+    }
+  }
+  if (!a.json_out.empty()) {
+    std::ofstream out(a.json_out);
+    for (const RunResult& r : runs)
+      out << fmt::format(
+          "{{\"run\":\"{}\",\"seconds\":{:.3f},\"prompt_tokens\":{},\"output_tokens\":{},\"steps\":{},"
+          "\"preemptions\":{},\"max_running\":{},\"mean_running\":{:.2f},\"mean_utilisation\":{:.4f}}}\n",
+          r.name, r.seconds, r.prompt_tokens, r.output_tokens, r.steps, r.preemptions, r.max_running, r.mean_running,
+          r.mean_utilisation);
+    for (auto [c, tps] : decode) out << fmt::format("{{\"decode_concurrency\":{},\"tokens_per_s\":{:.3f}}}\n", c, tps);
+    if (!out) fail("{}: cannot write", a.json_out);
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = bench->add_subcommand("offline",
+                                        "Offline engine throughput: continuous vs static batching, "
+                                        "paged vs contiguous KV, decode tokens/s by concurrency");
+  cmd->add_option("-m,--model", args->model, "Model directory or file")->required();
+  cmd->add_option("-t,--threads", args->threads, "Worker threads")->capture_default_str();
+  cmd->add_option("-n,--num-requests", args->num_requests, "Requests in the workload")->capture_default_str();
+  cmd->add_option("--prompt-min", args->prompt_min)->capture_default_str();
+  cmd->add_option("--prompt-max", args->prompt_max)->capture_default_str();
+  cmd->add_option("--output-min", args->output_min)->capture_default_str();
+  cmd->add_option("--output-max", args->output_max)->capture_default_str();
+  cmd->add_option("--max-model-len", args->max_model_len)->capture_default_str();
+  cmd->add_option("--kv-cache-mib", args->kv_mib, "KV pool budget in MiB")->capture_default_str();
+  cmd->add_option("--max-num-seqs", args->max_num_seqs)->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens)->capture_default_str();
+  cmd->add_option("--kv-max-num-seqs", args->kv_max_num_seqs, "max_num_seqs of the KV section (0 = all requests)")
+      ->capture_default_str();
+  cmd->add_option("--page-size", args->page_size)->capture_default_str();
+  cmd->add_option("--seed", args->seed)->capture_default_str();
+  cmd->add_option("--sections", args->sections, "Any of batching,kv,decode")->capture_default_str();
+  cmd->add_option("--concurrency", args->concurrency, "Decode concurrencies")->capture_default_str();
+  cmd->add_option("--decode-steps", args->decode_steps, "Timed decode steps per concurrency")->capture_default_str();
+  cmd->add_flag("--log-steps", args->log_steps, "Log every step's size and time");
+  cmd->add_option("--repeat", args->repeat, "Runs of each batching policy (alternated)")->capture_default_str();
+  cmd->add_option("--json", args->json_out, "Also write the results as JSON lines to this file");
+  cmd->callback([args] { run_bench(*args); });
+}
+
+}  // namespace minfer::tools
