@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 namespace minfer {
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -39,13 +41,11 @@ void ThreadPool::run(const Job& job) {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   run_guarded(0);
-  // Workers finish within microseconds for kernel-sized jobs: spin, then yield.
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < 4096) {
-      _mm_pause();
-    } else {
-      std::this_thread::yield();
-    }
+  // Workers usually finish within microseconds of the caller: spin briefly, then sleep on the counter so a
+  // descheduled worker (busy machine) does not have the caller burning the core it needs.
+  for (int spins = 0; spins < 4096 && pending_.load(std::memory_order_acquire) != 0; ++spins) _mm_pause();
+  for (int left = pending_.load(std::memory_order_acquire); left != 0; left = pending_.load(std::memory_order_acquire)) {
+    pending_.wait(left, std::memory_order_acquire);
   }
   job_ = nullptr;
   if (has_error_.load(std::memory_order_acquire)) std::rethrow_exception(error_);
@@ -53,9 +53,14 @@ void ThreadPool::run(const Job& job) {
 
 void ThreadPool::parallel_for(size_t n, size_t grain, const std::function<void(size_t, size_t)>& body) {
   if (grain == 0) grain = 1;
-  run([&](int index, int count) {
-    auto [begin, end] = split_range(n, grain, index, count);
-    if (begin < end) body(begin, end);
+  // Chunks are claimed from a shared counter rather than fixed per thread, so when the OS deschedules one
+  // thread (a shared or oversubscribed machine) the others take over its share instead of waiting for it.
+  const size_t chunk = dynamic_chunk(n, grain, num_threads_);
+  std::atomic<size_t> next{0};
+  run([&](int, int) {
+    for (size_t begin = next.fetch_add(chunk); begin < n; begin = next.fetch_add(chunk)) {
+      body(begin, std::min(n, begin + chunk));
+    }
   });
 }
 
@@ -64,7 +69,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     // Spin briefly for back-to-back kernel launches, then sleep on the generation counter.
     uint64_t now = seen;
-    for (int spins = 0; spins < 20000; ++spins) {
+    for (int spins = 0; spins < 2000; ++spins) {
       now = generation_.load(std::memory_order_acquire);
       if (now != seen) break;
       _mm_pause();
@@ -76,7 +81,7 @@ void ThreadPool::worker_loop(int index) {
     seen = now;
     if (stop_.load(std::memory_order_acquire)) return;
     run_guarded(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 

@@ -3,6 +3,7 @@
 // nothing is allocated per call.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <exception>
@@ -55,6 +56,14 @@ inline std::pair<size_t, size_t> split_range(size_t n, size_t grain, int part, i
   const size_t begin = begin_unit * grain < n ? begin_unit * grain : n;
   const size_t end = end_unit * grain < n ? end_unit * grain : n;
   return {begin, end};
+}
+
+// Chunk size for work claimed dynamically from a shared counter: about 8 chunks per thread (enough to
+// rebalance when a thread stalls, few enough that claiming costs nothing), a multiple of `grain`.
+inline size_t dynamic_chunk(size_t n, size_t grain, int threads) {
+  const size_t target = n / (static_cast<size_t>(threads) * 8);
+  const size_t units = std::max<size_t>(1, (target + grain / 2) / grain);
+  return units * grain;
 }
 
 }  // namespace minfer

@@ -1,6 +1,7 @@
-// GEMM driver: checks the operands and splits the output columns (weight rows) across the pool in chunks of
-// 16, so each thread streams a disjoint slice of the weight matrix exactly once.
+// GEMM driver: checks the operands and splits the output columns (weight rows) across the pool in chunks
+// (multiples of 16), so each weight row is streamed exactly once, by whichever thread claims it.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "base/error.h"
@@ -46,12 +47,15 @@ void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tenso
     const void* w;
     DType wtype;
     float* y;
-  } const call{leaf, x, bias, m, k, n, w.data, w.dtype, y};
-  pool.run([&call](int t, int threads) {
-    const auto [begin, end] = split_range(static_cast<size_t>(call.n), 16, t, threads);
-    if (begin < end) {
-      call.leaf(call.x, call.m, call.k, call.w, call.wtype, call.n, call.bias, call.y, static_cast<int64_t>(begin),
-                static_cast<int64_t>(end));
+    int64_t chunk;
+    std::atomic<int64_t> next;
+  } call{leaf, x, bias, m, k, n, w.data, w.dtype, y,
+         static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), 16, pool.size())), 0};
+  // Column chunks are claimed from a counter: a thread the OS deschedules does not hold up the others.
+  pool.run([&call](int, int) {
+    for (int64_t begin = call.next.fetch_add(call.chunk); begin < call.n; begin = call.next.fetch_add(call.chunk)) {
+      call.leaf(call.x, call.m, call.k, call.w, call.wtype, call.n, call.bias, call.y, begin,
+                std::min(call.n, begin + call.chunk));
     }
   });
 }
