@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace minfer {
 
@@ -10,9 +11,35 @@ namespace minfer {
 // engine without paging must; it exists only to measure what paging gains.
 enum class KvLayout : uint8_t { kPaged, kContiguous };
 
+// Element type of the KV cache. kAuto = bf16 when the model's weights are bf16, else f32. bf16 halves the KV
+// memory (twice the tokens per budget); attention still computes in f32.
+enum class KvCacheDtype : uint8_t { kAuto, kF32, kBf16 };
+// "auto", "f32" or "bf16" (also "float32", "bfloat16"); false for anything else.
+bool parse_kv_cache_dtype(std::string_view name, KvCacheDtype* out);
+const char* kv_cache_dtype_name(KvCacheDtype dtype);
+
+// Operator fusion applied when the model graph is compiled. kAuto runs every fusion pass; kNone runs each
+// op on its own (the reference the fused graph is checked against).
+enum class FusionStrategy : uint8_t { kAuto, kNone };
+
+// Weight/activation quantization applied at load (or read from a quantized checkpoint).
+// weight_bits 16 = weights as stored (no quantization); 8 = int8 weights with scales.
+// activation_bits 16 = activations stay f32/bf16 (W8A16); 8 = per-token dynamic int8 activations (W8A8).
+// group_size 0 = one scale per output channel; otherwise 32, 64 or 128 input elements share a scale.
+struct QuantConfig {
+  int weight_bits = 16;
+  int activation_bits = 16;
+  bool symmetric = true;
+  int group_size = 0;
+
+  bool enabled() const { return weight_bits < 16; }
+};
+
 struct EngineConfig {
   std::string model_path;  // Hugging Face directory, .gguf file, or llama2.c .bin
   int num_threads = 0;     // 0 = one per hardware thread
+  FusionStrategy fusion_strategy = FusionStrategy::kAuto;
+  QuantConfig quant;
 
   // KV cache. page_size: tokens per page, a power of two in [8, 256].
   int64_t page_size = 16;
@@ -21,6 +48,7 @@ struct EngineConfig {
   int64_t kv_cache_memory = 0;
   double kv_cache_memory_fraction = 0.5;
   KvLayout kv_layout = KvLayout::kPaged;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // resolved to kF32 or kBf16 by the engine
   bool enable_prefix_caching = true;  // automatic prefix caching (paged layout only)
 
   // Context length per request (prompt + output). 0 = the model's max_position_embeddings, capped at 8192.

@@ -12,6 +12,7 @@
 #include "engine/model_runner.h"
 #include "kv/kv_cache.h"
 #include "minfer/sampling.h"
+#include "minfer/outputs.h"  // FinishReason
 #include "model/model_weights.h"
 
 namespace minfer {
@@ -22,8 +23,6 @@ struct GeneratorOptions {
   int64_t page_size = 16;
   int64_t prefill_chunk = 512;     // tokens per prefill step
 };
-
-enum class FinishReason { kLength, kStop };
 
 struct GenerationResult {
   std::vector<int32_t> token_ids;  // generated tokens (the stop token included when one ended it)

@@ -1,5 +1,6 @@
 #include "formats/gguf_file.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "base/error.h"
@@ -58,6 +59,15 @@ bool is_integer(GgufType t) {
          t == GgufType::BOOL;
 }
 
+// A float converted for integer use: NaN becomes 0 and out-of-range values saturate (a plain cast of those
+// is undefined behaviour, and the file is untrusted input).
+int64_t saturating_int(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9.2e18) return INT64_MAX;
+  if (v <= -9.2e18) return INT64_MIN;
+  return static_cast<int64_t>(v);
+}
+
 void read_number(const uint8_t* p, GgufType t, int64_t* i, double* f) {
   auto load = [p](auto v) {
     std::memcpy(&v, p, sizeof(v));
@@ -73,8 +83,8 @@ void read_number(const uint8_t* p, GgufType t, int64_t* i, double* f) {
     case GgufType::I32: *i = load(int32_t{}); break;
     case GgufType::U64: *i = static_cast<int64_t>(load(uint64_t{})); break;
     case GgufType::I64: *i = load(int64_t{}); break;
-    case GgufType::F32: *f = load(float{}); *i = static_cast<int64_t>(*f); return;
-    case GgufType::F64: *f = load(double{}); *i = static_cast<int64_t>(*f); return;
+    case GgufType::F32: *f = load(float{}); *i = saturating_int(*f); return;
+    case GgufType::F64: *f = load(double{}); *i = saturating_int(*f); return;
     default: return;
   }
   *f = static_cast<double>(*i);
