@@ -8,8 +8,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   libpcre2-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-pytest python3-torch python3-sentencepiece
+  python3-dev pybind11-dev
   nodejs
 )
 

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   minfer::tools::add_generate_command(app);
   minfer::tools::add_info_command(app);
   minfer::tools::add_make_test_model_command(app);
+  minfer::tools::add_serve_command(app);
   minfer::tools::add_tokenize_command(app);
   try {
     app.parse(argc, argv);

@@ -35,6 +35,7 @@
 namespace minfer {
 
 class EngineCore;
+class Tokenizer;
 
 struct EngineStats {
   int64_t num_running = 0;
@@ -151,6 +152,9 @@ class AsyncEngine {
   EngineStats stats() const;  // a snapshot taken after the last step
   const EngineConfig& config() const;
   std::vector<int32_t> encode(std::string_view text) const;
+  // The model's tokenizer (nullptr when it has none); thread-safe, for callers that encode or name tokens
+  // themselves (the server's chat prompts and logprobs).
+  const Tokenizer* tokenizer() const;
 
  private:
   struct Impl;

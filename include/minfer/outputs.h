@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace minfer {
@@ -20,9 +21,17 @@ enum class FinishReason : uint8_t {
 
 const char* finish_reason_name(FinishReason reason);  // "length", "stop", "abort" ("" for kNone)
 
+// Log-probabilities of one sampled token, when SamplingParams.logprobs >= 0: log-softmax of the model's raw
+// logits (before penalties and temperature, as vLLM's default), and the `logprobs` most likely tokens.
+struct TokenLogprobs {
+  float logprob = 0.0f;                         // of the sampled token
+  std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first
+};
+
 struct RequestOutput {
   RequestId id = 0;
   std::vector<int32_t> new_token_ids;  // tokens generated since the previous output of this request
+  std::vector<TokenLogprobs> logprobs;  // one per new_token_ids entry when SamplingParams.logprobs >= 0
   std::string text_delta;              // text that became final since the previous output (see below)
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;

@@ -21,10 +21,12 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;  // stop strings
   bool ignore_eos = false;
+  // -1 = off; n in [0, 20]: each output token's log-probability and the n most likely tokens (RequestOutput).
+  int32_t logprobs = -1;
 
   // Throws minfer::Error naming the field and its allowed range when a value is out of range:
   // temperature >= 0, top_p in (0, 1], top_k >= -1, min_p in [0, 1], repetition_penalty > 0,
-  // presence_penalty and frequency_penalty in [-2, 2], max_tokens >= 1.
+  // presence_penalty and frequency_penalty in [-2, 2], max_tokens >= 1, logprobs in [-1, 20].
   void validate() const;
 };
 

@@ -63,6 +63,9 @@ CpuFeatures detect() {
       f.amx_tile = f.amx_bf16 = f.amx_int8 = false;
     } else if (isa == "avx512") {
       f.amx_tile = f.amx_bf16 = f.amx_int8 = false;
+      f.avx512_bf16 = false;
+    } else if (isa == "avx512_bf16") {
+      f.amx_tile = f.amx_bf16 = f.amx_int8 = false;
     }
   }
   return f;

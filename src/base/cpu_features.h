@@ -24,7 +24,7 @@ struct CpuFeatures {
   std::string describe() const;
 };
 
-// Detected on first use; the environment variable MINFER_ISA=scalar|avx2|avx512 caps what is reported
+// Detected on first use; the environment variable MINFER_ISA=scalar|avx2|avx512|avx512_bf16 caps what is reported
 // (for testing every dispatch path on one machine).
 const CpuFeatures& cpu_features();
 

@@ -183,4 +183,6 @@ const EngineConfig& AsyncEngine::config() const { return impl_->core.config(); }
 
 std::vector<int32_t> AsyncEngine::encode(std::string_view text) const { return impl_->encode(text); }
 
+const Tokenizer* AsyncEngine::tokenizer() const { return impl_->core.tokenizer(); }
+
 }  // namespace minfer

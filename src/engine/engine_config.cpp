@@ -21,6 +21,28 @@ void EngineConfig::validate() const {
   if (num_threads < 0) fail("EngineConfig.num_threads must be >= 0 (0 = all cores), got {}", num_threads);
 }
 
+bool parse_kv_cache_dtype(std::string_view name, KvCacheDtype* out) {
+  if (name == "auto") {
+    *out = KvCacheDtype::kAuto;
+  } else if (name == "f32" || name == "float32") {
+    *out = KvCacheDtype::kF32;
+  } else if (name == "bf16" || name == "bfloat16") {
+    *out = KvCacheDtype::kBf16;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+const char* kv_cache_dtype_name(KvCacheDtype dtype) {
+  switch (dtype) {
+    case KvCacheDtype::kAuto: return "auto";
+    case KvCacheDtype::kF32: return "f32";
+    case KvCacheDtype::kBf16: return "bf16";
+  }
+  return "";
+}
+
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
     case FinishReason::kLength: return "length";

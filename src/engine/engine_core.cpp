@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "base/error.h"
+#include "engine/logprobs.h"
 #include "kv/kv_budget.h"
 #include "model/model_tokenizer.h"
 
@@ -45,7 +46,10 @@ EngineCore::EngineCore(const EngineConfig& config)
     spdlog::info("prefix caching is off in the contiguous KV layout");
     config_.enable_prefix_caching = false;
   }
+  if (config_.kv_cache_dtype == KvCacheDtype::kAuto)
+    config_.kv_cache_dtype = m.dtype == DType::BF16 ? KvCacheDtype::kBf16 : KvCacheDtype::kF32;
   KvPoolRequest req;
+  req.shape.dtype = config_.kv_cache_dtype == KvCacheDtype::kBf16 ? DType::BF16 : DType::F32;
   req.shape.num_layers = m.num_layers;
   req.shape.kv_heads = m.num_kv_heads;
   req.shape.head_dim = m.head_dim;
@@ -85,9 +89,10 @@ EngineCore::EngineCore(const EngineConfig& config)
   so.watermark_pages = contiguous ? 0 : std::max<int64_t>(1, (plan.num_pages - 1) / 100);
   scheduler_ = std::make_unique<Scheduler>(so, *blocks_);
   spdlog::info(
-      "KV pool: {} pages of {} tokens ({} tokens, {} MiB, {} full-length sequences of {}), {} layout, "
+      "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}), {} layout, "
       "prefix caching {}, {} batching",
       plan.num_pages - 1, config_.page_size, (plan.num_pages - 1) * config_.page_size, plan.bytes >> 20,
+      kv_cache_dtype_name(config_.kv_cache_dtype),
       (plan.num_pages - 1) / pages_per_seq, config_.max_model_len, contiguous ? "contiguous" : "paged",
       config_.enable_prefix_caching ? "on" : "off", config_.enable_continuous_batching ? "continuous" : "static");
 }
@@ -226,6 +231,8 @@ std::vector<RequestOutput> EngineCore::step() {
     if (st.finish != FinishReason::kNone) finish(seq, st.finish);
     RequestOutput o = make_output(*seq);
     o.new_token_ids.push_back(token);
+    if (seq->params.logprobs >= 0)  // from the raw logits: row_ holds them after penalties and temperature
+      o.logprobs.push_back(compute_logprobs(logits.subspan((row - 1) * vocab, vocab), token, seq->params.logprobs));
     o.text_delta = std::move(st.text);
     o.stop_reason = std::move(st.stop_reason);
     outputs.push_back(std::move(o));

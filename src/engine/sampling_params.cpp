@@ -19,6 +19,7 @@ void SamplingParams::validate() const {
   if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
     fail("SamplingParams.frequency_penalty must be in [-2, 2] (0 = off), got {}", frequency_penalty);
   if (max_tokens < 1) fail("SamplingParams.max_tokens must be >= 1, got {}", max_tokens);
+  if (logprobs < -1 || logprobs > 20) fail("SamplingParams.logprobs must be in [0, 20], or -1 = off, got {}", logprobs);
 }
 
 }  // namespace minfer

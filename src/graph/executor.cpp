@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "kernels/dispatch.h"
+#include "kernels/fused/fused_matmul.h"
 
 namespace minfer::graph {
 
@@ -26,7 +28,8 @@ void Executor::plan_buffers() {
   std::vector<int32_t> free_slots;
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    if (n.output != kNoValue) {
+    for (ValueId out : {n.output, n.aux_output}) {
+      if (out == kNoValue) continue;
       int32_t slot;
       if (!free_slots.empty()) {
         slot = free_slots.back();
@@ -35,9 +38,8 @@ void Executor::plan_buffers() {
         slot = static_cast<int32_t>(slot_width_.size());
         slot_width_.push_back(0);
       }
-      slot_of_[static_cast<size_t>(n.output)] = slot;
-      slot_width_[static_cast<size_t>(slot)] =
-          std::max(slot_width_[static_cast<size_t>(slot)], graph_.value(n.output).width);
+      slot_of_[static_cast<size_t>(out)] = slot;
+      slot_width_[static_cast<size_t>(slot)] = std::max(slot_width_[static_cast<size_t>(slot)], graph_.value(out).width);
     }
     // Release inputs whose last reader is this node (after the output took its slot: no aliasing).
     for (ValueId in : n.inputs) {
@@ -133,6 +135,23 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
                          });
       return;
     }
+    case OpKind::kAddRmsNorm: {
+      const int64_t dim = width(node.output);
+      const float* a = in(0);
+      const float* b = in(1);
+      float* sum = buffer(node.aux_output);
+      float* y = buffer(node.output);
+      const kernels::KernelTable& table = kernels::active_kernels();
+      pool_.parallel_for(static_cast<size_t>(rows_of(node.output)), 1, [&](size_t lo, size_t hi) {
+        const int64_t off = static_cast<int64_t>(lo) * dim;
+        kernels::fused::add_rmsnorm(table, a + off, b + off, *node.weight, node.eps, sum + off, y + off,
+                                    static_cast<int64_t>(hi - lo), dim);
+      });
+      return;
+    }
+    case OpKind::kFusedMatMul:
+      run_fused_matmul(node, step, kv_layers, tokens, sampled);
+      return;
     case OpKind::kGatherRows: {
       const int64_t w = width(node.output);
       const float* x = in(0);
@@ -146,6 +165,59 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     }
   }
   fail("executor: unknown op kind {}", static_cast<int>(node.kind));
+}
+
+void Executor::run_fused_matmul(const Node& node, const StepInputs& step,
+                                std::span<const kernels::KvLayerView> kv_layers, int64_t tokens, int64_t sampled) {
+  using kernels::fused::Epilogue;
+  const int64_t k = graph_.value(node.inputs[0]).width;
+  const int64_t n = node.weight->dim(0);
+  const int64_t rows = graph_.value(node.inputs[0]).rows == RowSpace::kTokens ? tokens : sampled;
+  const int64_t out_rows = node.gather ? sampled : rows;
+  kernels::fused::FusedMatMul op;
+  op.x = buffer(node.inputs[0]);
+  op.rows = rows;
+  op.k = k;
+  if (node.gather) {
+    op.gather_rows = step.sample_rows.data();
+    op.gather_count = sampled;
+  }
+  op.norm_weight = node.norm_weight;
+  op.eps = node.eps;
+  if (node.gather || node.norm_weight) op.prologue_scratch = grow(prologue_scratch_, out_rows * k);
+  op.weight = node.weight;
+  op.bias = node.bias ? node.bias->as<float>() : nullptr;
+  op.epilogue = node.epilogue;
+  op.block = node.block;
+  switch (node.epilogue) {
+    case Epilogue::kNone: op.y = buffer(node.output); break;
+    case Epilogue::kResidual:
+      op.y = buffer(node.output);
+      op.residual = buffer(node.inputs[1]);
+      break;
+    case Epilogue::kSiluMul:
+    case Epilogue::kRopeKvWrite:
+      op.y = grow(gemm_scratch_, out_rows * n);
+      op.out = buffer(node.output);
+      break;
+  }
+  if (node.epilogue == Epilogue::kRopeKvWrite) {
+    MINFER_CHECK(!node.gather, "a rope/kv-write epilogue runs on every token");
+    op.positions = step.positions.data();
+    op.slot_mapping = step.slot_mapping.data();
+    op.cache = kv_layers[static_cast<size_t>(node.layer)];
+    op.heads = node.heads;
+    op.head_dim = node.head_dim;
+    op.inv_freq = rope_.inv_freq.data();
+    op.half_rot = static_cast<int64_t>(rope_.inv_freq.size());
+    op.style = rope_.style;
+  }
+  kernels::fused::fused_matmul(kernels::active_kernels(), op, pool_);
+}
+
+float* Executor::grow(std::vector<float>& scratch, int64_t floats) {
+  if (scratch.size() < static_cast<size_t>(floats)) scratch.resize(static_cast<size_t>(floats));
+  return scratch.data();
 }
 
 }  // namespace minfer::graph

@@ -39,7 +39,8 @@ class Executor {
   int64_t output_width() const { return graph_.value(graph_.output()).width; }
   int64_t dispatches_last_step() const { return dispatches_last_step_; }
   int64_t dispatches_total() const { return dispatches_total_; }
-  // Dispatches of one step per op kind, from the graph (equal to what run() counts).
+  // Dispatches of a step that samples, from the graph (equal to what run() counts). A dispatch is one node:
+  // one kernel entry call, which is at most one fork-join of the thread pool.
   int64_t dispatches_per_step() const { return static_cast<int64_t>(graph_.nodes().size()); }
 
  private:
@@ -47,6 +48,10 @@ class Executor {
   float* buffer(ValueId id) { return slots_[static_cast<size_t>(slot_of_[static_cast<size_t>(id)])].data(); }
   void run_node(const Node& node, const StepInputs& step, std::span<const kernels::KvLayerView> kv_layers,
                 int64_t tokens, int64_t sampled);
+  void run_fused_matmul(const Node& node, const StepInputs& step, std::span<const kernels::KvLayerView> kv_layers,
+                        int64_t tokens, int64_t sampled);
+  // Grows a scratch buffer to at least `floats` (once per new largest batch) and returns it.
+  static float* grow(std::vector<float>& scratch, int64_t floats);
 
   const Graph& graph_;
   ThreadPool& pool_;
@@ -54,6 +59,9 @@ class Executor {
   std::vector<int32_t> slot_of_;            // value -> buffer slot
   std::vector<int64_t> slot_width_;         // widest value each slot holds
   std::vector<std::vector<float>> slots_;   // grown to rows x width on demand
+  // Fused matmuls' scratch, shared by all of them (nodes run one at a time): the gathered/normalised input,
+  // and the GEMM result an epilogue reads (gate/up, q/k/v).
+  std::vector<float> prologue_scratch_, gemm_scratch_;
   int64_t dispatches_last_step_ = 0;
   int64_t dispatches_total_ = 0;
 };

@@ -17,8 +17,25 @@ const char* op_name(OpKind kind) {
     case OpKind::kAdd: return "add";
     case OpKind::kSiluMul: return "silu_mul";
     case OpKind::kGatherRows: return "gather_rows";
+    case OpKind::kAddRmsNorm: return "add_rmsnorm";
+    case OpKind::kFusedMatMul: return "fused_matmul";
   }
   return "?";
+}
+
+std::string node_label(const Node& node) {
+  if (node.kind != OpKind::kFusedMatMul) return op_name(node.kind);
+  std::string parts;
+  if (node.gather) parts += "gather+";
+  if (node.norm_weight) parts += "rmsnorm+";
+  parts += node.bias ? "gemm+bias" : "gemm";
+  switch (node.epilogue) {
+    case kernels::fused::Epilogue::kNone: break;
+    case kernels::fused::Epilogue::kResidual: parts += "+residual"; break;
+    case kernels::fused::Epilogue::kSiluMul: parts += "+silu_mul"; break;
+    case kernels::fused::Epilogue::kRopeKvWrite: parts += "+rope+kv_write"; break;
+  }
+  return fmt::format("fused_matmul[{}]", parts);
 }
 
 ValueId Graph::add_value(std::string name, int64_t width, RowSpace rows) {
@@ -31,6 +48,30 @@ ValueId Graph::add_node(Node node) {
   return nodes_.back().output;
 }
 
+void Graph::verify_fused_matmul(size_t i, const Node& n) const {
+  using kernels::fused::Epilogue;
+  MINFER_CHECK(n.weight != nullptr && n.weight->rank() == 2 && n.output != kNoValue && !n.inputs.empty(),
+               "fused matmul node {} needs a 2-D weight, an input and an output", i);
+  const int64_t k = value(n.inputs[0]).width;
+  const int64_t cols = n.weight->dim(0);
+  MINFER_CHECK(k == n.weight->dim(1), "fused matmul node {}: input width {} vs weight {}", i, k,
+               n.weight->shape_string());
+  MINFER_CHECK(!n.norm_weight || n.norm_weight->numel() == k, "fused matmul node {}: norm weight for width {}", i, k);
+  MINFER_CHECK(n.gather == (value(n.output).rows == RowSpace::kSampled && value(n.inputs[0]).rows == RowSpace::kTokens),
+               "fused matmul node {}: a gather prologue maps token rows to sampled rows", i);
+  int64_t want = cols;
+  if (n.epilogue == Epilogue::kSiluMul) want = cols / 2;
+  if (n.epilogue == Epilogue::kRopeKvWrite) {
+    want = n.heads * n.head_dim;
+    MINFER_CHECK(cols == (n.heads + 2 * n.kv_heads) * n.head_dim && n.layer >= 0,
+                 "fused matmul node {}: {} columns are not q, k, v of {} + 2 x {} heads", i, cols, n.heads, n.kv_heads);
+  }
+  MINFER_CHECK(value(n.output).width == want, "fused matmul node {}: output width {} (want {})", i,
+               value(n.output).width, want);
+  if (n.epilogue == Epilogue::kResidual)
+    MINFER_CHECK(n.inputs.size() == 2 && value(n.inputs[1]).width == want, "fused matmul node {}: residual width", i);
+}
+
 void Graph::verify() const {
   std::vector<bool> produced(values_.size(), false);
   for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -41,12 +82,14 @@ void Graph::verify() const {
       MINFER_CHECK(produced[static_cast<size_t>(in)], "node {} ({}) reads value '{}' before it is produced", i,
                    op_name(n.kind), values_[static_cast<size_t>(in)].name);
     }
-    if (n.output != kNoValue) {
-      MINFER_CHECK(static_cast<size_t>(n.output) < values_.size(), "node {} writes unknown value", i);
-      MINFER_CHECK(!produced[static_cast<size_t>(n.output)], "value '{}' produced twice",
-                   values_[static_cast<size_t>(n.output)].name);
-      produced[static_cast<size_t>(n.output)] = true;
+    for (ValueId out : {n.output, n.aux_output}) {
+      if (out == kNoValue) continue;
+      MINFER_CHECK(out >= 0 && static_cast<size_t>(out) < values_.size(), "node {} writes unknown value", i);
+      MINFER_CHECK(!produced[static_cast<size_t>(out)], "value '{}' produced twice",
+                   values_[static_cast<size_t>(out)].name);
+      produced[static_cast<size_t>(out)] = true;
     }
+    if (n.kind == OpKind::kFusedMatMul) verify_fused_matmul(i, n);
     if (n.kind == OpKind::kMatMul) {
       MINFER_CHECK(n.weight != nullptr && n.weight->rank() == 2, "matmul node {} needs a 2-D weight", i);
       MINFER_CHECK(value(n.inputs.at(0)).width == n.weight->dim(1), "matmul node {}: input width {} vs weight {}", i,
@@ -61,9 +104,10 @@ std::string Graph::to_string() const {
   std::string s;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     const Node& n = nodes_[i];
-    s += fmt::format("{:4} {:<12}", i, op_name(n.kind));
+    s += fmt::format("{:4} {:<12}", i, node_label(n));
     for (ValueId in : n.inputs) s += " " + values_[static_cast<size_t>(in)].name;
     if (n.output != kNoValue) s += " -> " + values_[static_cast<size_t>(n.output)].name;
+    if (n.aux_output != kNoValue) s += ", " + values_[static_cast<size_t>(n.aux_output)].name;
     s += "\n";
   }
   return s;

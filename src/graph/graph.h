@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/fused/fused_matmul.h"
 #include "kernels/kernels.h"
 #include "tensor/tensor.h"
 
@@ -27,6 +28,9 @@ enum class OpKind : uint8_t {
   kAdd,           // out = in0 + in1
   kSiluMul,       // out = silu(in0) * in1
   kGatherRows,    // out = the rows of in0 that sample (the last position of each sequence)
+  // Fused ops (graph/passes/ rewrite the primitives above into these).
+  kAddRmsNorm,    // aux_output = in0 + in1; out = rmsnorm(aux_output) * weight
+  kFusedMatMul,   // out = epilogue(prologue(in0) @ weight^T + bias); see kernels/fused/fused_matmul.h
 };
 
 const char* op_name(OpKind kind);
@@ -52,7 +56,17 @@ struct Node {
   int64_t head_dim = 0;   // Rope, Attention
   float eps = 0.0f;       // RmsNorm
   float scale = 0.0f;     // Attention: 1/sqrt(head_dim)
+  // Fused ops.
+  ValueId aux_output = kNoValue;      // AddRmsNorm: the residual sum, a second output
+  const Tensor* norm_weight = nullptr;  // FusedMatMul prologue: RMSNorm of the input rows (eps above)
+  bool gather = false;                // FusedMatMul prologue: only the rows that sample (output is kSampled)
+  kernels::fused::Epilogue epilogue = kernels::fused::Epilogue::kNone;  // FusedMatMul; kResidual reads in1
+  int64_t block = 0;                  // FusedMatMul kSiluMul: gate/up interleave block
+  int64_t kv_heads = 0;               // FusedMatMul kRopeKvWrite (heads, head_dim and layer above)
 };
+
+// What a node computes, e.g. "matmul" or "fused_matmul[rmsnorm+gemm+rope+kv_write]".
+std::string node_label(const Node& node);
 
 class Graph {
  public:
@@ -79,6 +93,8 @@ class Graph {
   std::string to_string() const;
 
  private:
+  void verify_fused_matmul(size_t i, const Node& n) const;
+
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   ValueId output_ = kNoValue;

@@ -1,8 +1,11 @@
 // Paged-attention driver: validates the batch and hands out spans (sequence x kv head x block of up to 16
 // query tokens, and a part of the kv head's query group when there are too few spans to keep every thread
 // busy) to the pool's threads through an atomic counter, so long and short sequences balance themselves.
+// Long contexts are split into ranges of pages run as separate spans whose partial softmax results are merged
+// afterwards (flash-decoding), so the decode of one or two long sequences still keeps every thread busy.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <vector>
 
 #include "base/error.h"
@@ -20,6 +23,9 @@ void check_batch(int64_t heads, const KvLayerView& cache, const AttentionBatch& 
   if (cache.head_dim <= 0 || cache.page_size <= 0) {
     fail("paged_attention: head_dim {} and page_size {} must be positive", cache.head_dim, cache.page_size);
   }
+  if (cache.dtype != DType::F32 && cache.dtype != DType::BF16) {
+    fail("paged_attention: KV cache of {} (f32 or bf16 supported)", dtype_name(cache.dtype));
+  }
   for (int64_t s = 0; s < batch.num_seqs; ++s) {
     const int64_t q_len = batch.q_len[s];
     const int64_t ctx = batch.context_len[s];
@@ -33,13 +39,43 @@ void check_batch(int64_t heads, const KvLayerView& cache, const AttentionBatch& 
   }
 }
 
+// One unit of work: a span without its pointers (filled in by the thread that runs it).
+struct Item {
+  int64_t seq = 0;
+  int64_t t0 = 0;  // first query token of the block, relative to the sequence's chunk
+  int64_t ntok = 0;
+  int64_t kv_head = 0;
+  int64_t head_begin = 0, head_end = 0;
+  int64_t ctx_begin = 0, ctx_end = INT64_MAX;
+  int64_t partial = -1;  // offset of its partial result in the merge buffer; -1 = writes out directly
+  int64_t num_parts = 1;  // on the first range of a split span: how many ranges follow (itself included)
+};
+
+// out row = sum_i exp(m_i - M) acc_i / sum_i exp(m_i - M) s_i over the ranges' partials (M = max m_i).
+void merge_partials(const float* parts, int64_t num_parts, int64_t part_stride, int64_t head_dim, float* out) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < num_parts; ++i) m = std::max(m, parts[i * part_stride]);
+  float sum = 0.0f;
+  for (int64_t d = 0; d < head_dim; ++d) out[d] = 0.0f;
+  for (int64_t i = 0; i < num_parts; ++i) {
+    const float* p = parts + i * part_stride;
+    if (p[1] == 0.0f) continue;  // a range with no position for this row (max -inf)
+    const float w = std::exp(p[0] - m);
+    sum += w * p[1];
+    for (int64_t d = 0; d < head_dim; ++d) out[d] += w * p[2 + d];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
 }  // namespace
 
 void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64_t heads, const KvLayerView& cache,
-                         const AttentionBatch& batch, float scale, ThreadPool& pool) {
+                         const AttentionBatch& batch, float scale, ThreadPool& pool, const AttentionSplitOptions& split) {
   check_batch(heads, cache, batch);
   const int64_t group = heads / cache.kv_heads;
   const int64_t hd = cache.head_dim;
+  const int64_t ps = cache.page_size;
   int64_t token_blocks = 0;
   for (int64_t s = 0; s < batch.num_seqs; ++s) token_blocks += ceil_div(batch.q_len[s], kAttentionMaxSpanTokens);
   if (token_blocks == 0) return;
@@ -47,46 +83,96 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
   const int64_t base_items = token_blocks * cache.kv_heads;
   const int64_t parts = base_items >= 2 * threads ? 1 : std::min(group, ceil_div(2 * threads, base_items));
   const int64_t heads_per_part = ceil_div(group, parts);
-  const int64_t items = base_items * parts;
+  // Contexts longer than one range are split at fixed multiples of the range, whatever the batch: a row's
+  // result then depends only on its own position, so batching never changes it.
+  const int64_t range_pages = std::max<int64_t>(1, ceil_div(split.range_tokens, ps));
+
+  thread_local std::vector<Item> items;
+  thread_local std::vector<float> partials;
+  items.clear();
+  int64_t partial_floats = 0;
+  for (int64_t s = 0; s < batch.num_seqs; ++s) {
+    const int64_t q_len = batch.q_len[s];
+    for (int64_t t0 = 0; t0 < q_len; t0 += kAttentionMaxSpanTokens) {
+      const int64_t ntok = std::min(kAttentionMaxSpanTokens, q_len - t0);
+      const int64_t ctx = batch.context_len[s] - q_len + t0 + ntok;  // keys the block's last token reads
+      const int64_t ranges = ceil_div(ceil_div(ctx, ps), range_pages);
+      for (int64_t g = 0; g < cache.kv_heads; ++g) {
+        for (int64_t part = 0; part < parts; ++part) {
+          Item it;
+          it.seq = s;
+          it.t0 = t0;
+          it.ntok = ntok;
+          it.kv_head = g;
+          it.head_begin = g * group + part * heads_per_part;
+          it.head_end = std::min((g + 1) * group, it.head_begin + heads_per_part);
+          if (it.head_begin >= it.head_end) continue;
+          const int64_t part_floats = ntok * (it.head_end - it.head_begin) * (hd + 2);
+          for (int64_t r = 0; r < ranges; ++r) {
+            it.num_parts = r == 0 ? ranges : 0;
+            if (ranges > 1) {
+              it.ctx_begin = r * range_pages * ps;
+              it.ctx_end = std::min(ctx, (r + 1) * range_pages * ps);
+              it.partial = partial_floats;
+              partial_floats += part_floats;
+            }
+            items.push_back(it);
+          }
+        }
+      }
+    }
+  }
+  if (partials.size() < static_cast<size_t>(partial_floats)) partials.resize(static_cast<size_t>(partial_floats));
+  float* const partial_base = partials.data();
+  const int64_t num_items = static_cast<int64_t>(items.size());
+  const Item* const item_list = items.data();
   std::atomic<int64_t> next{0};
 
   auto body = [&]() {
     thread_local std::vector<float> scratch;
-    const size_t need = attention_scratch_floats(kAttentionMaxSpanTokens * heads_per_part, hd, cache.page_size);
+    const size_t need = attention_scratch_floats(kAttentionMaxSpanTokens * heads_per_part, hd, ps);
     if (scratch.size() < need) scratch.resize(need);
-    // Items are taken in increasing order, so the sequence cursor only moves forward.
-    int64_t seq = 0;
-    int64_t seq_first_block = 0;  // global index of the first token block of `seq`
-    for (int64_t item = next.fetch_add(1); item < items; item = next.fetch_add(1)) {
-      const int64_t part = item % parts;
-      const int64_t g = (item / parts) % cache.kv_heads;
-      const int64_t block = item / (parts * cache.kv_heads);
-      while (block >= seq_first_block + ceil_div(batch.q_len[seq], kAttentionMaxSpanTokens)) {
-        seq_first_block += ceil_div(batch.q_len[seq], kAttentionMaxSpanTokens);
-        ++seq;
-      }
-      const int64_t t0 = (block - seq_first_block) * kAttentionMaxSpanTokens;
-      const int64_t q_len = batch.q_len[seq];
+    for (int64_t i = next.fetch_add(1); i < num_items; i = next.fetch_add(1)) {
+      const Item& it = item_list[i];
+      const int64_t q_len = batch.q_len[it.seq];
+      const int64_t row = batch.q_start[it.seq] + it.t0;
       AttentionSpan span;
-      const int64_t row = batch.q_start[seq] + t0;
       span.q = q + row * heads * hd;
       span.out = out + row * heads * hd;
       span.heads = heads;
-      span.kv_head = g;
-      span.head_begin = g * group + part * heads_per_part;
-      span.head_end = std::min((g + 1) * group, span.head_begin + heads_per_part);
-      if (span.head_begin >= span.head_end) continue;
-      span.first_pos = batch.context_len[seq] - q_len + t0;
-      span.ntok = std::min(kAttentionMaxSpanTokens, q_len - t0);
-      span.block_table = batch.block_tables + seq * batch.max_blocks_per_seq;
+      span.kv_head = it.kv_head;
+      span.head_begin = it.head_begin;
+      span.head_end = it.head_end;
+      span.first_pos = batch.context_len[it.seq] - q_len + it.t0;
+      span.ntok = it.ntok;
+      span.block_table = batch.block_tables + it.seq * batch.max_blocks_per_seq;
       span.scale = scale;
+      span.ctx_begin = it.ctx_begin;
+      span.ctx_end = it.ctx_end;
+      span.partial = it.partial >= 0 ? partial_base + it.partial : nullptr;
       leaf(cache, span, scratch.data());
     }
   };
-  if (items == 1 || threads == 1) {
+  if (num_items == 1 || threads == 1) {
     body();
   } else {
     pool.run([&body](int, int) { body(); });  // one captured reference: no std::function allocation
+  }
+
+  // Merge the ranges of each split span (ranges of one span are consecutive items with equal layout).
+  for (int64_t i = 0; i < num_items; ++i) {
+    const Item& it = items[static_cast<size_t>(i)];
+    if (it.partial < 0 || it.num_parts == 0) continue;
+    const int64_t nh = it.head_end - it.head_begin;
+    const int64_t part_floats = it.ntok * nh * (hd + 2);
+    const int64_t row0 = batch.q_start[it.seq] + it.t0;
+    for (int64_t t = 0; t < it.ntok; ++t) {
+      for (int64_t h = it.head_begin; h < it.head_end; ++h) {
+        const int64_t r = t * nh + (h - it.head_begin);
+        merge_partials(partial_base + it.partial + r * (hd + 2), it.num_parts, part_floats, hd,
+                       out + ((row0 + t) * heads + h) * hd);
+      }
+    }
   }
 }
 

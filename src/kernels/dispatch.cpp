@@ -14,7 +14,7 @@ template <const LeafKernels* L>
 struct Ops {
   static void gemm(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
                    ThreadPool& pool) {
-    run_gemm(L->gemm_cols, x, m, k, w, bias, y, pool);
+    run_gemm(*L, x, m, k, w, bias, y, pool);
   }
   static void rmsnorm(const float* x, const Tensor& weight, float eps, float* y, int64_t rows, int64_t dim) {
     if (weight.numel() != dim) fail("rmsnorm: weight of shape {} for rows of {}", weight.shape_string(), dim);
@@ -48,7 +48,8 @@ struct Ops {
                        .softmax = L->softmax,
                        .embedding = embedding,
                        .kv_write = ref::kv_write,
-                       .paged_attention = paged_attention};
+                       .paged_attention = paged_attention,
+                       .leaves = L};
   }
 };
 
@@ -57,9 +58,10 @@ bool supported(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return true;
     case Isa::kAvx2: return f.has_avx2_fma();
-    // The AVX-512 files are also built with AVX2/FMA/F16C; they use no BF16/VNNI instructions, so AVX-512
-    // CPUs without those extensions (Skylake-X) qualify.
+    // The AVX-512 files are also built with AVX2/FMA/F16C; only gemm_bf16_avx512.cpp uses BF16 instructions
+    // (the kAvx512Bf16 table), so AVX-512 CPUs without that extension (Skylake-X) qualify for kAvx512.
     case Isa::kAvx512: return f.has_avx512() && f.has_avx2_fma();
+    case Isa::kAvx512Bf16: return f.has_avx512() && f.has_avx2_fma() && f.avx512_bf16;
   }
   return false;
 }
@@ -71,6 +73,7 @@ const char* isa_name(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Bf16: return "avx512_bf16";
   }
   return "unknown";
 }
@@ -80,13 +83,14 @@ const KernelTable* kernel_table(Isa isa) {
       Ops<&kRefLeaves>::table(Isa::kScalar),
       Ops<&kAvx2Leaves>::table(Isa::kAvx2),
       Ops<&kAvx512Leaves>::table(Isa::kAvx512),
+      Ops<&kAvx512Bf16Leaves>::table(Isa::kAvx512Bf16),
   };
   return supported(isa) ? &tables[static_cast<int>(isa)] : nullptr;
 }
 
 const KernelTable& active_kernels() {
   static const KernelTable& chosen = []() -> const KernelTable& {
-    for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+    for (Isa isa : {Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2}) {
       if (const KernelTable* t = kernel_table(isa)) return *t;
     }
     return *kernel_table(Isa::kScalar);

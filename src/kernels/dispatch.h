@@ -6,11 +6,14 @@
 #include <cstdint>
 
 #include "kernels/kernels.h"
+#include "kernels/leaf.h"
 
 namespace minfer::kernels {
 
-enum class Isa : uint8_t { kScalar, kAvx2, kAvx512 };
-inline constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
+// kAvx512Bf16: the AVX-512 kernels plus the AVX-512-BF16 GEMM, which rounds the activations of bf16-weight
+// GEMMs to bf16 (f32 and f16 weights, and every other kernel, compute exactly as kAvx512).
+enum class Isa : uint8_t { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
+inline constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16};
 
 const char* isa_name(Isa isa);
 
@@ -29,6 +32,8 @@ struct KernelTable {
                    int64_t tokens);
   void (*paged_attention)(const float* q, float* out, int64_t heads, const KvLayerView& cache,
                           const AttentionBatch& batch, float scale, ThreadPool& pool);
+  // The leaf set behind this table, for fused operators that compose leaves (kernels/fused/).
+  const LeafKernels* leaves;
 };
 
 // The table of one instruction set, or null when this CPU (as capped by MINFER_ISA) cannot run it.

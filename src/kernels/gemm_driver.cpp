@@ -1,8 +1,13 @@
 // GEMM driver: checks the operands and splits the output columns (weight rows) across the pool in chunks
-// (multiples of 16), so each weight row is streamed exactly once, by whichever thread claims it.
+// (multiples of 16), so each weight row is streamed exactly once, by whichever thread claims it. For bf16
+// weights on a leaf set with a bf16-activation GEMM, the activations are first rounded to bf16 once per call
+// (into a per-thread scratch that only grows), then every column chunk reads them from cache.
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
+#include <numeric>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/leaf.h"
@@ -12,52 +17,116 @@ namespace {
 
 // Below this many multiply-adds the fork-join costs more than it saves.
 constexpr int64_t kMinParallelMacs = 1 << 16;
+// Rounding the activations to bf16 is split across the pool from this many elements on (prefill).
+constexpr int64_t kMinParallelRound = 1 << 16;
 
-}  // namespace
+// Column chunks are multiples of 16 and of the epilogue's alignment (see gemm_epilogue.h).
+size_t epilogue_grain(const GemmEpilogue* epilogue) {
+  return epilogue ? static_cast<size_t>(std::lcm<int64_t>(16, std::max<int64_t>(1, epilogue->col_align))) : 16;
+}
 
-void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
-              ThreadPool& pool) {
+void check_operands(int64_t k, const Tensor& w) {
   if (w.rank() != 2 || w.dim(1) != k) {
     fail("gemm: weight of shape {} does not fit inputs of width {}", w.shape_string(), k);
   }
   if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16) {
     fail("gemm: weights of type {} need a quantised kernel (have f32, f16, bf16)", dtype_name(w.dtype));
   }
-  const int64_t n = w.dim(0);
-  if (m <= 0 || n <= 0) return;
-  if (k == 0) {  // empty sum: the bias alone
-    for (int64_t i = 0; i < m; ++i) {
-      if (bias) {
-        std::memcpy(y + i * n, bias, static_cast<size_t>(n) * sizeof(float));
-      } else {
-        std::fill(y + i * n, y + (i + 1) * n, 0.0f);
-      }
+}
+
+// The empty sum: the bias alone.
+void bias_only(int64_t m, int64_t n, const float* bias, float* y, const GemmEpilogue* epilogue) {
+  for (int64_t i = 0; i < m; ++i) {
+    if (bias) {
+      std::memcpy(y + i * n, bias, static_cast<size_t>(n) * sizeof(float));
+    } else {
+      std::fill(y + i * n, y + (i + 1) * n, 0.0f);
     }
-    return;
   }
+  if (epilogue) epilogue->apply(epilogue->ctx, y, m, n, 0, n);
+}
+
+// Calls compute(n0, n1) on column tiles covering [0, n), then the epilogue on each tile by the same thread,
+// serially for small problems, else on the pool with tiles claimed from a counter (a thread the OS
+// deschedules does not hold up the others).
+template <class Compute>
+void for_column_tiles(ThreadPool& pool, int64_t m, int64_t n, int64_t k, float* y, const GemmEpilogue* epilogue,
+                      const Compute& compute) {
   if (pool.size() == 1 || n < 32 || m * n * k < kMinParallelMacs) {
-    leaf(x, m, k, w.data, w.dtype, n, bias, y, 0, n);
+    compute(int64_t{0}, n);
+    if (epilogue) epilogue->apply(epilogue->ctx, y, m, n, 0, n);
     return;
   }
-  // One captured reference keeps the std::function in its small buffer: no allocation per call.
-  struct Call {
-    GemmColsFn leaf;
-    const float *x, *bias;
-    int64_t m, k, n;
-    const void* w;
-    DType wtype;
+  // The job captures one reference, so the std::function keeps it in its small buffer: no allocation.
+  struct Shared {
+    const Compute& compute;
+    const GemmEpilogue* epilogue;
     float* y;
-    int64_t chunk;
-    std::atomic<int64_t> next;
-  } call{leaf, x, bias, m, k, n, w.data, w.dtype, y,
-         static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), 16, pool.size())), 0};
-  // Column chunks are claimed from a counter: a thread the OS deschedules does not hold up the others.
-  pool.run([&call](int, int) {
-    for (int64_t begin = call.next.fetch_add(call.chunk); begin < call.n; begin = call.next.fetch_add(call.chunk)) {
-      call.leaf(call.x, call.m, call.k, call.w, call.wtype, call.n, call.bias, call.y, begin,
-                std::min(call.n, begin + call.chunk));
+    int64_t m, n, chunk;
+    std::atomic<int64_t> next{0};
+  } shared{compute, epilogue, y, m, n,
+           static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), epilogue_grain(epilogue), pool.size()))};
+  pool.run([&shared](int, int) {
+    for (int64_t begin = shared.next.fetch_add(shared.chunk); begin < shared.n;
+         begin = shared.next.fetch_add(shared.chunk)) {
+      const int64_t end = std::min(shared.n, begin + shared.chunk);
+      shared.compute(begin, end);
+      if (shared.epilogue) shared.epilogue->apply(shared.epilogue->ctx, shared.y, shared.m, shared.n, begin, end);
     }
   });
+}
+
+// Scratch of the calling thread for activations rounded to bf16, 64-byte aligned. It grows to the largest
+// GEMM this thread has run and is then reused, so steady-state steps allocate nothing.
+uint16_t* bf16_scratch(size_t elems) {
+  thread_local std::vector<uint16_t> buf;
+  if (buf.size() < elems + 32) buf.resize(elems + 32);
+  const auto addr = reinterpret_cast<uintptr_t>(buf.data());
+  return buf.data() + ((64 - addr % 64) % 64) / sizeof(uint16_t);
+}
+
+void run_gemm_bf16(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w,
+                   const float* bias, float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
+  const int64_t n = w.dim(0);
+  const int64_t ldxb = (k + 31) / 32 * 32;
+  uint16_t* xb = bf16_scratch(static_cast<size_t>(m * ldxb));
+  const Bf16RoundRowsFn round_rows = leaves.bf16_round_rows;
+  if (pool.size() > 1 && m > 1 && m * k >= kMinParallelRound) {
+    pool.run([&](int t, int threads) {
+      const auto [r0, r1] = split_range(static_cast<size_t>(m), 1, t, threads);
+      const auto b = static_cast<int64_t>(r0);
+      round_rows(x + b * k, static_cast<int64_t>(r1) - b, k, xb + b * ldxb, ldxb);
+    });
+  } else {
+    round_rows(x, m, k, xb, ldxb);
+  }
+  const GemmBf16ColsFn leaf = leaves.gemm_bf16_cols;
+  const auto* wb = static_cast<const uint16_t*>(w.data);
+  for_column_tiles(pool, m, n, k, y, epilogue,
+                   [=](int64_t n0, int64_t n1) { leaf(xb, ldxb, m, k, wb, n, bias, y, n0, n1); });
+}
+
+}  // namespace
+
+void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
+              ThreadPool& pool, const GemmEpilogue* epilogue) {
+  check_operands(k, w);
+  const int64_t n = w.dim(0);
+  if (m <= 0 || n <= 0) return;
+  if (k == 0) return bias_only(m, n, bias, y, epilogue);
+  const void* wd = w.data;
+  const DType wtype = w.dtype;
+  for_column_tiles(pool, m, n, k, y, epilogue,
+                   [=](int64_t n0, int64_t n1) { leaf(x, m, k, wd, wtype, n, bias, y, n0, n1); });
+}
+
+void run_gemm(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
+              float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
+  if (w.dtype == DType::BF16 && leaves.gemm_bf16_cols && leaves.bf16_round_rows && k > 0 && m > 0 &&
+      w.rank() == 2 && w.dim(1) == k && w.dim(0) > 0) {
+    return run_gemm_bf16(leaves, x, m, k, w, bias, y, pool, epilogue);
+  }
+  run_gemm(leaves.gemm_cols, x, m, k, w, bias, y, pool, epilogue);
 }
 
 }  // namespace minfer::kernels

@@ -43,17 +43,20 @@ void softmax(float* x, int64_t rows, int64_t cols);
 void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);
 
 // ---- Paged KV cache and attention --------------------------------------------------------------------
-// One layer's cache: k and v pools of [num_pages, page_size, kv_heads, head_dim] f32. Token slot s lives in
-// page s / page_size at offset s % page_size.
+// One layer's cache: k and v pools of [num_pages, page_size, kv_heads, head_dim] elements of `dtype` (F32, or
+// BF16 to halve the KV memory; attention always computes in f32). Token slot s lives in page s / page_size at
+// offset s % page_size.
 struct KvLayerView {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   int64_t page_size = 16;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
+  DType dtype = DType::F32;
 };
 
-// Writes k, v [tokens, kv_heads, head_dim] into the cache at slot_mapping[t] (negative slot: skip).
+// Writes k, v [tokens, kv_heads, head_dim] (f32; rounded to nearest even for a bf16 cache) into the cache at
+// slot_mapping[t] (negative slot: skip).
 void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens);
 
 // The sequences of one batch, as flat arrays of length num_seqs. Sequence s owns queries

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/gemm_epilogue.h"
 #include "kernels/kernels.h"
 #include "tensor/dtype.h"
 
@@ -24,6 +25,12 @@ using RopeFn = void (*)(float* x, const int32_t* positions, int64_t tokens, int6
 using BinaryFn = void (*)(const float* a, const float* b, float* out, int64_t n);
 using SoftmaxFn = void (*)(float* x, int64_t rows, int64_t cols);
 using EmbeddingFn = void (*)(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out);
+// bf16 weights with bf16 activations (CPUs with native bf16 dot products). Rows of x [rows, k] rounded to nearest
+// even into xb [rows, ldxb] (ldxb a multiple of 32, zero past k); then columns [n0, n1) of
+// Y[m, n] = sum_k Xb[m, k] * W[n, k] (+ bias[n]) for bf16 W [n, k], products exact, sums in f32.
+using Bf16RoundRowsFn = void (*)(const float* x, int64_t rows, int64_t k, uint16_t* xb, int64_t ldxb);
+using GemmBf16ColsFn = void (*)(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w,
+                                int64_t n, const float* bias, float* y, int64_t n0, int64_t n1);
 
 // One unit of paged attention: tokens [0, ntok) of one sequence (token i at absolute position first_pos + i,
 // attending to cached positions [0, first_pos + i]) and query heads [head_begin, head_end), which all read
@@ -39,6 +46,15 @@ struct AttentionSpan {
   int64_t ntok = 0;
   const int32_t* block_table = nullptr;
   float scale = 1.0f;
+  // Flash-decoding split of a long context: only cached positions [ctx_begin, ctx_end) are read (ctx_begin is
+  // a multiple of the page size; positions past a token's own stay masked as always).
+  int64_t ctx_begin = 0;
+  int64_t ctx_end = INT64_MAX;
+  // Null: the normalised result goes to out. Otherwise the unnormalised partial result of each row
+  // r = t * (head_end - head_begin) + (h - head_begin) goes to partial + r * (head_dim + 2): the running max of
+  // the scaled scores, the sum of exp(score - max), then head_dim floats of sum exp(score - max) * v. A row
+  // with no position in the range gets max -inf and zero sums. The driver merges the parts.
+  float* partial = nullptr;
 };
 // Spans are at most this many tokens, so a leaf's per-row state fits its scratch.
 inline constexpr int64_t kAttentionMaxSpanTokens = 16;
@@ -61,16 +77,31 @@ struct LeafKernels {
   SoftmaxFn softmax;
   EmbeddingFn embedding;
   AttentionSpanFn attention_span;
+  // Null where the leaf set has no bf16-activation GEMM: bf16 weights then go through gemm_cols (f32 activations).
+  Bf16RoundRowsFn bf16_round_rows = nullptr;
+  GemmBf16ColsFn gemm_bf16_cols = nullptr;
 };
 
 extern const LeafKernels kRefLeaves;
 extern const LeafKernels kAvx2Leaves;
 extern const LeafKernels kAvx512Leaves;
+extern const LeafKernels kAvx512Bf16Leaves;  // the AVX-512 leaves plus the AVX-512-BF16 GEMM
 
 // Drivers (baseline code): argument checks and the thread split, over any leaf set.
+// With an epilogue, each column tile is handed to epilogue->apply right after the thread computing it is done.
 void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
-              ThreadPool& pool);
+              ThreadPool& pool, const GemmEpilogue* epilogue = nullptr);
+// The GEMM of a leaf set: bf16 weights take its bf16-activation GEMM when it has one, everything else gemm_cols.
+void run_gemm(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
+              float* y, ThreadPool& pool, const GemmEpilogue* epilogue = nullptr);
+// Contexts longer than range_tokens are split into ranges of that many tokens (whole pages), run as separate
+// spans, and their partial softmax results merged (flash-decoding), so the decode of one long sequence keeps
+// every thread busy. The ranges sit at fixed positions, so a row's result never depends on the batch.
+struct AttentionSplitOptions {
+  int64_t range_tokens = 512;  // rounded up to whole pages
+};
 void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64_t heads, const KvLayerView& cache,
-                         const AttentionBatch& batch, float scale, ThreadPool& pool);
+                         const AttentionBatch& batch, float scale, ThreadPool& pool,
+                         const AttentionSplitOptions& split = {});
 
 }  // namespace minfer::kernels

@@ -24,11 +24,15 @@ KvPoolPlan plan_kv_pool(const KvPoolRequest& r) {
     const int64_t max_len_fits = std::max<int64_t>(0, affordable) * r.shape.page_size;
     fail(
         "the KV cache cannot hold one sequence of max_model_len={} tokens: that needs {:.1f} MiB ({} pages of {} "
-        "tokens, {:.3f} MiB each: {} layers x {} KV heads x {} head_dim x K,V x f32) but the budget ({}) is "
+        "tokens, {:.3f} MiB each: {} layers x {} KV heads x {} head_dim x K,V x {}) but the budget ({}) is "
         "{:.1f} MiB. Lower max_model_len (to at most {} with this budget), raise the KV budget "
-        "(--kv-cache-memory / kv_cache_memory), or use a smaller model or quantization",
+        "(--kv-cache-memory / kv_cache_memory){}, or use a smaller model or quantization",
         r.max_model_len, mib(needed), plan.pages_per_max_seq + 1, r.shape.page_size, mib(per_page), r.shape.num_layers,
-        r.shape.kv_heads, r.shape.head_dim, r.budget_source, mib(r.budget_bytes), max_len_fits);
+        r.shape.kv_heads, r.shape.head_dim, dtype_name(r.shape.dtype), r.budget_source, mib(r.budget_bytes),
+        max_len_fits,
+        r.shape.dtype == DType::F32 ? ", store the KV cache in bf16 (--kv-cache-dtype bf16 / kv_cache_dtype, half the "
+                                      "memory)"
+                                    : "");
   }
   int64_t usable = affordable;
   if (r.max_useful_pages > 0) usable = std::min(usable, std::max(r.max_useful_pages, plan.pages_per_max_seq));

@@ -6,12 +6,15 @@ namespace minfer {
 
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   MINFER_CHECK(shape.num_pages >= 2 && shape.page_size > 0, "KV cache needs at least one usable page");
-  const int64_t per_layer = shape.num_pages * shape.page_size * shape.kv_heads * shape.head_dim;
-  const size_t floats = static_cast<size_t>(2 * shape.num_layers * per_layer);
-  storage_.reset(static_cast<float*>(std::calloc(floats, sizeof(float))));
+  MINFER_CHECK(shape.dtype == DType::F32 || shape.dtype == DType::BF16, "KV cache of {}: f32 or bf16 only",
+               dtype_name(shape.dtype));
+  const int64_t per_layer =
+      shape.num_pages * shape.page_size * shape.kv_heads * shape.head_dim * shape.element_bytes();  // bytes
+  const size_t bytes = static_cast<size_t>(2 * shape.num_layers * per_layer);
+  storage_.reset(static_cast<unsigned char*>(std::calloc(bytes, 1)));
   if (!storage_)
-    fail("cannot allocate the KV cache: {} MiB ({} pages); lower the KV budget or max_model_len",
-         floats * sizeof(float) >> 20, shape.num_pages);
+    fail("cannot allocate the KV cache: {} MiB ({} pages); lower the KV budget or max_model_len", bytes >> 20,
+         shape.num_pages);
   for (int64_t l = 0; l < shape.num_layers; ++l) {
     kernels::KvLayerView v;
     v.k = storage_.get() + (2 * l) * per_layer;
@@ -19,6 +22,7 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
     v.page_size = shape.page_size;
     v.kv_heads = shape.kv_heads;
     v.head_dim = shape.head_dim;
+    v.dtype = shape.dtype;
     views_.push_back(v);
   }
 }

@@ -1,5 +1,5 @@
-// The paged KV cache pool: for every layer, K and V arrays of [num_pages, page_size, kv_heads, head_dim] f32,
-// allocated once. Sequences address it through block tables of page ids; page 0 is a reserved null page
+// The paged KV cache pool: for every layer, K and V arrays of [num_pages, page_size, kv_heads, head_dim] f32
+// or bf16 (half the memory; attention still computes in f32), allocated once. Sequences address it through block tables of page ids; page 0 is a reserved null page
 // that is never handed out, so a zeroed block table entry can never alias a live page.
 #pragma once
 
@@ -18,9 +18,11 @@ struct KvCacheShape {
   int64_t head_dim = 0;
   int64_t page_size = 16;
   int64_t num_pages = 0;  // including the null page
+  DType dtype = DType::F32;  // F32 or BF16
 
+  int64_t element_bytes() const { return dtype == DType::BF16 ? 2 : 4; }
   // Bytes one page takes across all layers (K and V).
-  int64_t bytes_per_page() const { return 2 * num_layers * page_size * kv_heads * head_dim * 4; }
+  int64_t bytes_per_page() const { return 2 * num_layers * page_size * kv_heads * head_dim * element_bytes(); }
 };
 
 class KvCache {
@@ -31,12 +33,12 @@ class KvCache {
 
  private:
   struct FreeDeleter {
-    void operator()(float* p) const { std::free(p); }
+    void operator()(unsigned char* p) const { std::free(p); }
   };
   KvCacheShape shape_;
   // calloc: a large pool is mapped zero-filled by the OS and committed only as pages are first written, so
   // a generous budget costs no start-up time and no memory until it is used.
-  std::unique_ptr<float[], FreeDeleter> storage_;
+  std::unique_ptr<unsigned char[], FreeDeleter> storage_;
   std::vector<kernels::KvLayerView> views_;
 };
 

@@ -79,6 +79,14 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
   return g;
 }
 
+graph::Graph compile_decoder_graph(const ModelWeights& weights, const graph::FusionOptions& options,
+                                   graph::FusionReport* report) {
+  graph::Graph g = build_decoder_graph(weights);
+  graph::FusionReport r = graph::run_fusion_passes(g, options);
+  if (report) *report = std::move(r);
+  return g;
+}
+
 graph::RopeTable rope_table(const ModelConfig& config) {
   return graph::RopeTable{config.rope_inv_freq(), config.rope_style};
 }

@@ -3,16 +3,22 @@
 
 #include "graph/executor.h"
 #include "graph/graph.h"
+#include "graph/passes/fusion_passes.h"
 #include "model/model_weights.h"
 
 namespace minfer {
 
-// Unfused graph, about 13 primitive ops per layer:
+// Unfused graph, 16 primitive ops per layer:
 //   rmsnorm, q/k/v matmul (+bias), rope q, rope k, kv_write, attention, o matmul, add,
 //   rmsnorm, gate matmul, up matmul, silu_mul, down matmul, add
 // then final rmsnorm on the sampled rows only and the lm_head matmul.
 // The weights must outlive the graph (nodes point at them).
 graph::Graph build_decoder_graph(const ModelWeights& weights);
+
+// The graph a model runs: the decoder graph rewritten by the fusion passes `options` enables (none for
+// FusionStrategy::kNone). Fused GEMM weights are packed here, once, and owned by the graph.
+graph::Graph compile_decoder_graph(const ModelWeights& weights, const graph::FusionOptions& options,
+                                   graph::FusionReport* report = nullptr);
 
 // The RoPE frequencies and pairing the graph's rope nodes use.
 graph::RopeTable rope_table(const ModelConfig& config);

@@ -11,11 +11,15 @@
 
 namespace minfer {
 
+struct QuantParams;  // tensor/quant_params.h
+
 struct Tensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   const void* data = nullptr;
   std::shared_ptr<const void> owner;  // keeps `data` alive (a MappedFile or an owned buffer)
+  // Set for int8 weights: their scales, zero points and layout (then `data` is the int8 payload).
+  std::shared_ptr<const QuantParams> quant;
 
   int64_t numel() const;
   size_t nbytes() const { return dtype_bytes(dtype, static_cast<size_t>(numel())); }

@@ -1,5 +1,7 @@
-// Paged attention and the KV-cache write: every ISA's table against the scalar reference on random batches
-// (page sizes, GQA groupings, decode steps, whole prompts and prompt chunks that attend to cached pages).
+// Paged attention and the KV-cache write: every ISA's table against the scalar paged reference and against a
+// dense (unpaged, double-precision) reference on random batches: page sizes 8..256, GQA and MHA, decode steps,
+// whole prompts and prompt chunks that attend to cached pages, f32 and bf16 KV, and long contexts split into
+// ranges whose partial softmax results are merged (flash-decoding).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +9,8 @@
 #include <string>
 
 #include "base/error.h"
+#include "base/half.h"
+#include "kernels/leaf.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels_test_util.h"
 
@@ -19,11 +23,19 @@ using testing::random_floats;
 
 struct Batch {
   int64_t heads, kv_heads, head_dim, page_size;
-  std::vector<float> k_pool, v_pool, q;
+  DType dtype = DType::F32;
+  std::vector<float> k_pool, v_pool;     // f32 cache
+  std::vector<uint16_t> k_bf16, v_bf16;  // bf16 cache
+  std::vector<float> q;
   std::vector<int32_t> q_start, q_len, context_len, block_tables;
   int64_t max_blocks = 0;
   int64_t tokens = 0;
-  KvLayerView view() { return KvLayerView{k_pool.data(), v_pool.data(), page_size, kv_heads, head_dim}; }
+  // Per sequence, its whole context [ctx, kv_heads, head_dim] as the cache holds it (bf16-rounded for bf16).
+  std::vector<std::vector<float>> dense_k, dense_v;
+  KvLayerView view() {
+    if (dtype == DType::BF16) return KvLayerView{k_bf16.data(), v_bf16.data(), page_size, kv_heads, head_dim, dtype};
+    return KvLayerView{k_pool.data(), v_pool.data(), page_size, kv_heads, head_dim, dtype};
+  }
   AttentionBatch batch() const {
     return AttentionBatch{static_cast<int64_t>(q_len.size()),
                           q_start.data(),
@@ -37,8 +49,8 @@ struct Batch {
 // Sequences with the given (context_len, q_len); pages assigned in a shuffled order from a pool with spare
 // pages; every slot not written holds NaN, so reading past a sequence's context poisons the result.
 Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t page_size,
-                 const std::vector<std::pair<int32_t, int32_t>>& seqs) {
-  Batch b{heads, kv_heads, head_dim, page_size, {}, {}, {}, {}, {}, {}, {}};
+                 const std::vector<std::pair<int32_t, int32_t>>& seqs, DType dtype = DType::F32) {
+  Batch b{heads, kv_heads, head_dim, page_size, dtype, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, 0, {}, {}};
   int64_t pages = 0;
   for (auto [ctx, ql] : seqs) {
     const int64_t need = (ctx + page_size - 1) / page_size;
@@ -50,8 +62,14 @@ Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t hea
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
   const size_t row = static_cast<size_t>(kv_heads * head_dim);
-  b.k_pool.assign(static_cast<size_t>(pool_pages * page_size) * row, NAN);
-  b.v_pool = b.k_pool;
+  const size_t pool_elems = static_cast<size_t>(pool_pages * page_size) * row;
+  if (dtype == DType::BF16) {
+    b.k_bf16.assign(pool_elems, f32_to_bf16(NAN));
+    b.v_bf16 = b.k_bf16;
+  } else {
+    b.k_pool.assign(pool_elems, NAN);
+    b.v_pool = b.k_pool;
+  }
   size_t next_page = 0;
   for (auto [ctx, ql] : seqs) {
     b.q_start.push_back(static_cast<int32_t>(b.tokens));
@@ -64,13 +82,61 @@ Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t hea
     std::vector<int64_t> slots(static_cast<size_t>(ctx));
     for (int64_t p = 0; p < ctx; ++p)
       slots[static_cast<size_t>(p)] = table[static_cast<size_t>(p / page_size)] * page_size + p % page_size;
-    const auto k = random_floats(rng, static_cast<size_t>(ctx) * row);
-    const auto v = random_floats(rng, static_cast<size_t>(ctx) * row);
+    auto k = random_floats(rng, static_cast<size_t>(ctx) * row);
+    auto v = random_floats(rng, static_cast<size_t>(ctx) * row);
     ref::kv_write(b.view(), k.data(), v.data(), slots.data(), ctx);
+    if (dtype == DType::BF16) {
+      for (float& x : k) x = bf16_to_f32(f32_to_bf16(x));
+      for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+    }
+    b.dense_k.push_back(std::move(k));
+    b.dense_v.push_back(std::move(v));
     b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
   }
   b.q = random_floats(rng, static_cast<size_t>(b.tokens * heads * head_dim), -2.0f, 2.0f);
   return b;
+}
+
+// Attention computed densely from each sequence's contiguous K/V, in double: no pages, no online softmax.
+std::vector<float> dense_attention(const Batch& b, float scale) {
+  std::vector<float> out(b.q.size(), NAN);
+  const int64_t hd = b.head_dim, group = b.heads / b.kv_heads, row = b.kv_heads * hd;
+  for (size_t s = 0; s < b.q_len.size(); ++s) {
+    const std::vector<float>& k = b.dense_k[s];
+    const std::vector<float>& v = b.dense_v[s];
+    for (int64_t t = 0; t < b.q_len[s]; ++t) {
+      const int64_t pos = b.context_len[s] - b.q_len[s] + t;
+      for (int64_t h = 0; h < b.heads; ++h) {
+        const float* qv = b.q.data() + ((b.q_start[s] + t) * b.heads + h) * hd;
+        const int64_t g = h / group;
+        std::vector<double> w(static_cast<size_t>(pos + 1));
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= pos; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += double(qv[d]) * k[static_cast<size_t>(j * row + g * hd + d)];
+          w[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, w[static_cast<size_t>(j)]);
+        }
+        double sum = 0;
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        float* o = out.data() + ((b.q_start[s] + t) * b.heads + h) * hd;
+        for (int64_t d = 0; d < hd; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j <= pos; ++j) acc += w[static_cast<size_t>(j)] * v[static_cast<size_t>(j * row + g * hd + d)];
+          o[d] = static_cast<float>(acc / sum);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The leaf sets this CPU runs, for driving run_paged_attention directly with forced context splits.
+std::vector<const LeafKernels*> available_leaves() {
+  std::vector<const LeafKernels*> out = {&kRefLeaves};
+  if (kernel_table(Isa::kAvx2)) out.push_back(&kAvx2Leaves);
+  if (kernel_table(Isa::kAvx512)) out.push_back(&kAvx512Leaves);
+  return out;
 }
 
 void check_all_tables(Batch& b, const std::string& what) {
@@ -78,47 +144,122 @@ void check_all_tables(Batch& b, const std::string& what) {
   std::vector<float> want(b.q.size(), NAN);
   ref::paged_attention(b.q.data(), want.data(), b.heads, b.view(), b.batch(), scale);
   for (float w : want) ASSERT_FALSE(std::isnan(w)) << what << ": reference read an unwritten slot";
+  const std::vector<float> dense = dense_attention(b, scale);
+  expect_close(want, dense, 1e-5f, 2e-6f, "paged reference vs dense " + what);
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     for (const KernelTable* t : available_tables()) {
       std::vector<float> out(b.q.size(), NAN);
       t->paged_attention(b.q.data(), out.data(), b.heads, b.view(), b.batch(), scale, pool);
       expect_close(out, want, 1e-5f, 2e-6f, std::string(t->name) + " " + what + " threads " + std::to_string(threads));
+      expect_close(out, dense, 2e-5f, 4e-6f,
+                   std::string(t->name) + " vs dense " + what + " threads " + std::to_string(threads));
+    }
+  }
+  // Every context split into ranges of one page (or 3 pages), partial results merged.
+  ThreadPool pool(2);
+  for (const LeafKernels* leaf : available_leaves()) {
+    for (int64_t range_pages : {1, 3}) {
+      AttentionSplitOptions opt;
+      opt.range_tokens = range_pages * b.page_size;
+      std::vector<float> out(b.q.size(), NAN);
+      run_paged_attention(leaf->attention_span, b.q.data(), out.data(), b.heads, b.view(), b.batch(), scale, pool,
+                          opt);
+      expect_close(out, dense, 2e-5f, 4e-6f,
+                   std::string(leaf->name) + " ranges of " + std::to_string(range_pages) + " pages vs dense " + what);
     }
   }
 }
 
 TEST(KernelsAttention, RandomBatchesMatchReference) {
   std::mt19937 rng(11);
-  const std::tuple<int64_t, int64_t> groupings[] = {{8, 4}, {14, 2}, {4, 4}};
-  for (auto [heads, kv_heads] : groupings) {
-    for (int64_t head_dim : {8, 64, 72, 128}) {
-      for (int64_t page_size : {8, 16, 32}) {
-        std::uniform_int_distribution<int32_t> ctx_dist(1, 150);
-        std::vector<std::pair<int32_t, int32_t>> seqs;
-        const int n = 1 + static_cast<int>(rng() % 4);
-        for (int s = 0; s < n; ++s) {
-          const int32_t ctx = ctx_dist(rng);
-          const int kind = static_cast<int>(rng() % 3);  // decode, whole prompt, chunk after a cached prefix
-          const int32_t ql = kind == 0   ? 1
-                             : kind == 1 ? ctx
-                                         : 1 + static_cast<int32_t>(rng() % static_cast<uint32_t>(ctx));
-          seqs.emplace_back(ctx, ql);
+  const std::tuple<int64_t, int64_t> groupings[] = {{8, 4}, {14, 2}, {4, 4}};  // GQA, GQA 7:1, MHA
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (auto [heads, kv_heads] : groupings) {
+      const int64_t head_dims[] = {8, 64, 72, 128};
+      int config = 0;
+      for (int64_t page_size : {8, 16, 32, 64, 128, 256}) {
+        // Every head dim with every grouping and dtype, over the page sizes (the full cross product is slow).
+        for (int64_t head_dim : {head_dims[config++ % 4], head_dims[(config + 1) % 4]}) {
+          std::uniform_int_distribution<int32_t> ctx_dist(1, page_size >= 64 ? 600 : 150);
+          std::vector<std::pair<int32_t, int32_t>> seqs;
+          const int n = 1 + static_cast<int>(rng() % 4);
+          for (int s = 0; s < n; ++s) {
+            const int32_t ctx = ctx_dist(rng);
+            const int kind = static_cast<int>(rng() % 3);  // decode, whole prompt, chunk after a cached prefix
+            const int32_t ql = kind == 0   ? 1
+                               : kind == 1 ? std::min(ctx, 24)
+                                           : 1 + static_cast<int32_t>(rng() % static_cast<uint32_t>(std::min(ctx, 24)));
+            seqs.emplace_back(ctx, ql);
+          }
+          Batch b = make_batch(rng, heads, kv_heads, head_dim, page_size, seqs, dtype);
+          check_all_tables(b, std::string(dtype_name(dtype)) + " heads " + std::to_string(heads) + "/" +
+                                  std::to_string(kv_heads) + " head_dim " + std::to_string(head_dim) + " page " +
+                                  std::to_string(page_size));
         }
-        Batch b = make_batch(rng, heads, kv_heads, head_dim, page_size, seqs);
-        check_all_tables(b, "heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) + " head_dim " +
-                                std::to_string(head_dim) + " page " + std::to_string(page_size));
       }
     }
   }
 }
 
 TEST(KernelsAttention, LongContextDecodeAndEmptySequences) {
-  std::mt19937 rng(12);
-  // A decode step over 3000 cached tokens (many pages: the online softmax rescales often), next to a
-  // sequence with nothing to compute this step and a 40-token chunk over a 100-token prefix.
-  Batch b = make_batch(rng, 14, 2, 64, 16, {{3000, 1}, {5, 0}, {140, 40}});
-  check_all_tables(b, "long context");
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    std::mt19937 rng(12);
+    // A decode step over 3000 cached tokens (many pages: the online softmax rescales often), next to a
+    // sequence with nothing to compute this step and a 40-token chunk over a 100-token prefix.
+    Batch b = make_batch(rng, 14, 2, 64, 16, {{3000, 1}, {5, 0}, {140, 40}}, dtype);
+    check_all_tables(b, std::string(dtype_name(dtype)) + " long context");
+  }
+}
+
+// A row's result does not depend on the batch: the same decode row alone, next to other sequences, and as
+// the last row of a prefill chunk (all over a context that is split into ranges) is bit for bit the same.
+TEST(KernelsAttention, SplitContextRowsAreBatchInvariant) {
+  std::mt19937 rng(14);
+  // Sequence 0: a 1500-token context whose last token decodes; 1: the same K/V, its last 20 tokens as a chunk.
+  Batch b = make_batch(rng, 14, 2, 64, 16, {{1500, 1}, {1500, 20}, {300, 1}});
+  const std::vector<float> dense = dense_attention(b, 0.125f);
+  for (const LeafKernels* leaf : available_leaves()) {
+    // Sequence 1 reads sequence 0's pages and K/V; its last query row is sequence 0's.
+    Batch c = b;
+    std::copy(c.block_tables.begin(), c.block_tables.begin() + c.max_blocks, c.block_tables.begin() + c.max_blocks);
+    const int64_t row = b.heads * b.head_dim;
+    std::copy(c.q.begin(), c.q.begin() + row, c.q.begin() + (c.q_start[1] + 19) * row);
+    for (int threads : {1, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> batched(c.q.size(), NAN);
+      run_paged_attention(leaf->attention_span, c.q.data(), batched.data(), c.heads, c.view(), c.batch(), 0.125f, pool);
+      Batch alone = c;
+      alone.q_start = {0};
+      alone.q_len = {1};
+      alone.context_len = {1500};
+      std::vector<float> lone(static_cast<size_t>(row), NAN);
+      run_paged_attention(leaf->attention_span, c.q.data(), lone.data(), c.heads, alone.view(), alone.batch(), 0.125f,
+                          pool);
+      for (int64_t i = 0; i < row; ++i) {
+        ASSERT_EQ(batched[static_cast<size_t>(i)], lone[static_cast<size_t>(i)]) << leaf->name << " element " << i;
+        ASSERT_EQ(batched[static_cast<size_t>((c.q_start[1] + 19) * row + i)], lone[static_cast<size_t>(i)])
+            << leaf->name << " prefill row, element " << i;
+      }
+      std::vector<float> first(dense.begin(), dense.begin() + row);
+      expect_close(lone, first, 2e-5f, 4e-6f, std::string(leaf->name) + " split decode vs dense");
+    }
+  }
+}
+
+TEST(KernelsAttention, KvWriteRoundsToBf16) {
+  const int64_t kv_heads = 1, head_dim = 4, page_size = 8;
+  std::vector<uint16_t> kp(static_cast<size_t>(2 * page_size * head_dim), 0), vp = kp;
+  const KvLayerView view{kp.data(), vp.data(), page_size, kv_heads, head_dim, DType::BF16};
+  const std::vector<float> k = {1.0f, 1.00390625f, -3.3f, 65504.0f}, v = {0.1f, -0.2f, 0.3f, 1e-3f};
+  const std::vector<int64_t> slots = {9};
+  for (const KernelTable* t : available_tables()) {
+    t->kv_write(view, k.data(), v.data(), slots.data(), 1);
+    for (int d = 0; d < 4; ++d) {
+      EXPECT_EQ(kp[static_cast<size_t>(9 * 4 + d)], f32_to_bf16(k[static_cast<size_t>(d)])) << t->name;
+      EXPECT_EQ(vp[static_cast<size_t>(9 * 4 + d)], f32_to_bf16(v[static_cast<size_t>(d)])) << t->name;
+    }
+  }
 }
 
 TEST(KernelsAttention, KvWriteSkipsNegativeSlots) {

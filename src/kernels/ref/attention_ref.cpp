@@ -1,20 +1,42 @@
-// Reference paged attention: for each (token, head) all scores over the context, then a two-pass softmax and
-// the weighted sum of values. Also the reference KV-cache write.
+// Reference paged attention: for each (token, head) all scores over the context (or the span's range of it),
+// then a two-pass softmax and the weighted sum of values; f32 or bf16 KV. Also the reference KV-cache write.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "base/error.h"
+#include "base/half.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace minfer::kernels::ref {
 
+namespace {
+
+// Element `i` of a K or V pool as f32.
+float kv_at(const void* pool, DType dtype, int64_t i) {
+  return dtype == DType::BF16 ? bf16_to_f32(static_cast<const uint16_t*>(pool)[i]) : static_cast<const float*>(pool)[i];
+}
+
+void put_row(void* pool, DType dtype, int64_t slot_offset, const float* src, int64_t n) {
+  if (dtype == DType::BF16) {
+    uint16_t* dst = static_cast<uint16_t*>(pool) + slot_offset;
+    for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+  } else {
+    std::memcpy(static_cast<float*>(pool) + slot_offset, src, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+}  // namespace
+
 void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens) {
+  MINFER_CHECK(cache.dtype == DType::F32 || cache.dtype == DType::BF16, "kv_write: KV cache of {}",
+               dtype_name(cache.dtype));
   const int64_t row = cache.kv_heads * cache.head_dim;
   for (int64_t t = 0; t < tokens; ++t) {
     if (slot_mapping[t] < 0) continue;
-    std::memcpy(cache.k + slot_mapping[t] * row, k + t * row, static_cast<size_t>(row) * sizeof(float));
-    std::memcpy(cache.v + slot_mapping[t] * row, v + t * row, static_cast<size_t>(row) * sizeof(float));
+    put_row(cache.k, cache.dtype, slot_mapping[t] * row, k + t * row, row);
+    put_row(cache.v, cache.dtype, slot_mapping[t] * row, v + t * row, row);
   }
 }
 
@@ -22,32 +44,44 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
   const int64_t hd = cache.head_dim;
   const int64_t ps = cache.page_size;
   const int64_t row = cache.kv_heads * hd;
+  const int64_t nh = span.head_end - span.head_begin;
   std::vector<float> scores(static_cast<size_t>(span.first_pos + span.ntok));
+  std::vector<float> acc(static_cast<size_t>(hd));
   for (int64_t t = 0; t < span.ntok; ++t) {
-    const int64_t ctx = span.first_pos + t + 1;
+    // Keys [begin, end): the token's causal context, cut to the span's range.
+    const int64_t begin = span.ctx_begin;
+    const int64_t end = std::min(span.first_pos + t + 1, span.ctx_end);
     for (int64_t h = span.head_begin; h < span.head_end; ++h) {
       const float* qv = span.q + (t * span.heads + h) * hd;
       float mx = -INFINITY;
-      for (int64_t j = 0; j < ctx; ++j) {
+      for (int64_t j = begin; j < end; ++j) {
         const int64_t slot = static_cast<int64_t>(span.block_table[j / ps]) * ps + j % ps;
-        const float* kv = cache.k + slot * row + span.kv_head * hd;
+        const int64_t base = slot * row + span.kv_head * hd;
         float dot = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv[d];
+        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv_at(cache.k, cache.dtype, base + d);
         scores[static_cast<size_t>(j)] = dot * span.scale;
         mx = scores[static_cast<size_t>(j)] > mx ? scores[static_cast<size_t>(j)] : mx;
       }
       float sum = 0.0f;
-      for (int64_t j = 0; j < ctx; ++j) {
+      for (int64_t j = begin; j < end; ++j) {
         scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - mx);
         sum += scores[static_cast<size_t>(j)];
       }
-      float* ov = span.out + (t * span.heads + h) * hd;
-      for (int64_t d = 0; d < hd; ++d) ov[d] = 0.0f;
-      for (int64_t j = 0; j < ctx; ++j) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = begin; j < end; ++j) {
         const int64_t slot = static_cast<int64_t>(span.block_table[j / ps]) * ps + j % ps;
-        const float* vv = cache.v + slot * row + span.kv_head * hd;
-        const float p = scores[static_cast<size_t>(j)] / sum;
-        for (int64_t d = 0; d < hd; ++d) ov[d] += p * vv[d];
+        const int64_t base = slot * row + span.kv_head * hd;
+        const float p = scores[static_cast<size_t>(j)];
+        for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += p * kv_at(cache.v, cache.dtype, base + d);
+      }
+      if (span.partial) {
+        float* part = span.partial + (t * nh + (h - span.head_begin)) * (hd + 2);
+        part[0] = mx;
+        part[1] = sum;
+        for (int64_t d = 0; d < hd; ++d) part[2 + d] = acc[static_cast<size_t>(d)];
+      } else {
+        float* ov = span.out + (t * span.heads + h) * hd;
+        for (int64_t d = 0; d < hd; ++d) ov[d] = acc[static_cast<size_t>(d)] / sum;
       }
     }
   }

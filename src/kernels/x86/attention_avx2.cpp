@@ -1,5 +1,5 @@
 // AVX2 paged attention for one span: the page-outer online-softmax scheme of attention_avx512.cpp with 8-wide
-// vectors (head dims in register chunks of up to 64 floats).
+// vectors (head dims in register chunks of up to 64 floats), f32 or bf16 KV.
 #include <cmath>
 
 #include "kernels/x86/avx2_util.h"
@@ -12,18 +12,25 @@ constexpr int kChunk = 8;  // vectors of a head-dim chunk held in registers
 
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
-// s[j] (+)= q[0:8NV] . k_j[0:8NV] for j < cnt; the last vector holds `last` valid lanes.
-template <int NV>
-void score_chunk(const float* q, const float* k, int64_t stride, int64_t cnt, int64_t last, float* s, bool add) {
+// n (<= 8) K/V elements as f32, the rest zero; never reads past them.
+template <class L>
+inline __m256 load_kv(const typename L::Elem* p, int64_t n) {
+  return n >= 8 ? L::load(p) : L::load(p, n);
+}
+
+// s[j] (+)= q[0:8NV] . k_j[0:8NV] for j < cnt; the last vector holds `last` valid lanes. L loads K (f32/bf16).
+template <class L, int NV>
+void score_chunk(const float* q, const void* kv, int64_t stride, int64_t cnt, int64_t last, float* s, bool add) {
+  const auto* k = static_cast<const typename L::Elem*>(kv);
   __m256i mask[NV];
   __m256 qv[NV];
   for (int v = 0; v < NV; ++v) {
     mask[v] = lane_mask(v == NV - 1 ? last : 8);
     qv[v] = _mm256_maskload_ps(q + 8 * v, mask[v]);
   }
-  auto dot = [&](const float* kr) {
-    __m256 a = _mm256_mul_ps(qv[0], _mm256_maskload_ps(kr, mask[0]));
-    for (int v = 1; v < NV; ++v) a = _mm256_fmadd_ps(qv[v], _mm256_maskload_ps(kr + 8 * v, mask[v]), a);
+  auto dot = [&](const typename L::Elem* kr) {
+    __m256 a = _mm256_mul_ps(qv[0], load_kv<L>(kr, NV == 1 ? last : 8));
+    for (int v = 1; v < NV; ++v) a = _mm256_fmadd_ps(qv[v], load_kv<L>(kr + 8 * v, v == NV - 1 ? last : 8), a);
     return a;
   };
   int64_t j = 0;
@@ -39,10 +46,11 @@ void score_chunk(const float* q, const float* k, int64_t stride, int64_t cnt, in
   }
 }
 
-// acc[0:8NV] = acc * corr + sum_j p[j] * v_j[0:8NV].
-template <int NV>
-void value_chunk(const float* vbase, int64_t stride, const float* p, int64_t cnt, int64_t last, float corr,
+// acc[0:8NV] = acc * corr + sum_j p[j] * v_j[0:8NV]. L loads V (f32 or bf16).
+template <class L, int NV>
+void value_chunk(const void* vv, int64_t stride, const float* p, int64_t cnt, int64_t last, float corr,
                  float* acc) {
+  const auto* vbase = static_cast<const typename L::Elem*>(vv);
   __m256i mask[NV];
   __m256 a[NV];
   const __m256 c = _mm256_set1_ps(corr);
@@ -52,22 +60,27 @@ void value_chunk(const float* vbase, int64_t stride, const float* p, int64_t cnt
   }
   for (int64_t j = 0; j < cnt; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
-    const float* vr = vbase + j * stride;
-    for (int v = 0; v < NV; ++v) a[v] = _mm256_fmadd_ps(pj, _mm256_maskload_ps(vr + 8 * v, mask[v]), a[v]);
+    const auto* vr = vbase + j * stride;
+    for (int v = 0; v < NV; ++v) a[v] = _mm256_fmadd_ps(pj, load_kv<L>(vr + 8 * v, v == NV - 1 ? last : 8), a[v]);
   }
   for (int v = 0; v < NV; ++v) _mm256_maskstore_ps(acc + 8 * v, mask[v], a[v]);
 }
 
-using ScoreFn = void (*)(const float*, const float*, int64_t, int64_t, int64_t, float*, bool);
-using ValueFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float, float*);
-constexpr ScoreFn kScore[kChunk + 1] = {nullptr,        score_chunk<1>, score_chunk<2>, score_chunk<3>, score_chunk<4>,
-                                        score_chunk<5>, score_chunk<6>, score_chunk<7>, score_chunk<8>};
-constexpr ValueFn kValue[kChunk + 1] = {nullptr,        value_chunk<1>, value_chunk<2>, value_chunk<3>, value_chunk<4>,
-                                        value_chunk<5>, value_chunk<6>, value_chunk<7>, value_chunk<8>};
+using ScoreFn = void (*)(const float*, const void*, int64_t, int64_t, int64_t, float*, bool);
+using ValueFn = void (*)(const void*, int64_t, const float*, int64_t, int64_t, float, float*);
+template <class L>
+struct ChunkFns {
+  static constexpr ScoreFn kScore[kChunk + 1] = {nullptr,           score_chunk<L, 1>, score_chunk<L, 2>,
+                                                 score_chunk<L, 3>, score_chunk<L, 4>, score_chunk<L, 5>,
+                                                 score_chunk<L, 6>, score_chunk<L, 7>, score_chunk<L, 8>};
+  static constexpr ValueFn kValue[kChunk + 1] = {nullptr,           value_chunk<L, 1>, value_chunk<L, 2>,
+                                                 value_chunk<L, 3>, value_chunk<L, 4>, value_chunk<L, 5>,
+                                                 value_chunk<L, 6>, value_chunk<L, 7>, value_chunk<L, 8>};
+};
 
-}  // namespace
-
-void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* scratch) {
+template <class L>
+void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch) {
+  using Elem = typename L::Elem;
   const int64_t hd = cache.head_dim;
   const int64_t ps = cache.page_size;
   const int64_t stride = cache.kv_heads * hd;
@@ -83,21 +96,22 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* sc
     for (int64_t d = 0; d < hd; ++d) acc[r * pad16(hd) + d] = 0.0f;
   }
   const int64_t last_pos = sp.first_pos + sp.ntok - 1;
-  for (int64_t pg = 0; pg * ps <= last_pos; ++pg) {
+  for (int64_t pg = sp.ctx_begin / ps; pg * ps <= last_pos && pg * ps < sp.ctx_end; ++pg) {
     const int64_t page_first = pg * ps;
     const int64_t page_slot = static_cast<int64_t>(sp.block_table[pg]) * ps;
-    const float* kpage = cache.k + page_slot * stride + sp.kv_head * hd;
-    const float* vpage = cache.v + page_slot * stride + sp.kv_head * hd;
+    const Elem* kpage = static_cast<const Elem*>(cache.k) + page_slot * stride + sp.kv_head * hd;
+    const Elem* vpage = static_cast<const Elem*>(cache.v) + page_slot * stride + sp.kv_head * hd;
+    const int64_t page_end = sp.ctx_end - page_first < ps ? sp.ctx_end - page_first : ps;  // keys of the range
     for (int64_t t = 0; t < sp.ntok; ++t) {
       const int64_t pos = sp.first_pos + t;
       if (pos < page_first) continue;
-      const int64_t cnt = pos - page_first + 1 < ps ? pos - page_first + 1 : ps;
+      const int64_t cnt = pos - page_first + 1 < page_end ? pos - page_first + 1 : page_end;
       for (int64_t h = sp.head_begin; h < sp.head_end; ++h) {
         const int64_t r = t * nh + (h - sp.head_begin);
         const float* q = sp.q + (t * sp.heads + h) * hd;
         for (int64_t d0 = 0; d0 < hd; d0 += 8 * kChunk) {
           const int64_t nv = (hd - d0 + 7) / 8 < kChunk ? (hd - d0 + 7) / 8 : kChunk;
-          kScore[nv](q + d0, kpage + d0, stride, cnt, hd - d0 - 8 * (nv - 1), s, d0 > 0);
+          ChunkFns<L>::kScore[nv](q + d0, kpage + d0, stride, cnt, hd - d0 - 8 * (nv - 1), s, d0 > 0);
         }
         float page_max = -INFINITY;
         for (int64_t j = 0; j < cnt; ++j) {
@@ -119,7 +133,7 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* sc
         run_max[r] = new_max;
         for (int64_t d0 = 0; d0 < hd; d0 += 8 * kChunk) {
           const int64_t nv = (hd - d0 + 7) / 8 < kChunk ? (hd - d0 + 7) / 8 : kChunk;
-          kValue[nv](vpage + d0, stride, s, cnt, hd - d0 - 8 * (nv - 1), corr, acc + r * pad16(hd) + d0);
+          ChunkFns<L>::kValue[nv](vpage + d0, stride, s, cnt, hd - d0 - 8 * (nv - 1), corr, acc + r * pad16(hd) + d0);
         }
       }
     }
@@ -127,6 +141,13 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* sc
   for (int64_t t = 0; t < sp.ntok; ++t) {
     for (int64_t h = sp.head_begin; h < sp.head_end; ++h) {
       const int64_t r = t * nh + (h - sp.head_begin);
+      if (sp.partial) {
+        float* part = sp.partial + r * (hd + 2);
+        part[0] = run_max[r];
+        part[1] = run_sum[r];
+        for (int64_t d = 0; d < hd; ++d) part[2 + d] = acc[r * pad16(hd) + d];
+        continue;
+      }
       const __m256 inv = _mm256_set1_ps(1.0f / run_sum[r]);
       float* o = sp.out + (t * sp.heads + h) * hd;
       for (int64_t d = 0; d < hd; d += 8) {
@@ -134,6 +155,16 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* sc
         _mm256_maskstore_ps(o + d, m, _mm256_mul_ps(_mm256_maskload_ps(acc + r * pad16(hd) + d, m), inv));
       }
     }
+  }
+}
+
+}  // namespace
+
+void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* scratch) {
+  if (cache.dtype == DType::BF16) {
+    span_impl<Bf16W>(cache, sp, scratch);
+  } else {
+    span_impl<F32W>(cache, sp, scratch);
   }
 }
 

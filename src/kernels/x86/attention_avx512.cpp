@@ -1,6 +1,7 @@
-// AVX-512 paged attention for one span (see kernels/leaf.h). Pages are visited once, in order; for each page
-// every (token, head) row of the span scores the page's keys, updates its running max and sum (online softmax,
-// so the context length is unbounded) and accumulates the page's values. The page's keys and values stay in
+// AVX-512 paged attention for one span (see kernels/leaf.h), f32 or bf16 KV (widened to f32 as loaded). The
+// pages of the span's context range are visited once, in order; for each page every (token, head) row of the
+// span scores the page's keys, updates its running max and sum (online softmax, so the context length is
+// unbounded) and accumulates the page's values. The page's keys and values stay in
 // L1 while all rows of the query group use them, so K/V stream from memory once per span.
 #include <cmath>
 
@@ -15,18 +16,19 @@ constexpr int kChunk = 8;
 
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
-// s[j] (+)= q[0:16NV] . k_j[0:16NV] for j < cnt; the last vector is masked by `last`.
-template <int NV>
-void score_chunk(const float* q, const float* k, int64_t stride, int64_t cnt, __mmask16 last, float* s, bool add) {
+// s[j] (+)= q[0:16NV] . k_j[0:16NV] for j < cnt; the last vector is masked by `last`. L loads K (f32 or bf16).
+template <class L, int NV>
+void score_chunk(const float* q, const void* kv, int64_t stride, int64_t cnt, __mmask16 last, float* s, bool add) {
+  const auto* k = static_cast<const typename L::Elem*>(kv);
   __mmask16 mask[NV];
   __m512 qv[NV];
   for (int v = 0; v < NV; ++v) {
     mask[v] = v == NV - 1 ? last : __mmask16(0xffff);
     qv[v] = _mm512_maskz_loadu_ps(mask[v], q + 16 * v);
   }
-  auto dot = [&](const float* kr) {
-    __m512 a = _mm512_mul_ps(qv[0], _mm512_maskz_loadu_ps(mask[0], kr));
-    for (int v = 1; v < NV; ++v) a = _mm512_fmadd_ps(qv[v], _mm512_maskz_loadu_ps(mask[v], kr + 16 * v), a);
+  auto dot = [&](const typename L::Elem* kr) {
+    __m512 a = _mm512_mul_ps(qv[0], L::load(kr, mask[0]));
+    for (int v = 1; v < NV; ++v) a = _mm512_fmadd_ps(qv[v], L::load(kr + 16 * v, mask[v]), a);
     return a;
   };
   int64_t j = 0;
@@ -42,10 +44,11 @@ void score_chunk(const float* q, const float* k, int64_t stride, int64_t cnt, __
   }
 }
 
-// acc[0:16NV] = acc * corr + sum_j p[j] * v_j[0:16NV].
-template <int NV>
-void value_chunk(const float* vbase, int64_t stride, const float* p, int64_t cnt, __mmask16 last, float corr,
+// acc[0:16NV] = acc * corr + sum_j p[j] * v_j[0:16NV]. L loads V (f32 or bf16).
+template <class L, int NV>
+void value_chunk(const void* vv, int64_t stride, const float* p, int64_t cnt, __mmask16 last, float corr,
                  float* acc) {
+  const auto* vbase = static_cast<const typename L::Elem*>(vv);
   __m512 a[NV];
   const __m512 c = _mm512_set1_ps(corr);
   for (int v = 0; v < NV; ++v) {
@@ -53,24 +56,29 @@ void value_chunk(const float* vbase, int64_t stride, const float* p, int64_t cnt
   }
   for (int64_t j = 0; j < cnt; ++j) {
     const __m512 pj = _mm512_set1_ps(p[j]);
-    const float* vr = vbase + j * stride;
+    const auto* vr = vbase + j * stride;
     for (int v = 0; v < NV; ++v) {
-      a[v] = _mm512_fmadd_ps(pj, _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xffff), vr + 16 * v), a[v]);
+      a[v] = _mm512_fmadd_ps(pj, L::load(vr + 16 * v, v == NV - 1 ? last : __mmask16(0xffff)), a[v]);
     }
   }
   for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(acc + 16 * v, v == NV - 1 ? last : __mmask16(0xffff), a[v]);
 }
 
-using ScoreFn = void (*)(const float*, const float*, int64_t, int64_t, __mmask16, float*, bool);
-using ValueFn = void (*)(const float*, int64_t, const float*, int64_t, __mmask16, float, float*);
-constexpr ScoreFn kScore[kChunk + 1] = {nullptr,        score_chunk<1>, score_chunk<2>, score_chunk<3>, score_chunk<4>,
-                                        score_chunk<5>, score_chunk<6>, score_chunk<7>, score_chunk<8>};
-constexpr ValueFn kValue[kChunk + 1] = {nullptr,        value_chunk<1>, value_chunk<2>, value_chunk<3>, value_chunk<4>,
-                                        value_chunk<5>, value_chunk<6>, value_chunk<7>, value_chunk<8>};
+using ScoreFn = void (*)(const float*, const void*, int64_t, int64_t, __mmask16, float*, bool);
+using ValueFn = void (*)(const void*, int64_t, const float*, int64_t, __mmask16, float, float*);
+template <class L>
+struct ChunkFns {
+  static constexpr ScoreFn kScore[kChunk + 1] = {nullptr,           score_chunk<L, 1>, score_chunk<L, 2>,
+                                                 score_chunk<L, 3>, score_chunk<L, 4>, score_chunk<L, 5>,
+                                                 score_chunk<L, 6>, score_chunk<L, 7>, score_chunk<L, 8>};
+  static constexpr ValueFn kValue[kChunk + 1] = {nullptr,           value_chunk<L, 1>, value_chunk<L, 2>,
+                                                 value_chunk<L, 3>, value_chunk<L, 4>, value_chunk<L, 5>,
+                                                 value_chunk<L, 6>, value_chunk<L, 7>, value_chunk<L, 8>};
+};
 
-}  // namespace
-
-void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* scratch) {
+template <class L>
+void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch) {
+  using Elem = typename L::Elem;
   const int64_t hd = cache.head_dim;
   const int64_t ps = cache.page_size;
   const int64_t stride = cache.kv_heads * hd;  // between consecutive tokens of a page
@@ -86,22 +94,23 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* sc
     for (int64_t d = 0; d < hd; ++d) acc[r * pad16(hd) + d] = 0.0f;
   }
   const int64_t last_pos = sp.first_pos + sp.ntok - 1;
-  for (int64_t pg = 0; pg * ps <= last_pos; ++pg) {
+  for (int64_t pg = sp.ctx_begin / ps; pg * ps <= last_pos && pg * ps < sp.ctx_end; ++pg) {
     const int64_t page_first = pg * ps;
     const int64_t page_slot = static_cast<int64_t>(sp.block_table[pg]) * ps;
-    const float* kpage = cache.k + page_slot * stride + sp.kv_head * hd;
-    const float* vpage = cache.v + page_slot * stride + sp.kv_head * hd;
+    const Elem* kpage = static_cast<const Elem*>(cache.k) + page_slot * stride + sp.kv_head * hd;
+    const Elem* vpage = static_cast<const Elem*>(cache.v) + page_slot * stride + sp.kv_head * hd;
+    const int64_t page_end = sp.ctx_end - page_first < ps ? sp.ctx_end - page_first : ps;  // keys of the range
     for (int64_t t = 0; t < sp.ntok; ++t) {
       const int64_t pos = sp.first_pos + t;
       if (pos < page_first) continue;
-      const int64_t cnt = pos - page_first + 1 < ps ? pos - page_first + 1 : ps;
+      const int64_t cnt = pos - page_first + 1 < page_end ? pos - page_first + 1 : page_end;
       for (int64_t h = sp.head_begin; h < sp.head_end; ++h) {
         const int64_t r = t * nh + (h - sp.head_begin);
         const float* q = sp.q + (t * sp.heads + h) * hd;
         for (int64_t d0 = 0; d0 < hd; d0 += 16 * kChunk) {
           const int64_t nv = (hd - d0 + 15) / 16 < kChunk ? (hd - d0 + 15) / 16 : kChunk;
           const __mmask16 last = tail_mask(hd - d0 - 16 * (nv - 1));
-          kScore[nv](q + d0, kpage + d0, stride, cnt, last, s, d0 > 0);
+          ChunkFns<L>::kScore[nv](q + d0, kpage + d0, stride, cnt, last, s, d0 > 0);
         }
         // Online softmax update: new max, rescale of the running sum and accumulator, page weights.
         __m512 mx = _mm512_set1_ps(-INFINITY);
@@ -128,7 +137,7 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* sc
         for (int64_t d0 = 0; d0 < hd; d0 += 16 * kChunk) {
           const int64_t nv = (hd - d0 + 15) / 16 < kChunk ? (hd - d0 + 15) / 16 : kChunk;
           const __mmask16 last = tail_mask(hd - d0 - 16 * (nv - 1));
-          kValue[nv](vpage + d0, stride, s, cnt, last, corr, acc + r * pad16(hd) + d0);
+          ChunkFns<L>::kValue[nv](vpage + d0, stride, s, cnt, last, corr, acc + r * pad16(hd) + d0);
         }
       }
     }
@@ -136,6 +145,13 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* sc
   for (int64_t t = 0; t < sp.ntok; ++t) {
     for (int64_t h = sp.head_begin; h < sp.head_end; ++h) {
       const int64_t r = t * nh + (h - sp.head_begin);
+      if (sp.partial) {
+        float* part = sp.partial + r * (hd + 2);
+        part[0] = run_max[r];
+        part[1] = run_sum[r];
+        for (int64_t d = 0; d < hd; ++d) part[2 + d] = acc[r * pad16(hd) + d];
+        continue;
+      }
       const __m512 inv = _mm512_set1_ps(1.0f / run_sum[r]);
       float* o = sp.out + (t * sp.heads + h) * hd;
       for (int64_t d = 0; d < hd; d += 16) {
@@ -143,6 +159,16 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* sc
         _mm512_mask_storeu_ps(o + d, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + r * pad16(hd) + d), inv));
       }
     }
+  }
+}
+
+}  // namespace
+
+void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* scratch) {
+  if (cache.dtype == DType::BF16) {
+    span_impl<Bf16W>(cache, sp, scratch);
+  } else {
+    span_impl<F32W>(cache, sp, scratch);
   }
 }
 

@@ -16,3 +16,22 @@ const LeafKernels kAvx512Leaves = {
 };
 
 }  // namespace minfer::kernels
+
+namespace minfer::kernels {
+
+// Chosen only where the CPU has AVX-512-BF16 (dispatch.cpp); the same leaves otherwise.
+const LeafKernels kAvx512Bf16Leaves = {
+    .name = "avx512_bf16",
+    .gemm_cols = avx512::gemm_cols,
+    .rmsnorm = avx512::rmsnorm,
+    .rope = avx512::rope,
+    .silu_mul = avx512::silu_mul,
+    .add = avx512::add,
+    .softmax = avx512::softmax,
+    .embedding = avx512::embedding,
+    .attention_span = avx512::attention_span,
+    .bf16_round_rows = avx512::bf16_round_rows,
+    .gemm_bf16_cols = avx512::gemm_bf16_cols,
+};
+
+}  // namespace minfer::kernels

@@ -29,6 +29,15 @@ MINFER_DECLARE_X86_LEAVES
 
 namespace minfer::kernels::avx512 {
 MINFER_DECLARE_X86_LEAVES
+// AVX-512-BF16 (gemm_bf16_avx512.cpp; only on CPUs with avx512_bf16): the bf16-activation GEMM of bf16
+// weights (see GemmBf16ColsFn in kernels/leaf.h) and its two strategies, and the activation rounding.
+void bf16_round_rows(const float* x, int64_t rows, int64_t k, uint16_t* xb, int64_t ldxb);
+void gemm_bf16_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                    const float* bias, float* y, int64_t n0, int64_t n1);
+void gemm_bf16_cols_dot(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                        const float* bias, float* y, int64_t n0, int64_t n1);
+void gemm_bf16_cols_packed(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                           const float* bias, float* y, int64_t n0, int64_t n1);
 }  // namespace minfer::kernels::avx512
 
 #undef MINFER_DECLARE_X86_LEAVES
