@@ -12,7 +12,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-pytest python3-torch python3-sentencepiece
   python3-dev pybind11-dev
+  python3-matplotlib
   nodejs
+  bible-kjv bible-kjv-text  # public-domain evaluation text (bench/quant_corpus.sh)
 )
 
 sudo_cmd=""
@@ -36,3 +38,6 @@ fi
 
 # The real Qwen2/Qwen2.5 tokenizer (same BPE vocabulary as Qwen3), used by tests and `make-test-model`.
 "$here/scripts/fetch-qwen-tokenizer.sh"
+
+# The official `openai` npm client, pinned in tests/e2e/node/package-lock.json, for tests/e2e/test_openai_node.py.
+(cd "$here/tests/e2e/node" && npm ci --no-audit --no-fund --loglevel=error)

@@ -23,6 +23,8 @@
 #include "kernels/kernels.h"
 #include "minfer/engine.h"
 #include "tools/commands.h"
+#include "tools/fusion_flags.h"
+#include "tools/quant_flags.h"
 
 namespace minfer::tools {
 namespace {
@@ -30,22 +32,28 @@ namespace {
 struct BenchArgs {
   std::string model;
   int threads = 2;
-  int num_requests = 32;
-  int prompt_min = 16, prompt_max = 256;
-  int output_min = 8, output_max = 128;
+  // The workload: 64 requests, prompts 16-512 tokens, outputs 8-256 tokens.
+  int num_requests = 64;
+  int prompt_min = 16, prompt_max = 512;
+  int output_min = 8, output_max = 256;
   int64_t max_model_len = 1024;
-  int64_t kv_mib = 128;
-  int64_t max_num_seqs = 16;
+  int64_t kv_mib = 512;
+  int64_t max_num_seqs = 32;
   int64_t kv_max_num_seqs = 0;  // KV section: 0 = num_requests, so the memory budget is what limits
+  int64_t kv_section_mib = 0;   // KV section budget: 0 = kv_mib
   int64_t max_num_batched_tokens = 512;
   int64_t page_size = 16;
+  std::string kv_cache_dtype = "auto";
   uint64_t seed = 1;
   std::string sections = "batching,kv,decode";
   std::string concurrency = "1,4,16,64";
   int decode_steps = 8;
+  int prefill_tokens = 512;  // prefill section: prompt length
   int repeat = 1;
   bool log_steps = false;  // batching section: runs of each policy, alternated (ABBA...) against load drift
   std::string json_out;
+  graph::FusionOptions fusion;
+  QuantFlags quant;
 };
 
 struct Request {
@@ -80,11 +88,16 @@ EngineConfig base_config(const BenchArgs& a) {
   EngineConfig c;
   c.model_path = a.model;
   c.num_threads = a.threads;
+  c.fusion_strategy = a.fusion.strategy;
+  c.disabled_fusion_passes = a.fusion.disabled_passes;
+  c.quant = a.quant.config();
   c.max_model_len = a.max_model_len;
   c.kv_cache_memory = a.kv_mib << 20;
   c.max_num_seqs = a.max_num_seqs;
   c.max_num_batched_tokens = a.max_num_batched_tokens;
   c.page_size = a.page_size;
+  if (!parse_kv_cache_dtype(a.kv_cache_dtype, &c.kv_cache_dtype))
+    fail("--kv-cache-dtype: '{}' is not auto, f32 or bf16", a.kv_cache_dtype);
   return c;
 }
 
@@ -154,6 +167,37 @@ double decode_throughput(const BenchArgs& a, int64_t vocab, int c) {
   return static_cast<double>(made) / dt;
 }
 
+// One sequence with a `tokens`-token prompt, prefilled in one step (max_num_batched_tokens raised to fit):
+// best of `rounds` timings of that step, as prompt tokens/s and GFLOP/s (the matmuls of every layer for every
+// token, causal attention, the lm_head of the one sampled row).
+std::pair<double, double> prefill_throughput(const BenchArgs& a, int64_t vocab, int tokens, int rounds) {
+  EngineConfig config = base_config(a);
+  config.max_num_seqs = 1;
+  config.max_num_batched_tokens = std::max<int64_t>(config.max_num_batched_tokens, tokens);
+  config.max_model_len = std::max<int64_t>(config.max_model_len, tokens + 8);
+  Engine engine(config);
+  const ModelConfig& m = engine.core().model_config();
+  const double h = static_cast<double>(m.hidden_size), hd = static_cast<double>(m.head_dim);
+  const double q = static_cast<double>(m.num_heads) * hd, kv = static_cast<double>(m.num_kv_heads) * hd;
+  const double per_token = 2.0 * static_cast<double>(m.num_layers) *
+                           (h * (q + 2 * kv) + q * h + 3.0 * h * static_cast<double>(m.intermediate_size));
+  const double attention = 4.0 * static_cast<double>(m.num_layers) * q * tokens * (tokens + 1) / 2.0;
+  const double flops = per_token * tokens + attention + 2.0 * h * static_cast<double>(vocab);
+  BenchArgs w = a;
+  w.num_requests = 1;
+  w.prompt_min = w.prompt_max = tokens;
+  double best = 1e30;
+  for (int r = 0; r < rounds; ++r) {
+    w.seed = a.seed + 200 + static_cast<uint64_t>(r);  // a fresh prompt: no prefix-cache hit
+    engine.add_request(make_workload(w, vocab)[0].prompt, params_for(1));
+    const double t0 = now_s();
+    engine.step();
+    best = std::min(best, now_s() - t0);
+    while (engine.has_unfinished()) engine.step();
+  }
+  return {tokens / best, flops / best * 1e-9};
+}
+
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> out;
   std::stringstream in(s);
@@ -188,10 +232,10 @@ void run_bench(const BenchArgs& a) {
     std::vector<int32_t> warm(64, 100);
     engine.generate(std::vector<std::vector<int32_t>>{warm}, params_for(2));
     const ModelConfig& m = engine.core().model_config();
-    std::printf("model %s: %s, %ld layers, hidden %ld, vocab %ld, %s weights; kernels %s; %d threads\n",
+    std::printf("model %s: %s, %ld layers, hidden %ld, vocab %ld, %s weights, %s KV cache; kernels %s; %d threads\n",
                 a.model.c_str(), m.arch_name().c_str(), static_cast<long>(m.num_layers),
                 static_cast<long>(m.hidden_size), static_cast<long>(vocab), std::string(dtype_name(m.dtype)).c_str(),
-                kernels::active_isa(), a.threads);
+                kv_cache_dtype_name(engine.config().kv_cache_dtype), kernels::active_isa(), a.threads);
   }
   const std::vector<Request> work = make_workload(a, vocab);
   std::printf(
@@ -232,10 +276,12 @@ void run_bench(const BenchArgs& a) {
     std::vector<RunResult> k;
     EngineConfig c = base_config(a);
     c.max_num_seqs = a.kv_max_num_seqs > 0 ? a.kv_max_num_seqs : a.num_requests;
+    const int64_t kv_mib = a.kv_section_mib > 0 ? a.kv_section_mib : a.kv_mib;
+    c.kv_cache_memory = kv_mib << 20;
     k.push_back(run_workload("paged KV", c, work));
     c.kv_layout = KvLayout::kContiguous;
     k.push_back(run_workload("contiguous KV", c, work));
-    std::printf("### Paged vs contiguous KV (same %ld MiB budget, max_num_seqs %ld)\n\n", static_cast<long>(a.kv_mib),
+    std::printf("### Paged vs contiguous KV (same %ld MiB budget, max_num_seqs %ld)\n\n", static_cast<long>(kv_mib),
                 static_cast<long>(c.max_num_seqs));
     print_run_table(k);
     std::printf(
@@ -257,6 +303,12 @@ void run_bench(const BenchArgs& a) {
       std::printf("| %d | %.2f | %.2f |\n", c, tps, tps / c);
       std::fflush(stdout);
     }
+  }
+  if (a.sections.find("prefill") != std::string::npos) {
+    const auto [tps, gflops] = prefill_throughput(a, vocab, a.prefill_tokens, 3);
+    std::printf("### Prefill\n\n%d-token prompt, one step, best of 3: %.1f prompt tok/s, %.1f GFLOP/s\n\n",
+                a.prefill_tokens, tps, gflops);
+    std::fflush(stdout);
   }
   if (!a.json_out.empty()) {
     std::ofstream out(a.json_out);
@@ -293,15 +345,25 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens)->capture_default_str();
   cmd->add_option("--kv-max-num-seqs", args->kv_max_num_seqs, "max_num_seqs of the KV section (0 = all requests)")
       ->capture_default_str();
+  cmd->add_option("--kv-section-mib", args->kv_section_mib, "KV budget of the KV section in MiB (0 = --kv-cache-mib)")
+      ->capture_default_str();
   cmd->add_option("--page-size", args->page_size)->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
+                  "KV cache element type: auto (bf16 for bf16 weights), f32, bf16")
+      ->capture_default_str();
   cmd->add_option("--seed", args->seed)->capture_default_str();
-  cmd->add_option("--sections", args->sections, "Any of batching,kv,decode")->capture_default_str();
+  cmd->add_option("--sections", args->sections, "Any of batching,kv,decode,prefill")->capture_default_str();
+  cmd->add_option("--prefill-tokens", args->prefill_tokens, "Prompt length of the prefill section")
+      ->capture_default_str();
   cmd->add_option("--concurrency", args->concurrency, "Decode concurrencies")->capture_default_str();
   cmd->add_option("--decode-steps", args->decode_steps, "Timed decode steps per concurrency")->capture_default_str();
   cmd->add_flag("--log-steps", args->log_steps, "Log every step's size and time");
   cmd->add_option("--repeat", args->repeat, "Runs of each batching policy (alternated)")->capture_default_str();
   cmd->add_option("--json", args->json_out, "Also write the results as JSON lines to this file");
+  add_fusion_flags(*cmd, args->fusion);
+  add_quant_flags(*cmd, args->quant);
   cmd->callback([args] { run_bench(*args); });
+  add_bench_ops_command(*bench);  // `minfer bench ops`: dispatch counts and step times, fusion auto vs none
 }
 
 }  // namespace minfer::tools

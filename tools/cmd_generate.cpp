@@ -15,7 +15,10 @@
 #include "kernels/kernels.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
+#include "model/quant/quantize_model.h"
 #include "tools/commands.h"
+#include "tools/fusion_flags.h"
+#include "tools/quant_flags.h"
 
 namespace minfer::tools {
 namespace {
@@ -30,6 +33,8 @@ struct GenerateArgs {
   std::string dump_prompt_logits;
   std::string ids_out;
   bool no_special = false;
+  graph::FusionOptions fusion;
+  QuantFlags quant;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -50,7 +55,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 }
 
 void run_generate(const GenerateArgs& args) {
-  const ModelWeights weights = load_model(args.model);
+  ModelWeights weights = load_model(args.model);
+  quantize_model(weights, args.quant.config(), args.threads);  // no-op for --quantization none
   std::unique_ptr<Tokenizer> tokenizer;
   try {
     tokenizer = load_tokenizer(weights);
@@ -73,10 +79,13 @@ void run_generate(const GenerateArgs& args) {
   GeneratorOptions options;
   options.num_threads = args.threads;
   options.max_seq_len = args.max_seq_len;
+  options.fusion = args.fusion;
   Generator generator(weights, options);
   spdlog::info("{} model, {} layers, hidden {}, {} weights, kernels: {}, {} threads, {} prompt tokens",
                weights.config.arch_name(), weights.config.num_layers, weights.config.hidden_size,
                dtype_name(weights.config.dtype), kernels::active_isa(), options.num_threads, prompt.size());
+  spdlog::info("weights in memory: {:.1f} MiB (quantization: {})",
+               static_cast<double>(weight_bytes(weights)) / (1 << 20), quantization_name(weights.quant));
 
   // Echo the prompt text, then stream the continuation as complete UTF-8 pieces.
   std::optional<IncrementalDecoder> decoder;
@@ -144,6 +153,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--dump-prompt-logits", args->dump_prompt_logits,
                   "Write the prompt's logits as raw little-endian f32 [prompt_len, vocab] to this file");
   cmd->add_option("--ids-out", args->ids_out, "Write the generated token ids (space-separated) to this file");
+  add_fusion_flags(*cmd, args->fusion);
+  add_quant_flags(*cmd, args->quant);
   cmd->callback([args] { run_generate(*args); });
 }
 

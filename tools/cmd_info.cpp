@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
+#include "model/quant/quantize_model.h"
 #include "tools/commands.h"
 
 namespace minfer::tools {
@@ -84,6 +85,12 @@ void run_info(const std::string& path) {
   fmt::print("parameters:    {} ({}) in {} tensors\n", params, approx, w.tensors.size());
   for (const auto& [dtype, v] : per_dtype)
     fmt::print("  {:5} {} in {} tensors\n", dtype, human_bytes(static_cast<double>(v.first)), v.second);
+  // Resident weight bytes as loaded and, from the shapes, as bf16 / W8A16 / W8A8 (per-channel, symmetric).
+  fmt::print("weights in memory: {} as loaded (quantization: {}); bf16 {}, w8a16 {}, w8a8 {}\n",
+             human_bytes(static_cast<double>(weight_bytes(w))), quantization_name(w.quant),
+             human_bytes(static_cast<double>(estimated_weight_bytes(w, QuantConfig{}))),
+             human_bytes(static_cast<double>(estimated_weight_bytes(w, parse_quantization("w8a16")))),
+             human_bytes(static_cast<double>(estimated_weight_bytes(w, parse_quantization("w8a8")))));
 
   std::string eos;
   for (int32_t id : c.eos_token_ids) eos += (eos.empty() ? "" : ", ") + std::to_string(id);

@@ -6,7 +6,15 @@
 namespace minfer::tools {
 
 void add_bench_command(CLI::App& app);
+// `minfer bench ops` (the issue's --report-ops), added under `bench` by add_bench_command.
+void add_bench_ops_command(CLI::App& bench);
+// `minfer bench serve`: the serving benchmark against a running server, added under `bench` by main.
+void add_bench_serve_command(CLI::App& bench);
 void add_generate_command(CLI::App& app);
+// Quantization (issue 5): eval-ppl, eval-quant, quantize.
+void add_eval_ppl_command(CLI::App& app);
+void add_eval_quant_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_make_test_model_command(CLI::App& app);
 void add_serve_command(CLI::App& app);

@@ -10,7 +10,11 @@ int main(int argc, char** argv) {
   CLI::App app{"minfer: a CPU-first LLM inference engine"};
   app.require_subcommand(1);
   minfer::tools::add_bench_command(app);
+  minfer::tools::add_bench_serve_command(*app.get_subcommand("bench"));
   minfer::tools::add_generate_command(app);
+  minfer::tools::add_eval_ppl_command(app);
+  minfer::tools::add_eval_quant_command(app);
+  minfer::tools::add_quantize_command(app);
   minfer::tools::add_info_command(app);
   minfer::tools::add_make_test_model_command(app);
   minfer::tools::add_serve_command(app);

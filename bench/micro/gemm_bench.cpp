@@ -1,4 +1,5 @@
-// GEMV / GEMM micro-benchmarks at the Qwen2.5-0.5B shapes, bf16 weights, per ISA and thread count.
+// GEMV / GEMM micro-benchmarks at the Qwen2.5-0.5B shapes, bf16 weights, per ISA and thread count
+// (avx512_bf16 rounds the activations to bf16 and uses vdpbf16ps; avx512 and avx2 widen the weights to f32).
 //
 // Decode (M = 1) streams every weight once per token, so its figure of merit is weight bytes per second,
 // compared against bandwidth_bench.cpp's read bandwidth. Weights are rotated through enough copies to exceed
@@ -84,8 +85,27 @@ void BM_Strategy(benchmark::State& state, bool packed) {
                          benchmark::Counter::kIsRate);
 }
 
+// The two AVX-512-BF16 strategies single-threaded across M (bf16 activations, N = 1024, K = 896): where the
+// packed form starts to pay (kPackedMinRows in src/kernels/x86/gemm_bf16_avx512.cpp).
+void BM_StrategyBf16(benchmark::State& state, bool packed) {
+  if (!kernel_table(Isa::kAvx512Bf16)) return state.SkipWithError("needs AVX-512-BF16");
+  const int64_t m = state.range(0), n = 1024, k = 896;
+  const std::vector<Tensor> ws = make_weights(n, k, DType::BF16, false);
+  std::vector<float> x(static_cast<size_t>(m * k), 0.01f), y(static_cast<size_t>(m * n));
+  std::vector<uint16_t> xb(static_cast<size_t>(m * k));
+  avx512::bf16_round_rows(x.data(), m, k, xb.data(), k);
+  const auto fn = packed ? avx512::gemm_bf16_cols_packed : avx512::gemm_bf16_cols_dot;
+  for (auto _ : state) {
+    fn(xb.data(), k, m, k, static_cast<const uint16_t*>(ws[0].data), n, nullptr, y.data(), 0, n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(m * n * k) * 1e-9,
+                         benchmark::Counter::kIsRate);
+}
+
 int register_all() {
-  for (Isa isa : {Isa::kAvx512, Isa::kAvx2}) {
+  for (Isa isa : {Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2}) {
     const std::string isa_s = isa_name(isa);
     for (const Shape& s : kShapes) {
       benchmark::RegisterBenchmark(("gemv_bf16/" + isa_s + "/" + s.name).c_str(), BM_Gemm, isa, 1, s.n, s.k, true)
@@ -103,6 +123,25 @@ int register_all() {
         ->Arg(2)
         ->UseRealTime()
         ->MinTime(0.5);
+    // Batched decode: 8 and 32 rows of X against weights from DRAM (each weight byte should be read once).
+    for (int64_t m : {8, 32}) {
+      benchmark::RegisterBenchmark(("gemm_bf16_m" + std::to_string(m) + "/" + isa_s + "/gate_up").c_str(), BM_Gemm, isa,
+                                   m, 4864, 896, true)
+          ->Arg(2)
+          ->UseRealTime()
+          ->MinTime(0.2);
+    }
+  }
+  for (bool packed : {false, true}) {
+    benchmark::RegisterBenchmark(packed ? "strategy_bf16/packed" : "strategy_bf16/dot", BM_StrategyBf16, packed)
+        ->Arg(1)
+        ->Arg(4)
+        ->Arg(8)
+        ->Arg(16)
+        ->Arg(32)
+        ->Arg(64)
+        ->Arg(512)
+        ->MinTime(0.1);
   }
   for (bool packed : {false, true}) {
     benchmark::RegisterBenchmark(packed ? "strategy/avx512_packed" : "strategy/avx512_dot", BM_Strategy, packed)

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace minfer {
 
@@ -39,6 +40,8 @@ struct EngineConfig {
   std::string model_path;  // Hugging Face directory, .gguf file, or llama2.c .bin
   int num_threads = 0;     // 0 = one per hardware thread
   FusionStrategy fusion_strategy = FusionStrategy::kAuto;
+  // Debugging: fusion passes to skip under kAuto (names as `minfer bench ops` lists them, e.g. "qkv").
+  std::vector<std::string> disabled_fusion_passes;
   QuantConfig quant;
 
   // KV cache. page_size: tokens per page, a power of two in [8, 256].
@@ -48,7 +51,8 @@ struct EngineConfig {
   int64_t kv_cache_memory = 0;
   double kv_cache_memory_fraction = 0.5;
   KvLayout kv_layout = KvLayout::kPaged;
-  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;  // resolved to kF32 or kBf16 by the engine
+  // Resolved to kF32 or kBf16 by the engine (Engine::config() shows which).
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   bool enable_prefix_caching = true;  // automatic prefix caching (paged layout only)
 
   // Context length per request (prompt + output). 0 = the model's max_position_embeddings, capped at 8192.

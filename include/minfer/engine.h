@@ -61,6 +61,8 @@ struct EngineStats {
   int64_t max_num_running = 0;  // the most sequences held at once so far
   int64_t requests_finished = 0;
   int64_t max_model_len = 0;
+  // Bytes of the model weights in memory (int8 payload + scales when quantized; see EngineConfig::quant).
+  int64_t weight_bytes = 0;
 };
 
 class Engine {
@@ -93,7 +95,7 @@ class Engine {
                                          const SamplingParams& params);
 
   EngineStats stats() const;
-  const EngineConfig& config() const;  // as resolved (max_model_len and the KV budget filled in)
+  const EngineConfig& config() const;  // as resolved (max_model_len, the KV budget and KV dtype filled in)
   std::vector<int32_t> encode(std::string_view text) const;
   std::string decode(const std::vector<int32_t>& ids) const;
 

@@ -24,15 +24,15 @@ const char* finish_reason_name(FinishReason reason);  // "length", "stop", "abor
 // Log-probabilities of one sampled token, when SamplingParams.logprobs >= 0: log-softmax of the model's raw
 // logits (before penalties and temperature, as vLLM's default), and the `logprobs` most likely tokens.
 struct TokenLogprobs {
-  float logprob = 0.0f;                         // of the sampled token
+  float logprob = 0.0f;                        // of the sampled token
   std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first
 };
 
 struct RequestOutput {
   RequestId id = 0;
-  std::vector<int32_t> new_token_ids;  // tokens generated since the previous output of this request
+  std::vector<int32_t> new_token_ids;   // tokens generated since the previous output of this request
   std::vector<TokenLogprobs> logprobs;  // one per new_token_ids entry when SamplingParams.logprobs >= 0
-  std::string text_delta;              // text that became final since the previous output (see below)
+  std::string text_delta;               // text that became final since the previous output (see below)
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string stop_reason;  // the stop string that matched, if one did

@@ -1,6 +1,7 @@
 // A persistent fork-join pool: `run` executes one function on every thread (the caller is thread 0) and
 // returns when all are done. Kernels split their own work by thread index, so there is no task queue and
-// nothing is allocated per call.
+// nothing is allocated per call. `share` is the form for work claimed from a counter: the caller never waits
+// for a worker that has not started, so a descheduled worker (busy machine) costs its share, not a time slice.
 #pragma once
 
 #include <algorithm>
@@ -28,18 +29,33 @@ class ThreadPool {
   // Runs job(i, size()) for every i in [0, size()) concurrently; rethrows the first exception.
   void run(const Job& job);
 
-  // Splits [0, n) into contiguous chunks (multiples of `grain` except the last), one per thread.
+  // Runs job() on the calling thread and on every worker that becomes free while the caller is still in it;
+  // returns when all who joined are done. The job must claim its work from shared state (a counter), so it is
+  // correct with any number of participants, one thread joining twice included. Rethrows the first exception.
+  using SharedJob = std::function<void()>;
+  void share(const SharedJob& job);
+
+  // Splits [0, n) into chunks (multiples of `grain` except the last) claimed by whichever threads join.
   void parallel_for(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& body);
 
  private:
   void worker_loop(int index);
   void run_guarded(int index);
+  void run_shared_guarded();
+  void join_shared();
+  void publish(uint64_t kind);
+  void record_error();
 
   int num_threads_;
   std::vector<std::thread> workers_;
   const Job* job_ = nullptr;
+  const SharedJob* shared_job_ = nullptr;
+  // Advances by 2 per job; the low bit says which kind (kSharedBit: `share`, else `run`), so a worker reads
+  // the job's generation and kind in one load.
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
+  // `share`: kOpen while the caller is still in the job (workers may join), plus the number of joined workers.
+  std::atomic<uint32_t> share_state_{0};
   std::atomic<bool> stop_{false};
   std::exception_ptr error_;
   std::atomic<bool> has_error_{false};

@@ -9,6 +9,7 @@
 #include "engine/logprobs.h"
 #include "kv/kv_budget.h"
 #include "model/model_tokenizer.h"
+#include "model/quant/quantize_model.h"
 
 namespace minfer {
 namespace {
@@ -31,6 +32,7 @@ int64_t activation_bytes(const EngineConfig& c, const ModelConfig& m) {
 
 EngineCore::EngineCore(const EngineConfig& config)
     : config_(config), weights_((config.validate(), load_model(config.model_path))), pool_(config.num_threads) {
+  if (config_.quant.enabled()) quantize_model(weights_, config_.quant, pool_.size());  // int8 at load (issue 5)
   try {
     tokenizer_ = load_tokenizer(weights_);
   } catch (const Error& e) {
@@ -73,7 +75,8 @@ EngineCore::EngineCore(const EngineConfig& config)
   KvCacheShape shape = req.shape;
   shape.num_pages = plan.num_pages;
   cache_ = std::make_unique<KvCache>(shape);
-  runner_ = std::make_unique<ModelRunner>(weights_, pool_);
+  runner_ = std::make_unique<ModelRunner>(
+      weights_, pool_, graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes});
 
   BlockManagerOptions bo;
   bo.num_pages = plan.num_pages;
@@ -92,9 +95,9 @@ EngineCore::EngineCore(const EngineConfig& config)
       "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}), {} layout, "
       "prefix caching {}, {} batching",
       plan.num_pages - 1, config_.page_size, (plan.num_pages - 1) * config_.page_size, plan.bytes >> 20,
-      kv_cache_dtype_name(config_.kv_cache_dtype),
-      (plan.num_pages - 1) / pages_per_seq, config_.max_model_len, contiguous ? "contiguous" : "paged",
-      config_.enable_prefix_caching ? "on" : "off", config_.enable_continuous_batching ? "continuous" : "static");
+      kv_cache_dtype_name(config_.kv_cache_dtype), (plan.num_pages - 1) / pages_per_seq, config_.max_model_len,
+      contiguous ? "contiguous" : "paged", config_.enable_prefix_caching ? "on" : "off",
+      config_.enable_continuous_batching ? "continuous" : "static");
 }
 
 EngineCore::~EngineCore() = default;
@@ -278,6 +281,7 @@ EngineStats EngineCore::stats() const {
   s.max_num_running = max_running_;
   s.requests_finished = finished_;
   s.max_model_len = config_.max_model_len;
+  s.weight_bytes = static_cast<int64_t>(weight_bytes(weights_));
   return s;
 }
 

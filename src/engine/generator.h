@@ -22,6 +22,7 @@ struct GeneratorOptions {
   int64_t max_seq_len = 0;         // 0 = the model's max_position_embeddings (capped at 8192)
   int64_t page_size = 16;
   int64_t prefill_chunk = 512;     // tokens per prefill step
+  graph::FusionOptions fusion;     // fusion passes the model graph is compiled with
 };
 
 struct GenerationResult {

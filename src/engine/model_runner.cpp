@@ -7,8 +7,8 @@
 
 namespace minfer {
 
-ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool)
-    : config_(weights.config), graph_(build_decoder_graph(weights)) {
+ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion)
+    : config_(weights.config), graph_(compile_decoder_graph(weights, fusion)) {
   executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_table(config_));
 }
 

@@ -11,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
+#include "graph/passes/fusion_passes.h"
 #include "kv/kv_cache.h"
 #include "model/model_weights.h"
 
@@ -25,8 +26,8 @@ struct SequenceChunk {
 
 class ModelRunner {
  public:
-  // The weights must outlive the runner.
-  ModelRunner(const ModelWeights& weights, ThreadPool& pool);
+  // The weights must outlive the runner. `fusion` picks the fusion passes the graph is compiled with.
+  ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion = {});
 
   // Logits [number of sampling chunks, vocab], in chunk order; valid until the next call.
   std::span<const float> execute(std::span<const SequenceChunk> chunks, const KvCache& cache);

@@ -39,7 +39,8 @@ void Executor::plan_buffers() {
         slot_width_.push_back(0);
       }
       slot_of_[static_cast<size_t>(out)] = slot;
-      slot_width_[static_cast<size_t>(slot)] = std::max(slot_width_[static_cast<size_t>(slot)], graph_.value(out).width);
+      slot_width_[static_cast<size_t>(slot)] =
+          std::max(slot_width_[static_cast<size_t>(slot)], graph_.value(out).width);
     }
     // Release inputs whose last reader is this node (after the output took its slot: no aliasing).
     for (ValueId in : n.inputs) {
@@ -79,9 +80,7 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
   auto width = [&](ValueId v) { return graph_.value(v).width; };
   auto rows_of = [&](ValueId v) { return graph_.value(v).rows == RowSpace::kTokens ? tokens : sampled; };
   switch (node.kind) {
-    case OpKind::kEmbedding:
-      kernels::embedding(step.tokens.data(), tokens, *node.weight, buffer(node.output));
-      return;
+    case OpKind::kEmbedding: kernels::embedding(step.tokens.data(), tokens, *node.weight, buffer(node.output)); return;
     case OpKind::kRmsNorm: {
       const int64_t dim = width(node.output);
       const float* x = in(0);
@@ -119,20 +118,18 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
       const float* a = in(0);
       const float* b = in(1);
       float* y = buffer(node.output);
-      pool_.parallel_for(static_cast<size_t>(rows_of(node.output) * width(node.output)), 1024,
-                         [&](size_t lo, size_t hi) {
-                           kernels::add(a + lo, b + lo, y + lo, static_cast<int64_t>(hi - lo));
-                         });
+      pool_.parallel_for(
+          static_cast<size_t>(rows_of(node.output) * width(node.output)), 1024,
+          [&](size_t lo, size_t hi) { kernels::add(a + lo, b + lo, y + lo, static_cast<int64_t>(hi - lo)); });
       return;
     }
     case OpKind::kSiluMul: {
       const float* g = in(0);
       const float* u = in(1);
       float* y = buffer(node.output);
-      pool_.parallel_for(static_cast<size_t>(rows_of(node.output) * width(node.output)), 1024,
-                         [&](size_t lo, size_t hi) {
-                           kernels::silu_mul(g + lo, u + lo, y + lo, static_cast<int64_t>(hi - lo));
-                         });
+      pool_.parallel_for(
+          static_cast<size_t>(rows_of(node.output) * width(node.output)), 1024,
+          [&](size_t lo, size_t hi) { kernels::silu_mul(g + lo, u + lo, y + lo, static_cast<int64_t>(hi - lo)); });
       return;
     }
     case OpKind::kAddRmsNorm: {
@@ -149,9 +146,7 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
       });
       return;
     }
-    case OpKind::kFusedMatMul:
-      run_fused_matmul(node, step, kv_layers, tokens, sampled);
-      return;
+    case OpKind::kFusedMatMul: run_fused_matmul(node, step, kv_layers, tokens, sampled); return;
     case OpKind::kGatherRows: {
       const int64_t w = width(node.output);
       const float* x = in(0);

@@ -56,9 +56,9 @@ class Executor {
   const Graph& graph_;
   ThreadPool& pool_;
   RopeTable rope_;
-  std::vector<int32_t> slot_of_;            // value -> buffer slot
-  std::vector<int64_t> slot_width_;         // widest value each slot holds
-  std::vector<std::vector<float>> slots_;   // grown to rows x width on demand
+  std::vector<int32_t> slot_of_;           // value -> buffer slot
+  std::vector<int64_t> slot_width_;        // widest value each slot holds
+  std::vector<std::vector<float>> slots_;  // grown to rows x width on demand
   // Fused matmuls' scratch, shared by all of them (nodes run one at a time): the gathered/normalised input,
   // and the GEMM result an epilogue reads (gate/up, q/k/v).
   std::vector<float> prologue_scratch_, gemm_scratch_;

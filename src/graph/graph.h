@@ -19,18 +19,18 @@ using ValueId = int32_t;
 constexpr ValueId kNoValue = -1;
 
 enum class OpKind : uint8_t {
-  kEmbedding,     // out[t] = weight[token[t]]
-  kRmsNorm,       // out = rmsnorm(in0) * weight
-  kMatMul,        // out = in0 @ weight^T (+ bias)
-  kRope,          // out = rope(in0) at the step's positions (heads x head_dim layout)
-  kKvWrite,       // cache[layer] <- (in0 = k, in1 = v) at the step's slots; no output
-  kAttention,     // out = paged attention of in0 (q) over cache[layer]
-  kAdd,           // out = in0 + in1
-  kSiluMul,       // out = silu(in0) * in1
-  kGatherRows,    // out = the rows of in0 that sample (the last position of each sequence)
+  kEmbedding,   // out[t] = weight[token[t]]
+  kRmsNorm,     // out = rmsnorm(in0) * weight
+  kMatMul,      // out = in0 @ weight^T (+ bias)
+  kRope,        // out = rope(in0) at the step's positions (heads x head_dim layout)
+  kKvWrite,     // cache[layer] <- (in0 = k, in1 = v) at the step's slots; no output
+  kAttention,   // out = paged attention of in0 (q) over cache[layer]
+  kAdd,         // out = in0 + in1
+  kSiluMul,     // out = silu(in0) * in1
+  kGatherRows,  // out = the rows of in0 that sample (the last position of each sequence)
   // Fused ops (graph/passes/ rewrite the primitives above into these).
-  kAddRmsNorm,    // aux_output = in0 + in1; out = rmsnorm(aux_output) * weight
-  kFusedMatMul,   // out = epilogue(prologue(in0) @ weight^T + bias); see kernels/fused/fused_matmul.h
+  kAddRmsNorm,   // aux_output = in0 + in1; out = rmsnorm(aux_output) * weight
+  kFusedMatMul,  // out = epilogue(prologue(in0) @ weight^T + bias); see kernels/fused/fused_matmul.h
 };
 
 const char* op_name(OpKind kind);
@@ -51,18 +51,18 @@ struct Node {
   const Tensor* weight = nullptr;  // MatMul, RmsNorm, Embedding
   const Tensor* bias = nullptr;    // MatMul (optional)
   // Attributes.
-  int32_t layer = -1;     // KvWrite, Attention
-  int64_t heads = 0;      // Rope, Attention: heads of the input
-  int64_t head_dim = 0;   // Rope, Attention
-  float eps = 0.0f;       // RmsNorm
-  float scale = 0.0f;     // Attention: 1/sqrt(head_dim)
+  int32_t layer = -1;    // KvWrite, Attention
+  int64_t heads = 0;     // Rope, Attention: heads of the input
+  int64_t head_dim = 0;  // Rope, Attention
+  float eps = 0.0f;      // RmsNorm
+  float scale = 0.0f;    // Attention: 1/sqrt(head_dim)
   // Fused ops.
-  ValueId aux_output = kNoValue;      // AddRmsNorm: the residual sum, a second output
+  ValueId aux_output = kNoValue;        // AddRmsNorm: the residual sum, a second output
   const Tensor* norm_weight = nullptr;  // FusedMatMul prologue: RMSNorm of the input rows (eps above)
-  bool gather = false;                // FusedMatMul prologue: only the rows that sample (output is kSampled)
+  bool gather = false;                  // FusedMatMul prologue: only the rows that sample (output is kSampled)
   kernels::fused::Epilogue epilogue = kernels::fused::Epilogue::kNone;  // FusedMatMul; kResidual reads in1
-  int64_t block = 0;                  // FusedMatMul kSiluMul: gate/up interleave block
-  int64_t kv_heads = 0;               // FusedMatMul kRopeKvWrite (heads, head_dim and layer above)
+  int64_t block = 0;     // FusedMatMul kSiluMul: gate/up interleave block
+  int64_t kv_heads = 0;  // FusedMatMul kRopeKvWrite (heads, head_dim and layer above)
 };
 
 // What a node computes, e.g. "matmul" or "fused_matmul[rmsnorm+gemm+rope+kv_write]".

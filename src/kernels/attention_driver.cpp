@@ -47,7 +47,7 @@ struct Item {
   int64_t kv_head = 0;
   int64_t head_begin = 0, head_end = 0;
   int64_t ctx_begin = 0, ctx_end = INT64_MAX;
-  int64_t partial = -1;  // offset of its partial result in the merge buffer; -1 = writes out directly
+  int64_t partial = -1;   // offset of its partial result in the merge buffer; -1 = writes out directly
   int64_t num_parts = 1;  // on the first range of a split span: how many ranges follow (itself included)
 };
 
@@ -71,7 +71,8 @@ void merge_partials(const float* parts, int64_t num_parts, int64_t part_stride, 
 }  // namespace
 
 void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64_t heads, const KvLayerView& cache,
-                         const AttentionBatch& batch, float scale, ThreadPool& pool, const AttentionSplitOptions& split) {
+                         const AttentionBatch& batch, float scale, ThreadPool& pool,
+                         const AttentionSplitOptions& split) {
   check_batch(heads, cache, batch);
   const int64_t group = heads / cache.kv_heads;
   const int64_t hd = cache.head_dim;

@@ -4,6 +4,7 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "kernels/leaf.h"
+#include "kernels/quant.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace minfer::kernels {
@@ -30,6 +31,7 @@ struct Ops {
     for (int64_t t = 0; t < n; ++t) {
       if (ids[t] < 0 || ids[t] >= table.dim(0)) fail("embedding: token id {} outside vocab {}", ids[t], table.dim(0));
     }
+    if (is_quantized(table)) return embedding_quantized(ids, n, table, out);  // int8 / Q8_0 tables
     L->embedding(ids, n, table.data, table.dtype, table.dim(1), out);
   }
   static void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache,

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "kernels/leaf.h"
+#include "kernels/quant.h"
 
 namespace minfer::kernels {
 namespace {
@@ -47,8 +48,9 @@ void bias_only(int64_t m, int64_t n, const float* bias, float* y, const GemmEpil
 }
 
 // Calls compute(n0, n1) on column tiles covering [0, n), then the epilogue on each tile by the same thread,
-// serially for small problems, else on the pool with tiles claimed from a counter (a thread the OS
-// deschedules does not hold up the others).
+// serially for small problems, else on the pool with tiles claimed from a counter (ThreadPool::share: a
+// thread the OS deschedules does not hold up the others, and the caller never waits for one that has not
+// started).
 template <class Compute>
 void for_column_tiles(ThreadPool& pool, int64_t m, int64_t n, int64_t k, float* y, const GemmEpilogue* epilogue,
                       const Compute& compute) {
@@ -64,9 +66,10 @@ void for_column_tiles(ThreadPool& pool, int64_t m, int64_t n, int64_t k, float* 
     float* y;
     int64_t m, n, chunk;
     std::atomic<int64_t> next{0};
-  } shared{compute, epilogue, y, m, n,
-           static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), epilogue_grain(epilogue), pool.size()))};
-  pool.run([&shared](int, int) {
+  } shared{compute, epilogue,
+           y,       m,
+           n,       static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), epilogue_grain(epilogue), pool.size()))};
+  pool.share([&shared] {
     for (int64_t begin = shared.next.fetch_add(shared.chunk); begin < shared.n;
          begin = shared.next.fetch_add(shared.chunk)) {
       const int64_t end = std::min(shared.n, begin + shared.chunk);
@@ -85,20 +88,27 @@ uint16_t* bf16_scratch(size_t elems) {
   return buf.data() + ((64 - addr % 64) % 64) / sizeof(uint16_t);
 }
 
-void run_gemm_bf16(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w,
-                   const float* bias, float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
+void run_gemm_bf16(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
+                   float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
   const int64_t n = w.dim(0);
   const int64_t ldxb = (k + 31) / 32 * 32;
   uint16_t* xb = bf16_scratch(static_cast<size_t>(m * ldxb));
-  const Bf16RoundRowsFn round_rows = leaves.bf16_round_rows;
   if (pool.size() > 1 && m > 1 && m * k >= kMinParallelRound) {
-    pool.run([&](int t, int threads) {
-      const auto [r0, r1] = split_range(static_cast<size_t>(m), 1, t, threads);
-      const auto b = static_cast<int64_t>(r0);
-      round_rows(x + b * k, static_cast<int64_t>(r1) - b, k, xb + b * ldxb, ldxb);
+    struct Rows {
+      Bf16RoundRowsFn round;
+      const float* x;
+      uint16_t* xb;
+      int64_t m, k, ldxb, chunk;
+      std::atomic<int64_t> next{0};
+    } rows{leaves.bf16_round_rows, x, xb, m, k, ldxb, std::max<int64_t>(1, m / (8 * pool.size()))};
+    pool.share([&rows] {  // one captured reference: no allocation
+      for (int64_t b = rows.next.fetch_add(rows.chunk); b < rows.m; b = rows.next.fetch_add(rows.chunk)) {
+        const int64_t e = std::min(rows.m, b + rows.chunk);
+        rows.round(rows.x + b * rows.k, e - b, rows.k, rows.xb + b * rows.ldxb, rows.ldxb);
+      }
     });
   } else {
-    round_rows(x, m, k, xb, ldxb);
+    leaves.bf16_round_rows(x, m, k, xb, ldxb);
   }
   const GemmBf16ColsFn leaf = leaves.gemm_bf16_cols;
   const auto* wb = static_cast<const uint16_t*>(w.data);
@@ -110,6 +120,7 @@ void run_gemm_bf16(const LeafKernels& leaves, const float* x, int64_t m, int64_t
 
 void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
               ThreadPool& pool, const GemmEpilogue* epilogue) {
+  if (is_quantized(w)) return gemm_quantized(x, m, k, w, bias, y, pool, epilogue);  // int8 / Q8_0: quant issue
   check_operands(k, w);
   const int64_t n = w.dim(0);
   if (m <= 0 || n <= 0) return;
@@ -122,8 +133,8 @@ void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tenso
 
 void run_gemm(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
               float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
-  if (w.dtype == DType::BF16 && leaves.gemm_bf16_cols && leaves.bf16_round_rows && k > 0 && m > 0 &&
-      w.rank() == 2 && w.dim(1) == k && w.dim(0) > 0) {
+  if (w.dtype == DType::BF16 && leaves.gemm_bf16_cols && leaves.bf16_round_rows && k > 0 && m > 0 && w.rank() == 2 &&
+      w.dim(1) == k && w.dim(0) > 0) {
     return run_gemm_bf16(leaves, x, m, k, w, bias, y, pool, epilogue);
   }
   run_gemm(leaves.gemm_cols, x, m, k, w, bias, y, pool, epilogue);

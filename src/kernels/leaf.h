@@ -29,8 +29,8 @@ using EmbeddingFn = void (*)(const int32_t* ids, int64_t n, const void* table, D
 // even into xb [rows, ldxb] (ldxb a multiple of 32, zero past k); then columns [n0, n1) of
 // Y[m, n] = sum_k Xb[m, k] * W[n, k] (+ bias[n]) for bf16 W [n, k], products exact, sums in f32.
 using Bf16RoundRowsFn = void (*)(const float* x, int64_t rows, int64_t k, uint16_t* xb, int64_t ldxb);
-using GemmBf16ColsFn = void (*)(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w,
-                                int64_t n, const float* bias, float* y, int64_t n0, int64_t n1);
+using GemmBf16ColsFn = void (*)(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                                const float* bias, float* y, int64_t n0, int64_t n1);
 
 // One unit of paged attention: tokens [0, ntok) of one sequence (token i at absolute position first_pos + i,
 // attending to cached positions [0, first_pos + i]) and query heads [head_begin, head_end), which all read

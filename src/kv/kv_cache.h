@@ -1,6 +1,7 @@
 // The paged KV cache pool: for every layer, K and V arrays of [num_pages, page_size, kv_heads, head_dim] f32
-// or bf16 (half the memory; attention still computes in f32), allocated once. Sequences address it through block tables of page ids; page 0 is a reserved null page
-// that is never handed out, so a zeroed block table entry can never alias a live page.
+// or bf16 (half the memory; attention still computes in f32), allocated once. Sequences address it through block tables
+// of page ids; page 0 is a reserved null page that is never handed out, so a zeroed block table entry can never alias a
+// live page.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +18,7 @@ struct KvCacheShape {
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   int64_t page_size = 16;
-  int64_t num_pages = 0;  // including the null page
+  int64_t num_pages = 0;     // including the null page
   DType dtype = DType::F32;  // F32 or BF16
 
   int64_t element_bytes() const { return dtype == DType::BF16 ? 2 : 4; }

@@ -35,7 +35,8 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
     return g.add_node(n);
   };
   auto binary = [&](OpKind kind, ValueId a, ValueId b, const std::string& out) {
-    return g.add_node(Node{.kind = kind, .inputs = {a, b}, .output = g.add_value(out, g.value(a).width, g.value(a).rows)});
+    return g.add_node(
+        Node{.kind = kind, .inputs = {a, b}, .output = g.add_value(out, g.value(a).width, g.value(a).rows)});
   };
 
   Node embed{.kind = OpKind::kEmbedding, .output = g.add_value("x", c.hidden_size)};
@@ -51,15 +52,25 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
     const ValueId q = matmul(h, p + "wq", bias_q, p + "q");
     const ValueId k = matmul(h, p + "wk", bias_k, p + "k");
     const ValueId v = matmul(h, p + "wv", bias_v, p + "v");
-    const ValueId q_rot = g.add_node(Node{.kind = OpKind::kRope, .inputs = {q}, .output = g.add_value(p + "q_rot", q_width),
-                                          .heads = c.num_heads, .head_dim = c.head_dim});
-    const ValueId k_rot = g.add_node(Node{.kind = OpKind::kRope, .inputs = {k}, .output = g.add_value(p + "k_rot", kv_width),
-                                          .heads = c.num_kv_heads, .head_dim = c.head_dim});
+    const ValueId q_rot = g.add_node(Node{.kind = OpKind::kRope,
+                                          .inputs = {q},
+                                          .output = g.add_value(p + "q_rot", q_width),
+                                          .heads = c.num_heads,
+                                          .head_dim = c.head_dim});
+    const ValueId k_rot = g.add_node(Node{.kind = OpKind::kRope,
+                                          .inputs = {k},
+                                          .output = g.add_value(p + "k_rot", kv_width),
+                                          .heads = c.num_kv_heads,
+                                          .head_dim = c.head_dim});
     g.add_node(Node{.kind = OpKind::kKvWrite, .inputs = {k_rot, v}, .layer = static_cast<int32_t>(i)});
-    const ValueId attn = g.add_node(Node{.kind = OpKind::kAttention, .inputs = {q_rot},
-                                         .output = g.add_value(p + "attn", q_width), .layer = static_cast<int32_t>(i),
-                                         .heads = c.num_heads, .head_dim = c.head_dim,
-                                         .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))});
+    const ValueId attn =
+        g.add_node(Node{.kind = OpKind::kAttention,
+                        .inputs = {q_rot},
+                        .output = g.add_value(p + "attn", q_width),
+                        .layer = static_cast<int32_t>(i),
+                        .heads = c.num_heads,
+                        .head_dim = c.head_dim,
+                        .scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)))});
     const ValueId o = matmul(attn, p + "wo", "", p + "o");
     x = binary(OpKind::kAdd, x, o, p + "x_attn");
     const ValueId h2 = rmsnorm(x, p + "ffn_norm", p + "ffn_in");
@@ -71,8 +82,8 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
   }
 
   // Only the rows that sample go through the final norm and the (large) lm_head.
-  const ValueId last = g.add_node(Node{.kind = OpKind::kGatherRows, .inputs = {x},
-                                       .output = g.add_value("x_last", c.hidden_size, RowSpace::kSampled)});
+  const ValueId last = g.add_node(Node{
+      .kind = OpKind::kGatherRows, .inputs = {x}, .output = g.add_value("x_last", c.hidden_size, RowSpace::kSampled)});
   const ValueId normed = rmsnorm(last, "final_norm", "x_final");
   const ValueId logits = matmul(normed, weights.find("lm_head") ? "lm_head" : "embed", "", "logits");
   g.set_output(logits);

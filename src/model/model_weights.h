@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "minfer/config.h"
 #include "model/model_config.h"
 #include "tensor/tensor.h"
 
@@ -43,6 +44,8 @@ struct ModelWeights {
   ModelConfig config;
   std::map<std::string, Tensor> tensors;
   TokenizerSource tokenizer;
+  // How the weights are quantized (model/quant/): disabled for float weights (and for GGUF Q8_0 run as is).
+  QuantConfig quant;
 
   // Throws Error naming the missing weight and the checkpoint.
   const Tensor& get(const std::string& name) const;

@@ -1,10 +1,10 @@
-#include "base/thread_pool.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <stdexcept>
 #include <vector>
+
+#include "base/thread_pool.h"
 
 namespace minfer {
 namespace {
@@ -43,6 +43,37 @@ TEST(ThreadPool, PropagatesExceptions) {
     if (i == 0) ++ran;
   });
   EXPECT_EQ(ran, 1);
+}
+
+// `share` jobs claim work from a counter; interleaved with `run` jobs (which must still run every index exactly
+// once), every item is done exactly once, whichever workers join and however late.
+TEST(ThreadPool, SharedJobsInterleavedWithRuns) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int round = 0; round < 300; ++round) {
+      const size_t n = static_cast<size_t>(round % 37);
+      std::vector<std::atomic<int>> done(n);
+      std::atomic<size_t> next{0};
+      pool.share([&] {
+        for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) done[i]++;
+      });
+      for (auto& d : done) ASSERT_EQ(d.load(), 1);
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(threads));
+      pool.run([&](int i, int) { hits[static_cast<size_t>(i)]++; });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    }
+  }
+}
+
+TEST(ThreadPool, SharedJobPropagatesExceptions) {
+  ThreadPool pool(2);
+  EXPECT_THROW(pool.share([] { throw std::runtime_error("boom"); }), std::runtime_error);
+  std::atomic<int> ran{0};
+  std::atomic<bool> claimed{false};
+  pool.share([&] {
+    if (!claimed.exchange(true)) ++ran;
+  });
+  EXPECT_EQ(ran.load(), 1);
 }
 
 TEST(SplitRange, AlignedToGrain) {

@@ -2,6 +2,7 @@
 // errors a user sees, abort, stats, and generate() living beside step()-driven requests.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -117,12 +118,39 @@ TEST(EngineApi, RefusesToStartWhenOneSequenceDoesNotFit) {
   const std::string msg = expect_error([&] { Engine e(c); });
   EXPECT_NE(msg.find("max_model_len=512"), std::string::npos) << msg;
   EXPECT_NE(msg.find("kv_cache_memory"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--kv-cache-dtype bf16"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("quantization"), std::string::npos) << msg;
   c = config();
   c.page_size = 12;
   EXPECT_NE(expect_error([&] { Engine e(c); }).find("page_size"), std::string::npos);
   c = config();
   c.max_model_len = 100000;
   EXPECT_NE(expect_error([&] { Engine e(c); }).find("max_position_embeddings"), std::string::npos);
+}
+
+TEST(EngineApi, KvCacheDtypeAutoFollowsTheWeightsAndBf16HoldsTwiceTheTokens) {
+  EngineConfig c = config();
+  c.max_num_seqs = 64;
+  Engine f32(c);  // stories260K has f32 weights: auto = f32
+  EXPECT_EQ(f32.config().kv_cache_dtype, KvCacheDtype::kF32);
+  c.kv_cache_dtype = KvCacheDtype::kBf16;
+  Engine bf16(c);
+  EXPECT_EQ(bf16.config().kv_cache_dtype, KvCacheDtype::kBf16);
+  // The same 4 MiB budget buys twice the pages.
+  EXPECT_NEAR(static_cast<double>(bf16.stats().pages_total), 2.0 * static_cast<double>(f32.stats().pages_total), 2.0);
+  // bf16 KV rounds K and V, so the text may drift late, but the greedy continuation starts the same.
+  const std::vector<std::vector<int32_t>> prompt = {{1}};
+  const auto want = f32.generate(prompt, greedy(40))[0].token_ids;
+  const auto got = bf16.generate(prompt, greedy(40))[0].token_ids;
+  ASSERT_EQ(got.size(), 40u);
+  EXPECT_TRUE(std::equal(want.begin(), want.begin() + 10, got.begin()));
+  KvCacheDtype d = KvCacheDtype::kAuto;
+  EXPECT_TRUE(parse_kv_cache_dtype("bf16", &d));
+  EXPECT_EQ(d, KvCacheDtype::kBf16);
+  EXPECT_TRUE(parse_kv_cache_dtype("f32", &d));
+  EXPECT_EQ(d, KvCacheDtype::kF32);
+  EXPECT_FALSE(parse_kv_cache_dtype("f16", &d));
+  EXPECT_STREQ(kv_cache_dtype_name(KvCacheDtype::kAuto), "auto");
 }
 
 TEST(EngineApi, DefaultBudgetIsAFractionOfFreeMemory) {

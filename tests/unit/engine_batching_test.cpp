@@ -59,13 +59,16 @@ EngineConfig base_config(const std::string& model) {
   c.num_threads = 1;
   c.max_model_len = 128;
   c.kv_cache_memory = 8 << 20;
+  c.kv_cache_dtype = KvCacheDtype::kF32;
   return c;
 }
 
 // Each request alone in a fresh engine.
-std::vector<std::vector<int32_t>> run_alone(const std::string& model, const std::vector<Request>& reqs) {
+std::vector<std::vector<int32_t>> run_alone(const std::string& model, const std::vector<Request>& reqs,
+                                            KvCacheDtype kv_dtype = KvCacheDtype::kF32) {
   EngineConfig c = base_config(model);
   c.enable_prefix_caching = false;
+  c.kv_cache_dtype = kv_dtype;
   Engine engine(c);
   std::vector<std::vector<int32_t>> out;
   for (const Request& r : reqs) out.push_back(engine.generate({r.prompt}, greedy(r.max_tokens))[0].token_ids);
@@ -185,6 +188,22 @@ TEST_P(BatchingTest, ConcurrentGreedyEqualsAlone) {
       EXPECT_EQ(stats.prefix_hit_tokens, 0);
     }
     EXPECT_GT(stats.max_num_running, 1);
+  }
+}
+
+// The same with a bf16 KV cache: rounding K and V changes the tokens against f32, but batched and alone
+// still agree exactly (the rounding is per token, and attention's result per row does not depend on the batch).
+TEST_P(BatchingTest, Bf16KvCacheBatchedEqualsAlone) {
+  const std::string model = model_path(GetParam());
+  const std::vector<Request> reqs = make_requests(8, 250, 13);
+  const auto alone = run_alone(model, reqs, KvCacheDtype::kBf16);
+  EngineConfig c = base_config(model);
+  c.kv_cache_dtype = KvCacheDtype::kBf16;
+  for (bool prefix : {true, false}) {
+    SCOPED_TRACE(prefix ? "prefix caching on" : "prefix caching off");
+    c.enable_prefix_caching = prefix;
+    const auto batched = run_batched(c, reqs, nullptr);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batched[i], alone[i]) << "request " << i;
   }
 }
 

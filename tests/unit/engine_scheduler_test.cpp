@@ -3,9 +3,11 @@
 // batches, prefix hits, and no leaked pages or deadlock after random mixes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "engine/scheduler.h"
@@ -149,6 +151,59 @@ TEST(Scheduler, PreemptsTheMostRecentlyAdmittedAndRecomputesIt) {
   EXPECT_EQ(sim.bm.num_used_pages(), 0);
 }
 
+TEST(Scheduler, AdmitsOnlyWhatThePagesHoldWithoutPreempting) {
+  // 8 usable pages of 16 tokens; three 50-token prompts need 4 pages each: only two fit at once.
+  Sim sim(8, options(8, 1024), /*prefix=*/false);
+  Sequence* a = sim.add(50, 5, 0);
+  Sequence* b = sim.add(50, 5, 100);
+  Sequence* c = sim.add(50, 5, 200);
+  const SchedulerOutput out = sim.step();
+  EXPECT_EQ(out.chunks.size(), 2u);
+  EXPECT_EQ(out.num_preempted, 0);
+  EXPECT_EQ(a->status, SeqStatus::kRunning);
+  EXPECT_EQ(b->status, SeqStatus::kRunning);
+  EXPECT_EQ(c->status, SeqStatus::kWaiting);
+  EXPECT_EQ(sim.bm.num_used_pages(), 8);
+  while (a->status != SeqStatus::kFinished) sim.step();
+  sim.step();
+  EXPECT_EQ(c->status, SeqStatus::kRunning);  // admitted as soon as a's pages came back
+  sim.run_to_end();
+  EXPECT_EQ(sim.sched.num_preemptions(), 0);
+  EXPECT_EQ(sim.bm.num_used_pages(), 0);
+}
+
+TEST(Scheduler, PreemptsNewestFirstOverSeveralVictims) {
+  // Five 16-token prompts, one page each, in a pool of 6 pages: as they all grow past their first page, the
+  // newest running sequence is preempted each time, so victims come in reverse admission order.
+  Sim sim(6, options(8, 256), /*prefix=*/false);
+  std::vector<Sequence*> seqs;
+  for (int i = 0; i < 5; ++i) seqs.push_back(sim.add(15, 30, i * 100));
+  sim.step();
+  std::vector<Sequence*> victims;
+  std::map<Sequence*, SeqStatus> before;
+  while (sim.sched.has_unfinished() && victims.size() < 3) {
+    for (Sequence* s : seqs) before[s] = s->status;
+    const SchedulerOutput out = sim.step();
+    if (out.num_preempted == 0) continue;
+    // The sequences preempted this step, newest first (the order preempt() chose them).
+    std::vector<Sequence*> now;
+    for (Sequence* s : seqs)
+      if (before[s] == SeqStatus::kRunning && s->status == SeqStatus::kWaiting) now.push_back(s);
+    std::sort(now.begin(), now.end(), [](Sequence* x, Sequence* y) { return x->admit_order > y->admit_order; });
+    for (Sequence* v : now) {
+      // Every sequence still running was admitted before the victim.
+      for (Sequence* r : sim.sched.running()) EXPECT_LT(r->admit_order, v->admit_order);
+      victims.push_back(v);
+    }
+  }
+  ASSERT_GE(victims.size(), 2u);
+  EXPECT_EQ(victims[0], seqs[4]);
+  EXPECT_EQ(victims[1], seqs[3]);
+  sim.run_to_end();
+  EXPECT_EQ(sim.finished, 5);
+  EXPECT_EQ(sim.bm.num_used_pages(), 0);
+}
+
 TEST(Scheduler, AbortFreesPagesWhereverTheSequenceIs) {
   Sim sim(16, options(1, 64));
   Sequence* a = sim.add(40, 10);
@@ -237,7 +292,18 @@ TEST(Scheduler, RandomMixNeverLeaksOrDeadlocks) {
           sim.sched.remove(victim);
           aborted[victim] = true;
         }
+        if (rng() % 60 == 0 && !sim.sched.waiting().empty()) {
+          Sequence* victim = sim.sched.waiting()[rng() % sim.sched.waiting().size()];
+          sim.sched.remove(victim);
+          aborted[victim] = true;
+        }
         sim.step();
+        // Page count: the pages in use are exactly the distinct pages of the running sequences' tables.
+        std::set<int32_t> held;
+        for (const Sequence* r : sim.sched.running())
+          for (int32_t p : sim.bm.block_table(r->id)) held.insert(p);
+        for (const Sequence* w : sim.sched.waiting()) EXPECT_FALSE(sim.bm.has_pages(w->id));
+        ASSERT_EQ(static_cast<int64_t>(held.size()), sim.bm.num_used_pages());
         ASSERT_LT(sim.steps, 50000);
       }
       for (const auto& s : sim.seqs) {

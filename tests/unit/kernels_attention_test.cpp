@@ -122,7 +122,8 @@ std::vector<float> dense_attention(const Batch& b, float scale) {
         float* o = out.data() + ((b.q_start[s] + t) * b.heads + h) * hd;
         for (int64_t d = 0; d < hd; ++d) {
           double acc = 0;
-          for (int64_t j = 0; j <= pos; ++j) acc += w[static_cast<size_t>(j)] * v[static_cast<size_t>(j * row + g * hd + d)];
+          for (int64_t j = 0; j <= pos; ++j)
+            acc += w[static_cast<size_t>(j)] * v[static_cast<size_t>(j * row + g * hd + d)];
           o[d] = static_cast<float>(acc / sum);
         }
       }
@@ -163,8 +164,7 @@ void check_all_tables(Batch& b, const std::string& what) {
       AttentionSplitOptions opt;
       opt.range_tokens = range_pages * b.page_size;
       std::vector<float> out(b.q.size(), NAN);
-      run_paged_attention(leaf->attention_span, b.q.data(), out.data(), b.heads, b.view(), b.batch(), scale, pool,
-                          opt);
+      run_paged_attention(leaf->attention_span, b.q.data(), out.data(), b.heads, b.view(), b.batch(), scale, pool, opt);
       expect_close(out, dense, 2e-5f, 4e-6f,
                    std::string(leaf->name) + " ranges of " + std::to_string(range_pages) + " pages vs dense " + what);
     }

@@ -7,6 +7,7 @@
 
 #include "base/cpu_features.h"
 #include "base/error.h"
+#include "base/half.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/x86/x86_kernels.h"
 #include "kernels_test_util.h"
@@ -27,14 +28,24 @@ struct Problem {
   Tensor w;
   std::vector<float> want;   // the reference result
   std::vector<float> scale;  // sum_k |x w| + |bias|: the size the rounding error is relative to
+  // The reference of the bf16-activation GEMM (avx512_bf16 table, bf16 weights): X rounded to bf16 first.
+  std::vector<float> want_bf16_x;
 };
 
+std::vector<float> rounded_to_bf16(const std::vector<float>& v) {
+  std::vector<float> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = bf16_to_f32(f32_to_bf16(v[i]));
+  return r;
+}
+
 Problem make_problem(std::mt19937& rng, int64_t m, int64_t k, int64_t n, DType dtype, bool with_bias) {
-  Problem p{m, k, n, random_floats(rng, static_cast<size_t>(m * k)), {}, {}, {}, {}};
+  Problem p{m, k, n, random_floats(rng, static_cast<size_t>(m * k)), {}, {}, {}, {}, {}};
   p.w = make_tensor(random_floats(rng, static_cast<size_t>(n * k)), {n, k}, dtype);
   if (with_bias) p.bias = random_floats(rng, static_cast<size_t>(n));
   p.want.assign(static_cast<size_t>(m * n), 0.0f);
   ref::gemm(p.x.data(), m, k, p.w, with_bias ? p.bias.data() : nullptr, p.want.data());
+  p.want_bf16_x.assign(p.want.size(), 0.0f);
+  ref::gemm(rounded_to_bf16(p.x).data(), m, k, p.w, with_bias ? p.bias.data() : nullptr, p.want_bf16_x.data());
   const Tensor wf = to_f32(p.w);
   p.scale.assign(p.want.size(), 0.0f);
   for (int64_t i = 0; i < m; ++i) {
@@ -49,6 +60,11 @@ Problem make_problem(std::mt19937& rng, int64_t m, int64_t k, int64_t n, DType d
 
 // f32 accumulation in another order: the error grows like sqrt(k) times the sum of |terms|.
 float rtol_for(int64_t k) { return 1e-6f * std::sqrt(static_cast<float>(k)) + 1e-6f; }
+
+// What table t must produce: bf16 weights on the bf16-activation table see X rounded to bf16.
+const std::vector<float>& expected(const Problem& p, const KernelTable* t) {
+  return t->isa == Isa::kAvx512Bf16 && p.w.dtype == DType::BF16 ? p.want_bf16_x : p.want;
+}
 
 std::string label(const char* variant, const Problem& p, DType dtype, bool bias) {
   return std::string(variant) + " m=" + std::to_string(p.m) + " k=" + std::to_string(p.k) +
@@ -67,7 +83,7 @@ TEST(KernelsGemm, EveryTableMatchesReference) {
             for (const KernelTable* t : available_tables()) {
               std::vector<float> y(p.want.size(), NAN);
               t->gemm(p.x.data(), m, k, p.w, bias ? p.bias.data() : nullptr, y.data(), pool);
-              expect_close(y, p.want, rtol_for(k), 1e-30f, label(t->name, p, dtype, bias), &p.scale);
+              expect_close(y, expected(p, t), rtol_for(k), 1e-30f, label(t->name, p, dtype, bias), &p.scale);
             }
           }
         }
@@ -91,7 +107,7 @@ TEST(KernelsGemm, LargerShapesAcrossThreads) {
         for (const KernelTable* t : available_tables()) {
           std::vector<float> y(p.want.size(), NAN);
           t->gemm(p.x.data(), m, k, p.w, p.bias.data(), y.data(), pool);
-          expect_close(y, p.want, rtol_for(k), 1e-30f,
+          expect_close(y, expected(p, t), rtol_for(k), 1e-30f,
                        label(t->name, p, dtype, true) + " threads " + std::to_string(threads), &p.scale);
         }
       }
@@ -140,6 +156,50 @@ TEST(KernelsGemm, BothStrategiesOnColumnRanges) {
         }
       }
     }
+  }
+}
+
+// The AVX-512-BF16 strategies directly, for every m (each strategy, not just the m the dispatcher gives it),
+// against the reference on bf16-rounded X: awkward k (odd, past a 32-element block, past the packed form's k
+// block of 512) and a column range off the tile grid, whose outside must stay untouched.
+TEST(KernelsGemm, Bf16ActivationStrategiesOnColumnRanges) {
+  if (!kernel_table(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
+  const std::pair<const char*, GemmBf16ColsFn> variants[] = {{"avx512_bf16 dot", avx512::gemm_bf16_cols_dot},
+                                                             {"avx512_bf16 packed", avx512::gemm_bf16_cols_packed}};
+  std::mt19937 rng(11);
+  for (int64_t m : {1, 2, 3, 4, 5, 7, 13, 25, 40}) {
+    for (int64_t k : {1, 2, 31, 33, 64, 95, 600, 1031}) {
+      const int64_t n = 83, n0 = 5, n1 = 78;
+      const Problem p = make_problem(rng, m, k, n, DType::BF16, true);
+      const int64_t ldxb = (k + 31) / 32 * 32;
+      std::vector<uint16_t> xb(static_cast<size_t>(m * ldxb), 0xffff);  // the rounding must write the padding
+      avx512::bf16_round_rows(p.x.data(), m, k, xb.data(), ldxb);
+      std::vector<float> want = p.want_bf16_x;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          if (j < n0 || j >= n1) want[static_cast<size_t>(i * n + j)] = -7.0f;
+        }
+      }
+      for (const auto& [name, fn] : variants) {
+        std::vector<float> y(p.want.size(), -7.0f);
+        fn(xb.data(), ldxb, m, k, static_cast<const uint16_t*>(p.w.data), n, p.bias.data(), y.data(), n0, n1);
+        expect_close(y, want, rtol_for(k), 1e-30f, label(name, p, DType::BF16, true), &p.scale);
+      }
+    }
+  }
+}
+
+TEST(KernelsGemm, Bf16RoundingMatchesScalar) {
+  if (!kernel_table(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
+  // Ties to even, both directions, signs, large and small magnitudes, inf.
+  std::vector<float> x = {1.0f, -2.5f, 1.00390625f, 1.01171875f, -1.00390625f, 3.0e38f, -1e-30f, 65504.0f, INFINITY};
+  for (int i = 0; i < 40; ++i) x.push_back(static_cast<float>(i) * 0.3337f - 5.0f);
+  const int64_t k = static_cast<int64_t>(x.size()), ldxb = (k + 31) / 32 * 32;
+  std::vector<uint16_t> xb(static_cast<size_t>(ldxb), 0xffff);
+  avx512::bf16_round_rows(x.data(), 1, k, xb.data(), ldxb);
+  for (int64_t i = 0; i < ldxb; ++i) {
+    const uint16_t want = i < k ? f32_to_bf16(x[static_cast<size_t>(i)]) : 0;
+    EXPECT_EQ(xb[static_cast<size_t>(i)], want) << "element " << i;
   }
 }
 

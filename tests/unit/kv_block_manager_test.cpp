@@ -8,6 +8,7 @@
 
 #include "kv/block_manager.h"
 #include "kv/kv_budget.h"
+#include "kv/kv_cache.h"
 
 namespace minfer {
 namespace {
@@ -234,6 +235,59 @@ TEST(KvBudget, RefusesWithTheNumbersAndTheKnobs) {
   r.budget_bytes = 1000 * 4096;
   r.max_useful_pages = 64;
   EXPECT_EQ(plan_kv_pool(r).num_pages, 65);
+}
+
+TEST(KvBudget, Bf16PagesTakeHalfTheMemoryAndF32RefusalsSuggestIt) {
+  KvPoolRequest r;
+  r.shape.num_layers = 2;
+  r.shape.kv_heads = 2;
+  r.shape.head_dim = 8;
+  r.shape.page_size = 16;
+  r.max_model_len = 256;  // 16 pages
+  r.budget_source = "kv_cache_memory";
+  r.budget_bytes = 10 * 4096;
+  EXPECT_EQ(r.shape.bytes_per_page(), 4096);
+  std::string msg;
+  try {
+    plan_kv_pool(r);
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("--kv-cache-dtype bf16"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("x f32)"), std::string::npos) << msg;
+  r.shape.dtype = DType::BF16;
+  EXPECT_EQ(r.shape.bytes_per_page(), 2048);
+  r.budget_bytes = 17 * 2048;
+  EXPECT_EQ(plan_kv_pool(r).num_pages, 17);
+  r.budget_bytes = 10 * 2048;
+  msg.clear();
+  try {
+    plan_kv_pool(r);
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("x bf16)"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("--kv-cache-dtype"), std::string::npos) << msg;  // already bf16: not offered again
+}
+
+TEST(KvCache, Bf16PoolViewsHalfTheBytes) {
+  KvCacheShape shape;
+  shape.num_layers = 3;
+  shape.kv_heads = 2;
+  shape.head_dim = 8;
+  shape.page_size = 16;
+  shape.num_pages = 4;
+  shape.dtype = DType::BF16;
+  KvCache cache(shape);
+  ASSERT_EQ(cache.layers().size(), 3u);
+  const int64_t layer_bytes = 4 * 16 * 2 * 8 * 2;
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(cache.layers()[l].dtype, DType::BF16);
+    EXPECT_EQ(static_cast<char*>(cache.layers()[l].v) - static_cast<char*>(cache.layers()[l].k), layer_bytes);
+  }
+  EXPECT_EQ(static_cast<char*>(cache.layers()[1].k) - static_cast<char*>(cache.layers()[0].k), 2 * layer_bytes);
+  shape.dtype = DType::F16;
+  EXPECT_THROW(KvCache bad(shape), std::exception);
 }
 
 }  // namespace

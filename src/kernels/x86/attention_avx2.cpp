@@ -48,8 +48,7 @@ void score_chunk(const float* q, const void* kv, int64_t stride, int64_t cnt, in
 
 // acc[0:8NV] = acc * corr + sum_j p[j] * v_j[0:8NV]. L loads V (f32 or bf16).
 template <class L, int NV>
-void value_chunk(const void* vv, int64_t stride, const float* p, int64_t cnt, int64_t last, float corr,
-                 float* acc) {
+void value_chunk(const void* vv, int64_t stride, const float* p, int64_t cnt, int64_t last, float corr, float* acc) {
   const auto* vbase = static_cast<const typename L::Elem*>(vv);
   __m256i mask[NV];
   __m256 a[NV];

@@ -46,8 +46,7 @@ void score_chunk(const float* q, const void* kv, int64_t stride, int64_t cnt, __
 
 // acc[0:16NV] = acc * corr + sum_j p[j] * v_j[0:16NV]. L loads V (f32 or bf16).
 template <class L, int NV>
-void value_chunk(const void* vv, int64_t stride, const float* p, int64_t cnt, __mmask16 last, float corr,
-                 float* acc) {
+void value_chunk(const void* vv, int64_t stride, const float* p, int64_t cnt, __mmask16 last, float corr, float* acc) {
   const auto* vbase = static_cast<const typename L::Elem*>(vv);
   __m512 a[NV];
   const __m512 c = _mm512_set1_ps(corr);

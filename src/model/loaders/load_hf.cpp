@@ -8,6 +8,7 @@
 #include "model/config_hf.h"
 #include "model/loaders/loaders.h"
 #include "model/loaders/weight_check.h"
+#include "model/quant/quantized_checkpoint.h"
 
 namespace minfer {
 namespace {
@@ -60,9 +61,11 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
               has_bin ? " (found pytorch_model.bin: minfer reads only safetensors; convert the checkpoint)" : "");
   }
 
+  // A quantized checkpoint (model/quant/): int8 weights with companion scale tensors.
+  const std::optional<QuantConfig> quant = read_checkpoint_quantization((fs::path(dir) / "config.json").string());
   std::map<std::string, WeightOrigin> origins;
   for (const auto& [name, file] : placement) {
-    if (ignorable(name)) continue;
+    if (ignorable(name) || (quant && is_quantization_companion(name))) continue;
     const auto canonical = hf_to_canonical(name);
     if (!canonical)
       fail_load(file->path(), "unexpected tensor '{}' (not a weight of a {} model)", name, w.config.arch_name());
@@ -70,6 +73,14 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
     if (*canonical == "lm_head" && w.config.tie_word_embeddings) continue;
     w.tensors[*canonical] = file->tensor(*file->find(name));
     origins[*canonical] = {file->path(), name};
+  }
+  if (quant) {
+    auto find = [&](const std::string& hf_name) -> std::optional<Tensor> {
+      auto it = placement.find(hf_name);
+      if (it == placement.end()) return std::nullopt;
+      return it->second->tensor(*it->second->find(hf_name));
+    };
+    attach_checkpoint_quantization(w, *quant, checkpoint, find, canonical_to_hf);
   }
   check_weights(w, origins, checkpoint, canonical_to_hf);
 

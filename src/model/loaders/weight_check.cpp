@@ -13,7 +13,9 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 
 bool supported_dtype(DType d, size_t rank) {
   // Q8_0 (GGUF) only for matrices: its blocks run along rows.
-  return d == DType::F32 || d == DType::F16 || d == DType::BF16 || (d == DType::Q8_0 && rank == 2);
+  // I8: the int8 weights of a quantized checkpoint (their scales attached, model/quant/).
+  return d == DType::F32 || d == DType::F16 || d == DType::BF16 ||
+         ((d == DType::Q8_0 || d == DType::I8) && rank == 2);
 }
 
 }  // namespace
@@ -64,8 +66,8 @@ void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrig
       fail_load(o.file, "shape mismatch for tensor '{}': expected {}, got {} (from the config: {} {})", o.name,
                 shape_str(it->second), shape_str(tensor.shape), weights.config.arch_name(), name);
     if (!supported_dtype(tensor.dtype, tensor.shape.size()))
-      fail_load(o.file, "tensor '{}' has unsupported dtype {} (supported: f32, f16, bf16; q8_0 for matrices)", o.name,
-                dtype_name(tensor.dtype));
+      fail_load(o.file, "tensor '{}' has unsupported dtype {} (supported: f32, f16, bf16; q8_0, i8 for matrices)",
+                o.name, dtype_name(tensor.dtype));
   }
   for (const auto& [name, shape] : expected) {
     if (weights.tensors.count(name) == 0)

@@ -1,0 +1,380 @@
+"""Engine: a loaded model serving any number of requests at once (continuous batching, paged KV cache).
+
+    from minfer import Engine, QuantConfig, SamplingParams
+
+    engine = Engine(model_path="models/Qwen2.5-0.5B-Instruct", device="cpu", page_size=32, max_seq_len=2048)
+    result = engine.generate("Once upon a time", max_new_tokens=50, temperature=0)
+    print(result.text, result.token_ids, result.finish_reason)
+    for chunk in engine.generate_stream("Once upon a time", max_new_tokens=50):
+        print(chunk.text, end="", flush=True)
+
+The engine's step loop runs on its own thread and every call waits with the GIL released, so Python threads
+can call generate() on one Engine at the same time; their requests are batched together.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _checks
+from ._minfer_loader import _minfer
+from .config import QuantConfig
+from .outputs import GenerationChunk, GenerationResult
+from .sampling import SamplingParams
+
+Prompt = Union[str, Sequence[int]]
+
+_OWNER = "Engine"
+
+
+class Tokenizer:
+    """The model's tokenizer (engine.tokenizer), with Hugging Face's method names."""
+
+    def __init__(self, engine: "_minfer.Engine"):
+        self._engine = engine
+        self._info: Optional[Dict[str, Any]] = None
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
+        """Token ids of text. add_special_tokens: prepend BOS when the tokenizer's config says so (as the
+        engine does for text prompts). Special-token text such as "<|im_start|>" becomes its id."""
+        _checks.as_str("Tokenizer.encode", "text", text)
+        _checks.as_bool("Tokenizer.encode", "add_special_tokens", add_special_tokens)
+        return self._engine.tokenizer_encode(text, add_special_tokens, True)
+
+    def decode(self, token_ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        """Text of token ids (special tokens such as BOS left out when skip_special_tokens)."""
+        ids = _checks.as_token_ids("Tokenizer.decode", "token_ids", token_ids)
+        _checks.as_bool("Tokenizer.decode", "skip_special_tokens", skip_special_tokens)
+        return self._engine.tokenizer_decode(ids, skip_special_tokens)
+
+    def _get_info(self) -> Dict[str, Any]:
+        if self._info is None:
+            self._info = self._engine.tokenizer_info()
+        return self._info
+
+    @property
+    def vocab_size(self) -> int:
+        return self._get_info()["vocab_size"]
+
+    @property
+    def bos_token_id(self) -> Optional[int]:
+        return self._get_info()["bos_token_id"]
+
+    @property
+    def eos_token_ids(self) -> List[int]:
+        return list(self._get_info()["eos_token_ids"])
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(vocab_size={self.vocab_size})"
+
+
+class GenerationStream:
+    """Iterator over the GenerationChunks of one streamed request. Closing it (or dropping it, or breaking out
+    of the loop and letting it go) aborts the request if it is still running."""
+
+    def __init__(self, handle: "_minfer.RequestHandle"):
+        self._handle = handle
+
+    @property
+    def request_id(self) -> int:
+        return self._handle.request_id
+
+    def __iter__(self) -> "GenerationStream":
+        return self
+
+    def __next__(self) -> GenerationChunk:
+        out = self._handle.next_output()
+        if out is None:
+            raise StopIteration
+        return GenerationChunk._from_cpp(out)
+
+    def close(self) -> None:
+        """Aborts the request if it is still running."""
+        self._handle.abort()
+
+    def __enter__(self) -> "GenerationStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            handle.abort()
+
+
+class Engine:
+    """A loaded model serving requests (MindIE's / vLLM's LLM engine, on the CPU).
+
+    Args:
+        model_path: a Hugging Face directory (config.json + *.safetensors + tokenizer.json), a .gguf file or a
+            llama2.c .bin (its tokenizer .bin beside it).
+        device: "cpu", the only device minfer runs on.
+        fusion_strategy: "auto" fuses operators when the model graph is compiled; "none" runs one op at a time.
+        enable_continuous_batching: admit waiting requests at every step (True) or run a batch to completion
+            before forming the next (False, static batching).
+        page_size: tokens per KV-cache page, a power of two in [8, 256].
+        max_seq_len: context length per request, prompt + output (the engine's max_model_len); None = the
+            model's max_position_embeddings, capped at 8192.
+        quant_config: QuantConfig for int8 weights (W8A16) or int8 weights and activations (W8A8); None = the
+            weights as stored.
+        num_threads: worker threads for the kernels; None = one per hardware thread.
+        kv_cache_memory: bytes for the KV cache (an int, or a str such as "512MiB"); None = kv_cache_memory_fraction
+            of the memory free after loading.
+        kv_cache_memory_fraction: share of the free memory for the KV cache when kv_cache_memory is None.
+        enable_prefix_caching: share KV pages between requests with equal prompt prefixes.
+        max_num_seqs: most requests running at once.
+        max_num_batched_tokens: most tokens one step computes (long prompts are prefilled in chunks).
+        kv_layout: "paged", or "contiguous" (max_seq_len reserved per request; only to measure paging).
+
+    Raises:
+        TypeError: an unknown keyword, or a value of the wrong type.
+        ValueError: a value out of range (minfer.MinferError, a ValueError, when the engine finds it), or a
+            device other than "cpu".
+        minfer.ModelLoadError: the checkpoint cannot be read (the message starts with its path).
+    """
+
+    @_checks.keywords_checked(_OWNER)
+    def __init__(self, model_path: Union[str, os.PathLike], *, device: str = "cpu", fusion_strategy: str = "auto",
+                 enable_continuous_batching: bool = True, page_size: int = 16, max_seq_len: Optional[int] = None,
+                 quant_config: Optional[QuantConfig] = None, num_threads: Optional[int] = None,
+                 kv_cache_memory: Union[None, int, str] = None, kv_cache_memory_fraction: float = 0.5,
+                 enable_prefix_caching: bool = True, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048,
+                 kv_layout: str = "paged"):
+        self._engine = None  # so __del__ and close() work when the constructor fails
+        _checks.as_str(_OWNER, "device", device)
+        if device.lower() != "cpu":
+            raise ValueError(f"{_OWNER}: device={device!r} is not supported: minfer runs on the CPU only "
+                             "(device='cpu')")
+        if not isinstance(model_path, (str, os.PathLike)):
+            raise TypeError(f"{_OWNER}: model_path must be a str or os.PathLike, got {type(model_path).__name__}")
+        c = _minfer.EngineConfig()
+        c.model_path = os.fspath(model_path)
+        c.fusion_strategy = _choice("fusion_strategy", fusion_strategy, ("auto", "none"))
+        c.kv_layout = _choice("kv_layout", kv_layout, ("paged", "contiguous"))
+        c.enable_continuous_batching = _checks.as_bool(_OWNER, "enable_continuous_batching",
+                                                       enable_continuous_batching)
+        c.enable_prefix_caching = _checks.as_bool(_OWNER, "enable_prefix_caching", enable_prefix_caching)
+        c.page_size = _checks.as_int(_OWNER, "page_size", page_size, lo=1)
+        if max_seq_len is not None:
+            c.max_model_len = _checks.as_int(_OWNER, "max_seq_len", max_seq_len, lo=1)
+        if num_threads is not None:
+            c.num_threads = _checks.as_int(_OWNER, "num_threads", num_threads, lo=0, hi=_checks.INT32_MAX,
+                                           what=" (0 = one per hardware thread)")
+        if kv_cache_memory is not None:
+            c.kv_cache_memory = _checks.as_bytes(_OWNER, "kv_cache_memory", kv_cache_memory)
+        c.kv_cache_memory_fraction = _checks.as_float(_OWNER, "kv_cache_memory_fraction", kv_cache_memory_fraction)
+        c.max_num_seqs = _checks.as_int(_OWNER, "max_num_seqs", max_num_seqs, lo=1)
+        c.max_num_batched_tokens = _checks.as_int(_OWNER, "max_num_batched_tokens", max_num_batched_tokens, lo=1)
+        if quant_config is not None:
+            if isinstance(quant_config, dict):
+                quant_config = QuantConfig(**quant_config)
+            if not isinstance(quant_config, QuantConfig):
+                raise TypeError(f"{_OWNER}: quant_config must be a minfer.QuantConfig (or a dict of its fields), "
+                                f"got {type(quant_config).__name__}")
+            c.quant = quant_config._to_cpp()
+        self._quant_config = quant_config or QuantConfig()
+        self._engine = _minfer.Engine(c)
+        self._tokenizer = Tokenizer(self._engine)
+
+    # ---- generation ------------------------------------------------------------------------------------
+
+    @_checks.keywords_checked("Engine.generate")
+    def generate(self, prompts: Union[Prompt, Sequence[Prompt]],
+                 sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None, *,
+                 max_new_tokens: Optional[int] = None, temperature: Optional[float] = None,
+                 top_k: Optional[int] = None, top_p: Optional[float] = None, min_p: Optional[float] = None,
+                 repetition_penalty: Optional[float] = None, presence_penalty: Optional[float] = None,
+                 frequency_penalty: Optional[float] = None, seed: Optional[int] = None,
+                 stop: Union[None, str, Sequence[str]] = None, stop_token_ids: Optional[Sequence[int]] = None,
+                 ignore_eos: Optional[bool] = None,
+                 stream: bool = False) -> Union[GenerationResult, List[GenerationResult], GenerationStream]:
+        """Generates text for one prompt or a batch, blocking until all have finished.
+
+        Args:
+            prompts: a str, a list of token ids, or a list of either (run together as one batch).
+            sampling_params: a SamplingParams for every prompt, or a list with one per prompt.
+            max_new_tokens, temperature, top_k, top_p, min_p, repetition_penalty, presence_penalty,
+            frequency_penalty, seed, stop, stop_token_ids, ignore_eos: SamplingParams fields; a keyword given
+                here overrides sampling_params. Defaults are SamplingParams' (max_new_tokens=50,
+                temperature=1.0, the rest off).
+            stream: return a GenerationStream of chunks instead (one prompt only), as generate_stream().
+
+        Returns:
+            A GenerationResult for a single prompt (a str or a list of ints), a list of them (prompt order) for
+            a list of prompts.
+
+        Raises:
+            ValueError (minfer.MinferError): an empty or too long prompt, a token id outside the vocabulary, a
+                sampling value out of range, the engine closed or failing.
+        """
+        overrides = _overrides(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                               min_p=min_p, repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+                               frequency_penalty=frequency_penalty, seed=seed, stop=stop,
+                               stop_token_ids=stop_token_ids, ignore_eos=ignore_eos)
+        items, single = _prompt_list(prompts)
+        if _checks.as_bool("Engine.generate", "stream", stream):
+            if not single:
+                raise ValueError("Engine.generate: stream=True takes one prompt (a str or a list of token ids), "
+                                 f"got a list of {len(items)} prompts; call generate_stream() for each")
+            return self._stream(items[0], sampling_params, overrides)
+        params = _params_per_prompt(sampling_params, overrides, len(items))
+        engine = self._live_engine()
+        ids = [self._prompt_ids(p) for p in items]
+        outs = engine.generate(ids, [p._cpp for p in params])
+        results = [GenerationResult._from_cpp(o, p) for o, p in zip(outs, items)]
+        return results[0] if single else results
+
+    @_checks.keywords_checked("Engine.generate_stream")
+    def generate_stream(self, prompt: Prompt, sampling_params: Optional[SamplingParams] = None, *,
+                        max_new_tokens: Optional[int] = None, temperature: Optional[float] = None,
+                        top_k: Optional[int] = None, top_p: Optional[float] = None, min_p: Optional[float] = None,
+                        repetition_penalty: Optional[float] = None, presence_penalty: Optional[float] = None,
+                        frequency_penalty: Optional[float] = None, seed: Optional[int] = None,
+                        stop: Union[None, str, Sequence[str]] = None, stop_token_ids: Optional[Sequence[int]] = None,
+                        ignore_eos: Optional[bool] = None) -> GenerationStream:
+        """Starts one request and returns an iterator over its GenerationChunks (incremental text and token
+        ids), as the engine produces them:
+
+            for chunk in engine.generate_stream("Once upon a time", max_new_tokens=64):
+                print(chunk.text, end="", flush=True)
+
+        The request is queued (and checked) at once; errors in the prompt or parameters raise here, not at the
+        first iteration. Arguments as for generate().
+        """
+        overrides = _overrides(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                               min_p=min_p, repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+                               frequency_penalty=frequency_penalty, seed=seed, stop=stop,
+                               stop_token_ids=stop_token_ids, ignore_eos=ignore_eos)
+        items, single = _prompt_list(prompt)
+        if not single:
+            raise ValueError(f"Engine.generate_stream takes one prompt (a str or a list of token ids), got a list of "
+                             f"{len(items)} prompts")
+        return self._stream(items[0], sampling_params, overrides)
+
+    def _stream(self, prompt: Prompt, sampling_params, overrides: Dict[str, Any]) -> GenerationStream:
+        if sampling_params is not None and not isinstance(sampling_params, SamplingParams):
+            raise TypeError("Engine.generate_stream: sampling_params must be a minfer.SamplingParams, got "
+                            f"{type(sampling_params).__name__}")
+        params = _params_per_prompt(sampling_params, overrides, 1)[0]
+        engine = self._live_engine()
+        return GenerationStream(engine.submit(self._prompt_ids(prompt), params._cpp))
+
+    def _prompt_ids(self, prompt: Prompt) -> List[int]:
+        if isinstance(prompt, str):
+            return self._live_engine().encode_prompt(prompt)
+        return prompt  # already checked by _prompt_list
+
+    # ---- everything else ----------------------------------------------------------------------------------
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's tokenizer: encode(text) and decode(token_ids)."""
+        self._live_engine()
+        return self._tokenizer
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters after the last engine step: running/waiting requests, KV pages (total, used, free, cached),
+        KV utilisation, prefix-cache hits, preemptions, prompt/generated/computed tokens, steps, ..."""
+        return self._live_engine().stats()
+
+    @property
+    def config(self) -> Dict[str, Any]:
+        """The configuration as the engine resolved it (max_seq_len and kv_cache_memory filled in)."""
+        c = self._live_engine().config
+        return {"model_path": c.model_path, "device": "cpu", "fusion_strategy": c.fusion_strategy,
+                "enable_continuous_batching": c.enable_continuous_batching, "page_size": c.page_size,
+                "max_seq_len": c.max_model_len, "quant_config": self._quant_config, "num_threads": c.num_threads,
+                "kv_cache_memory": c.kv_cache_memory, "kv_cache_memory_fraction": c.kv_cache_memory_fraction,
+                "enable_prefix_caching": c.enable_prefix_caching, "max_num_seqs": c.max_num_seqs,
+                "max_num_batched_tokens": c.max_num_batched_tokens, "kv_layout": c.kv_layout}
+
+    def close(self) -> None:
+        """Stops the engine: running requests end with finish_reason "abort", later calls raise. Idempotent.
+        The model's memory is released when the Engine object goes away."""
+        if self._engine is not None:
+            self._engine.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._engine is None or self._engine.closed
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._engine is None:
+            return "Engine(<not loaded>)"
+        c = self._engine.config
+        state = ", closed" if self._engine.closed else ""
+        return f"Engine(model_path={c.model_path!r}, max_seq_len={c.max_model_len}, page_size={c.page_size}{state})"
+
+    def _live_engine(self) -> "_minfer.Engine":
+        if self._engine is None or self._engine.closed:
+            raise _minfer.MinferError("the engine is closed: create a new minfer.Engine")
+        return self._engine
+
+
+def _choice(name: str, value, allowed: Tuple[str, ...]) -> str:
+    _checks.as_str(_OWNER, name, value)
+    if value not in allowed:
+        raise ValueError(f"{_OWNER}: {name} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
+    return value
+
+
+def _overrides(**fields) -> Dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def _prompt_list(prompts) -> Tuple[List[Prompt], bool]:
+    """(prompts as a list, whether a single prompt was given). A list of ints is one prompt of token ids."""
+    owner = "Engine.generate"
+    if hasattr(prompts, "tolist") and hasattr(prompts, "ndim"):  # numpy arrays of token ids
+        prompts = prompts.tolist()
+    if isinstance(prompts, str):
+        return [prompts], True
+    if not isinstance(prompts, (list, tuple)):
+        raise TypeError(f"{owner}: prompts must be a str, a list of token ids, or a list of those, "
+                        f"got {type(prompts).__name__}")
+    if not prompts:
+        raise ValueError(f"{owner}: prompts is empty: give a str, a list of token ids, or a list of those")
+    def is_scalar(p) -> bool:  # an int (or numpy integer), not a prompt
+        return (not isinstance(p, (str, list, tuple)) and not hasattr(p, "tolist")) or getattr(p, "ndim", None) == 0
+
+    if all(is_scalar(p) for p in prompts):
+        return [_checks.as_token_ids(owner, "prompts", prompts)], True
+    items: List[Prompt] = []
+    for i, p in enumerate(prompts):
+        if isinstance(p, str):
+            items.append(p)
+        else:
+            items.append(_checks.as_token_ids(owner, f"prompts[{i}]", p))
+    return items, False
+
+
+def _params_per_prompt(sampling_params, overrides: Dict[str, Any], n: int) -> List[SamplingParams]:
+    owner = "Engine.generate"
+    if sampling_params is None:
+        base = [SamplingParams(**overrides)] * n
+        return base
+    if isinstance(sampling_params, SamplingParams):
+        one = sampling_params.replace(**overrides) if overrides else sampling_params
+        return [one] * n
+    if isinstance(sampling_params, (list, tuple)):
+        if len(sampling_params) != n:
+            raise ValueError(f"{owner}: {len(sampling_params)} sampling_params for {n} prompts: give one "
+                             "SamplingParams, or one per prompt")
+        out = []
+        for i, p in enumerate(sampling_params):
+            if not isinstance(p, SamplingParams):
+                raise TypeError(f"{owner}: sampling_params[{i}] must be a minfer.SamplingParams, "
+                                f"got {type(p).__name__}")
+            out.append(p.replace(**overrides) if overrides else p)
+        return out
+    raise TypeError(f"{owner}: sampling_params must be a minfer.SamplingParams or a list of them, "
+                    f"got {type(sampling_params).__name__}")

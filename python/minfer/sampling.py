@@ -1,0 +1,106 @@
+"""SamplingParams: how tokens are chosen for one request (the vLLM / OpenAI set)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence, Tuple, Union
+
+from . import _checks
+from ._minfer_loader import _minfer
+
+_OWNER = "SamplingParams"
+
+
+@dataclasses.dataclass(frozen=True)
+class SamplingParams:
+    """Sampling parameters of a request, as in vLLM. Checked when built: a value out of range raises
+    minfer.MinferError (a ValueError) naming the field.
+
+    Args:
+        max_new_tokens: tokens to generate at most (vLLM's max_tokens). The context (prompt + output) is
+            further limited by the engine's max_seq_len.
+        temperature: 0 = greedy (argmax, ties to the lowest id); higher = more random.
+        top_k: keep the k most likely tokens; 0 or -1 = off.
+        top_p: nucleus sampling, keep the smallest set whose probability reaches top_p; 1 = off.
+        min_p: drop tokens less likely than min_p times the most likely one; 0 = off.
+        repetition_penalty: > 1 discourages tokens already seen (prompt or output); 1 = off.
+        presence_penalty: OpenAI's, in [-2, 2]; 0 = off.
+        frequency_penalty: OpenAI's, in [-2, 2]; 0 = off.
+        seed: same seed and inputs give the same tokens; None = nondeterministic.
+        stop: a string or strings that end the output (not included in the text).
+        stop_token_ids: token ids that end the output (included in token_ids, not in the text).
+        ignore_eos: keep generating after the end-of-sequence token.
+    """
+
+    max_new_tokens: int = 50
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: Optional[int] = None
+    stop: Union[None, str, Sequence[str]] = None
+    stop_token_ids: Sequence[int] = ()
+    ignore_eos: bool = False
+
+    def __post_init__(self):
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (frozen dataclass)
+        set_("max_new_tokens", _checks.as_int(_OWNER, "max_new_tokens", self.max_new_tokens, lo=1,
+                                              hi=_checks.INT32_MAX))
+        for name in ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"):
+            set_(name, _checks.as_float(_OWNER, name, getattr(self, name)))
+        set_("top_k", _checks.as_int(_OWNER, "top_k", self.top_k, lo=-1, hi=_checks.INT32_MAX,
+                                     what=" (0 and -1 both mean off)"))
+        if self.seed is not None:
+            set_("seed", _checks.as_int(_OWNER, "seed", self.seed, lo=0, hi=_checks.UINT64_MAX))
+        set_("stop", _stop_strings(self.stop))
+        ids = sorted(self.stop_token_ids) if isinstance(self.stop_token_ids, (set, frozenset)) else self.stop_token_ids
+        set_("stop_token_ids", tuple(_checks.as_token_ids(_OWNER, "stop_token_ids", ids)))
+        _checks.as_bool(_OWNER, "ignore_eos", self.ignore_eos)
+        cpp = self._build_cpp()
+        cpp.validate()  # the engine's range checks, with its messages
+        object.__setattr__(self, "_cpp", cpp)
+
+    def _build_cpp(self) -> "_minfer.SamplingParams":
+        p = _minfer.SamplingParams()
+        p.max_tokens = self.max_new_tokens
+        p.temperature = self.temperature
+        p.top_k = self.top_k
+        p.top_p = self.top_p
+        p.min_p = self.min_p
+        p.repetition_penalty = self.repetition_penalty
+        p.presence_penalty = self.presence_penalty
+        p.frequency_penalty = self.frequency_penalty
+        p.seed = self.seed
+        p.stop = list(self.stop)
+        p.stop_token_ids = list(self.stop_token_ids)
+        p.ignore_eos = self.ignore_eos
+        return p
+
+    def replace(self, **changes) -> "SamplingParams":
+        """A copy with some fields changed (checked like the constructor)."""
+        for name in changes:
+            if name not in _FIELDS:
+                raise _checks.unknown_keyword("SamplingParams.replace", name, _FIELDS)
+        return dataclasses.replace(self, **changes)
+
+
+def _stop_strings(stop) -> Tuple[str, ...]:
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, (list, tuple)):
+        raise TypeError(f"{_OWNER}: stop must be a str or a list of str, got {type(stop).__name__}")
+    for i, s in enumerate(stop):
+        if not isinstance(s, str):
+            raise TypeError(f"{_OWNER}: stop[{i}] must be a str, got {type(s).__name__} {s!r}")
+        if not s:
+            raise ValueError(f"{_OWNER}: stop[{i}] is an empty string")
+    return tuple(stop)
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(SamplingParams))
+SamplingParams.__init__ = _checks.keywords_checked(_OWNER)(SamplingParams.__init__)  # type: ignore[method-assign]

@@ -1,0 +1,80 @@
+// EngineConfig, QuantConfig and SamplingParams as plain attribute bags. Range checks stay in C++
+// (EngineConfig::validate, SamplingParams::validate); the Python layer checks types and names the keyword.
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "bindings.h"
+#include "minfer/config.h"
+#include "minfer/sampling.h"
+
+namespace minfer::python {
+namespace {
+
+std::string fusion_name(FusionStrategy s) { return s == FusionStrategy::kNone ? "none" : "auto"; }
+
+FusionStrategy parse_fusion(const std::string& name) {
+  if (name == "auto") return FusionStrategy::kAuto;
+  if (name == "none") return FusionStrategy::kNone;
+  throw py::value_error("fusion_strategy must be 'auto' (fuse operators) or 'none' (one op at a time), got '" + name +
+                        "'");
+}
+
+std::string layout_name(KvLayout l) { return l == KvLayout::kContiguous ? "contiguous" : "paged"; }
+
+KvLayout parse_layout(const std::string& name) {
+  if (name == "paged") return KvLayout::kPaged;
+  if (name == "contiguous") return KvLayout::kContiguous;
+  throw py::value_error("kv_layout must be 'paged' or 'contiguous', got '" + name + "'");
+}
+
+}  // namespace
+
+void bind_config(py::module_& m) {
+  py::class_<QuantConfig>(m, "QuantConfig")
+      .def(py::init<>())
+      .def_readwrite("weight_bits", &QuantConfig::weight_bits)
+      .def_readwrite("activation_bits", &QuantConfig::activation_bits)
+      .def_readwrite("symmetric", &QuantConfig::symmetric)
+      .def_readwrite("group_size", &QuantConfig::group_size)
+      .def_property_readonly("enabled", &QuantConfig::enabled);
+
+  py::class_<EngineConfig>(m, "EngineConfig")
+      .def(py::init<>())
+      .def_readwrite("model_path", &EngineConfig::model_path)
+      .def_readwrite("num_threads", &EngineConfig::num_threads)
+      .def_property(
+          "fusion_strategy", [](const EngineConfig& c) { return fusion_name(c.fusion_strategy); },
+          [](EngineConfig& c, const std::string& name) { c.fusion_strategy = parse_fusion(name); })
+      .def_readwrite("quant", &EngineConfig::quant)
+      .def_readwrite("page_size", &EngineConfig::page_size)
+      .def_readwrite("kv_cache_memory", &EngineConfig::kv_cache_memory)
+      .def_readwrite("kv_cache_memory_fraction", &EngineConfig::kv_cache_memory_fraction)
+      .def_property(
+          "kv_layout", [](const EngineConfig& c) { return layout_name(c.kv_layout); },
+          [](EngineConfig& c, const std::string& name) { c.kv_layout = parse_layout(name); })
+      .def_readwrite("enable_prefix_caching", &EngineConfig::enable_prefix_caching)
+      .def_readwrite("max_model_len", &EngineConfig::max_model_len)
+      .def_readwrite("max_num_seqs", &EngineConfig::max_num_seqs)
+      .def_readwrite("max_num_batched_tokens", &EngineConfig::max_num_batched_tokens)
+      .def_readwrite("enable_continuous_batching", &EngineConfig::enable_continuous_batching)
+      .def("validate", &EngineConfig::validate);
+
+  py::class_<SamplingParams>(m, "SamplingParams")
+      .def(py::init<>())
+      .def_readwrite("temperature", &SamplingParams::temperature)
+      .def_readwrite("top_k", &SamplingParams::top_k)
+      .def_readwrite("top_p", &SamplingParams::top_p)
+      .def_readwrite("min_p", &SamplingParams::min_p)
+      .def_readwrite("repetition_penalty", &SamplingParams::repetition_penalty)
+      .def_readwrite("presence_penalty", &SamplingParams::presence_penalty)
+      .def_readwrite("frequency_penalty", &SamplingParams::frequency_penalty)
+      .def_readwrite("seed", &SamplingParams::seed)
+      .def_readwrite("max_tokens", &SamplingParams::max_tokens)
+      .def_readwrite("stop_token_ids", &SamplingParams::stop_token_ids)
+      .def_readwrite("stop", &SamplingParams::stop)
+      .def_readwrite("ignore_eos", &SamplingParams::ignore_eos)
+      .def("validate", &SamplingParams::validate);
+}
+
+}  // namespace minfer::python

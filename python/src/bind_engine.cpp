@@ -1,0 +1,182 @@
+// The Engine and RequestHandle classes. Every call that can wait (loading, encoding, waiting for outputs)
+// runs with the GIL released, so Python threads submit and wait concurrently; waits are cut into slices so
+// Ctrl-C reaches the waiting thread, and an interrupted generate() aborts its requests.
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "bindings.h"
+#include "py_engine.h"
+
+namespace minfer::python {
+namespace {
+
+// How long a wait runs with the GIL released before the thread checks for signals.
+constexpr std::chrono::milliseconds kWaitSlice{100};
+
+// Throws (KeyboardInterrupt, ...) when a signal handler raised; needs the GIL.
+void check_signals() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+std::vector<CompletionOutput> generate(PyEngine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                                       const std::vector<SamplingParams>& params) {
+  if (params.size() != prompts.size())
+    throw py::value_error("generate: " + std::to_string(prompts.size()) + " prompts but " +
+                          std::to_string(params.size()) + " sampling parameter sets");
+  std::vector<std::shared_ptr<RequestHandle>> handles;
+  {
+    py::gil_scoped_release nogil;
+    try {
+      for (size_t i = 0; i < prompts.size(); ++i) handles.push_back(engine.submit(prompts[i], params[i]));
+    } catch (...) {
+      // A bad prompt leaves nothing of the call behind.
+      for (auto& h : handles) h->abort();
+      throw;
+    }
+  }
+  CompletionCollector collector(std::move(handles));
+  for (;;) {
+    bool all_done = false;
+    {
+      py::gil_scoped_release nogil;
+      all_done = collector.wait_for(kWaitSlice);
+    }
+    if (all_done) break;
+    try {
+      check_signals();
+    } catch (...) {
+      collector.abort_all();
+      throw;
+    }
+  }
+  if (!collector.error().empty()) throw Error("the engine failed the request: " + collector.error());
+  return std::move(collector.results());
+}
+
+// The next output of a streamed request, or None once its finished output has been taken.
+py::object next_output(RequestHandle& handle) {
+  RequestOutput out;
+  for (;;) {
+    RequestHandle::Wait w;
+    {
+      py::gil_scoped_release nogil;
+      w = handle.next(kWaitSlice, out);
+    }
+    if (w == RequestHandle::Wait::kDone) return py::none();
+    if (w == RequestHandle::Wait::kOutput) {
+      if (!out.error.empty()) throw Error("the engine failed the request: " + out.error);
+      return py::cast(std::move(out));
+    }
+    try {
+      check_signals();
+    } catch (...) {
+      handle.abort();
+      throw;
+    }
+  }
+}
+
+py::dict stats_dict(const EngineStats& s) {
+  py::dict d;
+  d["num_running"] = s.num_running;
+  d["num_waiting"] = s.num_waiting;
+  d["page_size"] = s.page_size;
+  d["pages_total"] = s.pages_total;
+  d["pages_used"] = s.pages_used;
+  d["pages_free"] = s.pages_free;
+  d["pages_cached"] = s.pages_cached;
+  d["kv_pool_bytes"] = s.kv_pool_bytes;
+  d["kv_utilisation"] = s.kv_utilisation;
+  d["prefix_queried_tokens"] = s.prefix_queried_tokens;
+  d["prefix_hit_tokens"] = s.prefix_hit_tokens;
+  d["prefix_cache_hit_rate"] = s.prefix_cache_hit_rate;
+  d["num_preemptions"] = s.num_preemptions;
+  d["prompt_tokens"] = s.prompt_tokens;
+  d["generated_tokens"] = s.generated_tokens;
+  d["computed_tokens"] = s.computed_tokens;
+  d["num_steps"] = s.num_steps;
+  d["max_num_running"] = s.max_num_running;
+  d["requests_finished"] = s.requests_finished;
+  d["max_model_len"] = s.max_model_len;
+  return d;
+}
+
+}  // namespace
+
+void bind_engine(py::module_& m) {
+  py::class_<RequestHandle, std::shared_ptr<RequestHandle>>(m, "RequestHandle")
+      .def_property_readonly("request_id", &RequestHandle::id)
+      .def_property_readonly("prompt_token_ids", &RequestHandle::prompt_token_ids)
+      .def_property_readonly("done", &RequestHandle::done)
+      .def("next_output", &next_output, "Waits for the next RequestOutput; None after the finished one.")
+      .def("abort", &RequestHandle::abort, "Ends the request if it is still running.");
+
+  py::class_<PyEngine>(m, "Engine")
+      .def(py::init([](EngineConfig config) {
+             py::gil_scoped_release nogil;
+             return std::make_unique<PyEngine>(config);
+           }),
+           py::arg("config"))
+      .def(
+          "encode_prompt",
+          [](const PyEngine& e, const std::string& text) {
+            py::gil_scoped_release nogil;
+            return e.encode_prompt(text);
+          },
+          py::arg("text"))
+      .def(
+          "submit",
+          [](PyEngine& e, std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
+            py::gil_scoped_release nogil;
+            return e.submit(std::move(prompt_token_ids), params);
+          },
+          py::arg("prompt_token_ids"), py::arg("params"))
+      .def("generate", &generate, py::arg("prompts"), py::arg("params"))
+      .def("stats", [](const PyEngine& e) { return stats_dict(e.stats()); })
+      .def_property_readonly("config", [](const PyEngine& e) { return e.config(); })
+      .def(
+          "tokenizer_encode",
+          [](PyEngine& e, const std::string& text, bool add_special, bool parse_special) {
+            py::gil_scoped_release nogil;
+            const Tokenizer& t = e.tokenizer();
+            std::lock_guard<std::mutex> lock(e.tokenizer_mutex());
+            return t.encode(text, add_special, parse_special);
+          },
+          py::arg("text"), py::arg("add_special"), py::arg("parse_special"))
+      .def(
+          "tokenizer_decode",
+          [](PyEngine& e, const std::vector<int32_t>& ids, bool skip_special) {
+            std::string text;
+            {
+              py::gil_scoped_release nogil;
+              const Tokenizer& t = e.tokenizer();
+              std::lock_guard<std::mutex> lock(e.tokenizer_mutex());
+              text = t.decode(ids, skip_special);
+            }
+            return utf8_text(text);
+          },
+          py::arg("ids"), py::arg("skip_special"))
+      .def("tokenizer_info",
+           [](PyEngine& e) {
+             py::dict d;
+             const Tokenizer& t = e.tokenizer();
+             d["vocab_size"] = t.vocab_size();
+             d["bos_token_id"] = t.bos_id() >= 0 ? py::object(py::int_(t.bos_id())) : py::none();
+             d["eos_token_ids"] = t.eos_ids();
+             d["adds_bos"] = t.adds_bos();
+             return d;
+           })
+      .def("close",
+           [](PyEngine& e) {
+             py::gil_scoped_release nogil;
+             e.close();
+           })
+      .def_property_readonly("closed", &PyEngine::closed);
+}
+
+}  // namespace minfer::python

@@ -1,0 +1,41 @@
+#include "py_engine.h"
+
+#include "base/error.h"
+
+namespace minfer::python {
+
+PyEngine::PyEngine(const EngineConfig& config) : engine_(std::make_shared<AsyncEngine>(config)) {}
+
+PyEngine::~PyEngine() { close(); }
+
+std::vector<int32_t> PyEngine::encode_prompt(std::string_view text) const { return engine_->encode(text); }
+
+std::shared_ptr<RequestHandle> PyEngine::submit(std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
+  auto handle = std::make_shared<RequestHandle>(engine_, prompt_token_ids);
+  const RequestId id =
+      engine_->add_request(std::move(prompt_token_ids), params, [handle](const RequestOutput& o) { handle->push(o); });
+  handle->set_id(id);
+  return handle;
+}
+
+const Tokenizer& PyEngine::tokenizer() {
+  const Tokenizer* t = engine_->tokenizer();
+  if (t == nullptr) fail("{}: this model has no tokenizer; give prompts as token ids", engine_->config().model_path);
+  return *t;
+}
+
+void PyEngine::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    closed_ = true;
+  }
+  engine_->shutdown(/*drain=*/false);
+}
+
+bool PyEngine::closed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return closed_;
+}
+
+}  // namespace minfer::python

@@ -1,0 +1,35 @@
+// Gate/up pass: the gate and up projections of one input and their SiLU product become one GEMM over the two
+// weights interleaved in blocks (packed once here), whose epilogue writes silu(gate) * up.
+#include "graph/passes/fusion_passes.h"
+#include "graph/passes/graph_rewrite.h"
+#include "kernels/fused/fused_weights.h"
+
+namespace minfer::graph {
+namespace {
+
+// Gate/up rows per interleave block: a multiple of every GEMM tile width, small enough that column tiles
+// (multiples of 2 x this) still split the FFN finely across threads.
+constexpr int64_t kGateUpBlock = 32;
+
+}  // namespace
+
+int fuse_gate_up(Graph& graph) {
+  return rewrite_all(graph, [&](int i, const GraphIndex& index) {
+    const Node& act = graph.nodes()[static_cast<size_t>(i)];
+    if (act.kind != OpKind::kSiluMul || act.inputs[0] == act.inputs[1]) return false;
+    int gate_at, up_at;
+    const Node* gate = index.producer_of_kind(act.inputs[0], OpKind::kMatMul, &gate_at);
+    const Node* up = index.producer_of_kind(act.inputs[1], OpKind::kMatMul, &up_at);
+    if (!gate || !up || gate->inputs[0] != up->inputs[0] || gate->bias || up->bias) return false;
+    if (!index.only_reader(act.inputs[0], i) || !index.only_reader(act.inputs[1], i)) return false;
+    if (!kernels::fused::packable(*gate->weight, *up->weight) || gate->weight->dim(0) != up->weight->dim(0))
+      return false;
+    Node fused{.kind = OpKind::kFusedMatMul, .inputs = {gate->inputs[0]}, .output = act.output};
+    fused.weight = graph.add_constant(kernels::fused::interleave_gate_up(*gate->weight, *up->weight, kGateUpBlock));
+    fused.epilogue = kernels::fused::Epilogue::kSiluMul;
+    fused.block = kGateUpBlock;
+    return replace_nodes(graph, index, {gate_at, up_at, i}, std::move(fused));
+  });
+}
+
+}  // namespace minfer::graph

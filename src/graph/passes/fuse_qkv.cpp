@@ -1,0 +1,58 @@
+// QKV pass: the three projections of one normalised input become one GEMM over weights packed once here
+// ([k_g v_g per kv head | q], see kernels/fused/fused_weights.h), whose epilogue adds the bias, rotates Q and
+// K, writes K and V into the paged cache and hands the rotated Q to attention.
+#include "graph/passes/fusion_passes.h"
+#include "graph/passes/graph_rewrite.h"
+#include "kernels/fused/fused_weights.h"
+
+namespace minfer::graph {
+namespace {
+
+bool same_bias_presence(const Node& a, const Node& b, const Node& c) {
+  return (a.bias != nullptr) == (b.bias != nullptr) && (a.bias != nullptr) == (c.bias != nullptr);
+}
+
+}  // namespace
+
+int fuse_qkv(Graph& graph) {
+  return rewrite_all(graph, [&](int i, const GraphIndex& index) {
+    const Node& kw = graph.nodes()[static_cast<size_t>(i)];
+    if (kw.kind != OpKind::kKvWrite || kw.inputs.size() != 2) return false;
+    int rope_k_at, k_at, v_at;
+    const Node* rope_k = index.producer_of_kind(kw.inputs[0], OpKind::kRope, &rope_k_at);
+    const Node* mv = index.producer_of_kind(kw.inputs[1], OpKind::kMatMul, &v_at);
+    if (!rope_k || !mv || !index.only_reader(kw.inputs[0], i) || !index.only_reader(kw.inputs[1], i)) return false;
+    const Node* mk = index.producer_of_kind(rope_k->inputs[0], OpKind::kMatMul, &k_at);
+    if (!mk || !index.only_reader(rope_k->inputs[0], rope_k_at)) return false;
+    const ValueId x = mk->inputs[0];
+    if (mv->inputs[0] != x) return false;
+    // The attention of the same layer reads rope(matmul q(x)).
+    for (const Node& attn : graph.nodes()) {
+      if (attn.kind != OpKind::kAttention || attn.layer != kw.layer) continue;
+      int rope_q_at, q_at;
+      const Node* rope_q = index.producer_of_kind(attn.inputs[0], OpKind::kRope, &rope_q_at);
+      if (!rope_q) return false;
+      const Node* mq = index.producer_of_kind(rope_q->inputs[0], OpKind::kMatMul, &q_at);
+      if (!mq || mq->inputs[0] != x || !index.only_reader(rope_q->inputs[0], rope_q_at)) return false;
+      const int64_t hd = rope_k->head_dim;
+      if (rope_q->head_dim != hd || hd <= 0 || mk->weight->dim(0) != rope_k->heads * hd ||
+          mq->weight->dim(0) != rope_q->heads * hd || !same_bias_presence(*mq, *mk, *mv))
+        return false;
+      if (!kernels::fused::packable(*mq->weight, *mk->weight) || !kernels::fused::packable(*mq->weight, *mv->weight))
+        return false;
+      if (graph.value(x).rows != RowSpace::kTokens) return false;
+      Node fused{.kind = OpKind::kFusedMatMul, .inputs = {x}, .output = rope_q->output};
+      fused.weight = graph.add_constant(kernels::fused::pack_qkv(*mq->weight, *mk->weight, *mv->weight, hd));
+      if (mq->bias) fused.bias = graph.add_constant(kernels::fused::pack_qkv(*mq->bias, *mk->bias, *mv->bias, hd));
+      fused.epilogue = kernels::fused::Epilogue::kRopeKvWrite;
+      fused.layer = kw.layer;
+      fused.heads = rope_q->heads;
+      fused.head_dim = hd;
+      fused.kv_heads = rope_k->heads;
+      return replace_nodes(graph, index, {q_at, k_at, v_at, rope_q_at, rope_k_at, i}, std::move(fused));
+    }
+    return false;
+  });
+}
+
+}  // namespace minfer::graph

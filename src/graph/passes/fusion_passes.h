@@ -1,0 +1,51 @@
+// The fusion passes that turn the primitive decoder graph into fused dispatches, and the pipeline that runs
+// them when a model is compiled. Each pass is in its own file, rewrites every match it finds, and returns how
+// many it rewrote; the graph verifies after each one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "minfer/config.h"
+
+namespace minfer::graph {
+
+struct FusionPass {
+  const char* name;     // for --disable-pass
+  const char* summary;  // one line for reports
+  int (*run)(Graph& graph);
+};
+
+// matmul q, k, v of one input + rope q, rope k + kv_write -> one GEMM (weights packed [k v per head | q]) with
+// bias, RoPE and the paged KV write in its epilogue.
+int fuse_qkv(Graph& graph);
+// matmul gate, matmul up of one input + silu_mul -> one GEMM (gate/up rows interleaved) with SiLU * up.
+int fuse_gate_up(Graph& graph);
+// matmul + add of a value computed earlier -> the GEMM adds it in its epilogue (o-proj, down-proj).
+int fuse_residual(Graph& graph);
+// add + rmsnorm of the sum -> add_rmsnorm (the sum stays an output for the residual stream).
+int fuse_add_rmsnorm(Graph& graph);
+// rmsnorm whose only reader is a GEMM -> the GEMM normalises its input rows in its prologue.
+int fuse_norm_gemm(Graph& graph);
+// gather of the sampled rows whose only reader is a GEMM (the lm_head) -> the GEMM gathers in its prologue.
+int fuse_lm_head_rows(Graph& graph);
+
+// Every pass, in the order `auto` runs them. The residual epilogue runs before add+rmsnorm: an add absorbed
+// into the GEMM that produces its operand costs no memory pass at all, so add+rmsnorm only takes the adds
+// that no GEMM can (none in the Llama/Qwen2 graph; it is kept for graphs and debugging runs that have them).
+const std::vector<FusionPass>& fusion_passes();
+
+struct FusionOptions {
+  FusionStrategy strategy = FusionStrategy::kAuto;
+  std::vector<std::string> disabled_passes;  // names from fusion_passes()
+};
+
+struct FusionReport {
+  std::vector<std::pair<std::string, int>> rewrites;  // pass name -> rewrites (passes that ran)
+};
+
+// Runs the enabled passes (none for kNone). Throws Error for an unknown pass name, listing the known ones.
+FusionReport run_fusion_passes(Graph& graph, const FusionOptions& options);
+
+}  // namespace minfer::graph

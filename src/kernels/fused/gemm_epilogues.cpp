@@ -1,0 +1,72 @@
+#include "kernels/fused/gemm_epilogues.h"
+
+#include <cstring>
+
+#include "kernels/dispatch.h"
+
+namespace minfer::kernels::fused {
+namespace {
+
+void apply_residual(const void* ctx, float* y, int64_t m, int64_t n, int64_t n0, int64_t n1) {
+  const auto& e = *static_cast<const ResidualEpilogue*>(ctx);
+  // add(y, residual) = o + x: the same sum as the unfused add(x, o), since float addition commutes.
+  for (int64_t r = 0; r < m; ++r) e.leaves->add(y + r * n + n0, e.residual + r * n + n0, y + r * n + n0, n1 - n0);
+}
+
+void apply_silu_mul(const void* ctx, float* y, int64_t m, int64_t n, int64_t n0, int64_t n1) {
+  const auto& e = *static_cast<const SiluMulEpilogue*>(ctx);
+  const int64_t width = n / 2;
+  for (int64_t c = n0; c < n1; c += 2 * e.block) {
+    const int64_t f0 = c / 2;
+    const int64_t len = width - f0 < e.block ? width - f0 : e.block;
+    for (int64_t r = 0; r < m; ++r) e.leaves->silu_mul(y + r * n + c, y + r * n + c + len, e.out + r * width + f0, len);
+  }
+}
+
+void apply_rope_kv_write(const void* ctx, float* y, int64_t m, int64_t n, int64_t n0, int64_t n1) {
+  const auto& e = *static_cast<const RopeKvWriteEpilogue*>(ctx);
+  const int64_t hd = e.head_dim;
+  const int64_t kv_end = 2 * e.cache.kv_heads * hd;
+  const int64_t q_width = e.heads * hd;
+  const RopeFn rope = e.table->leaves->rope;
+  // K/V pairs: tiles are 2 * head_dim aligned, so a pair is never split.
+  for (int64_t c = n0; c < n1 && c < kv_end; c += 2 * hd) {
+    const int64_t g = c / (2 * hd);
+    for (int64_t r = 0; r < m; ++r) {
+      float* k = y + r * n + c;
+      rope(k, e.positions + r, 1, 1, hd, e.inv_freq, e.half_rot, e.style);
+      write_kv_head(*e.table, e.cache, g, k, k + hd, e.slot_mapping[r]);
+    }
+  }
+  // Query heads [h0, h1) of this tile.
+  const int64_t q0 = n0 > kv_end ? n0 : kv_end;
+  if (q0 >= n1) return;
+  const int64_t h0 = (q0 - kv_end) / hd;
+  const int64_t h1 = (n1 - kv_end) / hd;
+  for (int64_t r = 0; r < m; ++r) {
+    float* q = y + r * n + q0;
+    rope(q, e.positions + r, 1, h1 - h0, hd, e.inv_freq, e.half_rot, e.style);
+    std::memcpy(e.q_out + r * q_width + h0 * hd, q, static_cast<size_t>((h1 - h0) * hd) * sizeof(float));
+  }
+}
+
+}  // namespace
+
+GemmEpilogue ResidualEpilogue::as_epilogue() const { return GemmEpilogue{apply_residual, this, 1}; }
+
+GemmEpilogue SiluMulEpilogue::as_epilogue() const { return GemmEpilogue{apply_silu_mul, this, 2 * block}; }
+
+GemmEpilogue RopeKvWriteEpilogue::as_epilogue() const { return GemmEpilogue{apply_rope_kv_write, this, 2 * head_dim}; }
+
+void write_kv_head(const KernelTable& table, const KvLayerView& cache, int64_t kv_head, const float* k, const float* v,
+                   int64_t slot) {
+  if (slot < 0) return;
+  // Slot s, head g of a [slots, kv_heads, head_dim] pool is slot s * kv_heads + g of a one-head pool.
+  KvLayerView one = cache;
+  one.kv_heads = 1;
+  one.page_size = cache.page_size * cache.kv_heads;
+  const int64_t head_slot = slot * cache.kv_heads + kv_head;
+  table.kv_write(one, k, v, &head_slot, 1);
+}
+
+}  // namespace minfer::kernels::fused

@@ -1,0 +1,140 @@
+// Quantized GEMM driver: checks the operands, quantizes the activation rows for W8A8 (in parallel when there are
+// many), and splits the output columns across the pool in chunks the leaves want (multiples of 16 for W8A8
+// panels and 32 for W8A16 slabs), claimed from a counter as in run_gemm.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "kernels/quant.h"
+#include "kernels/quant_leaf.h"
+
+namespace minfer::kernels {
+namespace {
+
+constexpr int64_t kMinParallelMacs = 1 << 16;
+
+// Runs body(n0, n1, thread) over [0, n) in chunks of multiples of `unit` (and of the epilogue's column
+// alignment), on one thread or claimed from a counter, then the epilogue on each chunk by the same thread.
+template <typename Body>
+void split_columns(ThreadPool& pool, float* y, int64_t m, int64_t n, int64_t unit, bool parallel,
+                   const GemmEpilogue* epilogue, const Body& body) {
+  if (epilogue && epilogue->col_align > 1) unit = std::lcm(unit, epilogue->col_align);
+  auto tile = [&](int64_t n0, int64_t n1, int thread) {
+    body(n0, n1, thread);
+    if (epilogue && epilogue->apply) epilogue->apply(epilogue->ctx, y, m, n, n0, n1);
+  };
+  if (!parallel || pool.size() == 1 || n <= unit) {
+    tile(0, n, 0);
+    return;
+  }
+  const int64_t chunk =
+      static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), static_cast<size_t>(unit), pool.size()));
+  std::atomic<int64_t> next{0};
+  pool.run([&](int thread, int) {
+    for (int64_t b = next.fetch_add(chunk); b < n; b = next.fetch_add(chunk)) tile(b, std::min(n, b + chunk), thread);
+  });
+}
+
+}  // namespace
+
+const QuantLeaves& quant_leaves(Isa isa) {
+  static const QuantLeaves avx512_without_vnni = [] {
+    QuantLeaves l = kAvx512QuantLeaves;
+    l.name = "avx512 (w8a8: avx2)";
+    l.quantize_rows = kAvx2QuantLeaves.quantize_rows;
+    l.w8a8_cols = kAvx2QuantLeaves.w8a8_cols;
+    return l;
+  }();
+  switch (isa) {
+    case Isa::kScalar: return kRefQuantLeaves;
+    case Isa::kAvx2: return kAvx2QuantLeaves;
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16: return cpu_features().avx512_vnni ? kAvx512QuantLeaves : avx512_without_vnni;
+  }
+  return kRefQuantLeaves;
+}
+
+void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, int64_t k, const Tensor& w,
+                        const float* bias, float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
+  if (!is_quantized(w)) fail("gemm: weight of type {} is not quantized", dtype_name(w.dtype));
+  if (w.rank() != 2 || w.dim(1) != k)
+    fail("gemm: weight of shape {} does not fit inputs of width {}", w.shape_string(), k);
+  const int64_t n = w.dim(0);
+  if (m <= 0 || n <= 0) return;
+  const bool parallel = m * n * k >= kMinParallelMacs;
+
+  if (w.dtype == DType::Q8_0 || w.quant->layout == QuantParams::Layout::kRows) {
+    W8A16View view;
+    view.data = w.data;
+    if (w.dtype == DType::Q8_0) {
+      if (k % 32 != 0) fail("gemm: Q8_0 weight {} has rows that are not whole blocks of 32", w.shape_string());
+      view.q8_0 = true;
+      view.group_size = 32;
+      view.groups = k / 32;
+    } else {
+      const QuantParams& p = *w.quant;
+      view.scales = p.scales.as<float>();
+      view.zeros = p.symmetric ? nullptr : p.zeros.as<float>();
+      view.group_size = p.group_size;
+      view.groups = p.groups;
+    }
+    const bool slabs = m >= leaves.w8a16_scratch_min_rows;
+    std::vector<std::unique_ptr<float[]>> scratch(slabs ? static_cast<size_t>(pool.size()) : 0);
+    split_columns(pool, y, m, n, slabs ? kW8A16SlabRows : 16, parallel, epilogue,
+                  [&](int64_t n0, int64_t n1, int thread) {
+                    float* s = nullptr;
+                    if (slabs) {
+                      auto& buf = scratch[static_cast<size_t>(thread)];
+                      if (!buf) buf = std::make_unique<float[]>(w8a16_scratch_floats(k));
+                      s = buf.get();
+                    }
+                    leaves.w8a16_cols(x, m, k, view, n, bias, y, n0, n1, s);
+                  });
+    return;
+  }
+
+  // W8A8: quantize each row of x, then int8 x int8 panels.
+  const QuantParams& p = *w.quant;
+  W8A8View view;
+  view.panels = w.as<int8_t>();
+  view.k4 = (k + 3) / 4 * 4;
+  view.group_size = p.group_size;
+  view.groups = p.groups;
+  view.scales = p.panel_scales.as<float>();
+  view.qsum = p.panel_qsum.as<int32_t>();
+  view.zeros = p.symmetric ? nullptr : p.panel_zeros.as<int32_t>();
+  std::vector<uint8_t> q(static_cast<size_t>(m * view.k4));
+  std::vector<float> scale(static_cast<size_t>(m));
+  std::vector<int32_t> sums(p.symmetric ? 0 : static_cast<size_t>(m * p.groups));
+  int32_t* sums_ptr = p.symmetric ? nullptr : sums.data();
+  auto quantize = [&](size_t r0, size_t r1) {
+    const int64_t i0 = static_cast<int64_t>(r0), rows = static_cast<int64_t>(r1 - r0);
+    leaves.quantize_rows(x + i0 * k, rows, k, view.k4, p.group_size, p.groups, q.data() + i0 * view.k4,
+                         scale.data() + i0, sums_ptr ? sums_ptr + i0 * p.groups : nullptr);
+  };
+  if (m * k >= (1 << 15) && pool.size() > 1) {
+    pool.parallel_for(static_cast<size_t>(m), 1, quantize);
+  } else {
+    quantize(0, static_cast<size_t>(m));
+  }
+  const QuantizedRows rows{q.data(), scale.data(), sums_ptr};
+  split_columns(pool, y, m, n, 16, parallel, epilogue,
+                [&](int64_t n0, int64_t n1, int) { leaves.w8a8_cols(rows, m, view, n, bias, y, n0, n1); });
+}
+
+void gemm_quantized(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
+                    ThreadPool& pool, const GemmEpilogue* epilogue) {
+  run_gemm_quantized(quant_leaves(active_kernels().isa), x, m, k, w, bias, y, pool, epilogue);
+}
+
+void embedding_quantized(const int32_t* ids, int64_t n, const Tensor& table, float* out) {
+  const int64_t dim = table.dim(1);
+  for (int64_t t = 0; t < n; ++t) dequantize_rows(table, ids[t], 1, out + t * dim);
+}
+
+}  // namespace minfer::kernels

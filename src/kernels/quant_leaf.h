@@ -1,0 +1,80 @@
+// Leaf kernels of the quantized GEMM (see kernels/leaf.h for the split between leaves and drivers): each
+// instruction set provides a QuantLeaves table; the driver (gemm_quant_driver.cpp) checks operands, quantizes
+// activations and splits output columns across the pool.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/dispatch.h"
+#include "kernels/gemm_epilogue.h"
+
+namespace minfer::kernels {
+
+// A W8A16 weight [n, k] as the leaves read it: int8 rows with f32 scales per group, or GGUF Q8_0 blocks.
+struct W8A16View {
+  bool q8_0 = false;              // true: `data` is Q8_0 blocks (34 bytes: f16 scale + 32 int8), groups of 32
+  const void* data = nullptr;     // int8 [n, k] row-major, or the Q8_0 blocks
+  const float* scales = nullptr;  // [n, groups] (row layout only)
+  const float* zeros = nullptr;   // [n, groups] or null (symmetric)
+  int64_t group_size = 0;         // == k for one scale per row
+  int64_t groups = 1;
+};
+
+// Columns [n0, n1) of y[m, n] = x[m, k] * dequant(w)^T (+ bias[n]). `scratch` is w8a16_scratch_floats(k)
+// floats owned by the calling thread (null when m < w8a16_scratch_min_rows).
+using W8A16ColsFn = void (*)(const float* x, int64_t m, int64_t k, const W8A16View& w, int64_t n, const float* bias,
+                             float* y, int64_t n0, int64_t n1, float* scratch);
+
+// A W8A8 weight in the kVnniPanels layout (tensor/quant_params.h).
+struct W8A8View {
+  const int8_t* panels = nullptr;  // [ceil(n/16)][k4/4][16][4]
+  int64_t k4 = 0;                  // k rounded up to a multiple of 4
+  int64_t group_size = 0;
+  int64_t groups = 1;
+  const float* scales = nullptr;   // [ceil(n/16)][groups][16]
+  const int32_t* qsum = nullptr;   // [ceil(n/16)][groups][16]
+  const int32_t* zeros = nullptr;  // [ceil(n/16)][groups][16] or null (symmetric)
+};
+
+// Activations quantized per row: x[i, :] ~ scale[i] * q[i, :], q in [-127, 127], stored in the encoding of the
+// leaf set that produced them (signed int8, or int8 + 128 as unsigned bytes for VNNI); columns k..k4 encode 0.
+// sums[i * groups + g] = sum of q over group g (only when the weight is asymmetric; else null).
+struct QuantizedRows {
+  const uint8_t* q = nullptr;  // [m, k4]
+  const float* scale = nullptr;
+  const int32_t* sums = nullptr;
+};
+
+using QuantizeRowsFn = void (*)(const float* x, int64_t rows, int64_t k, int64_t k4, int64_t group_size, int64_t groups,
+                                uint8_t* q, float* scale, int32_t* sums);
+// Columns [n0, n1) of y (n0 a multiple of 16): y[i, j] = scale[i] * sum_g wscale[j, g] * int32 dot of group g
+// (+ bias[j]), with the per-group sums accumulated in order by fused multiply-adds: every variant gives the
+// same bits as the reference.
+using W8A8ColsFn = void (*)(const QuantizedRows& a, int64_t m, const W8A8View& w, int64_t n, const float* bias,
+                            float* y, int64_t n0, int64_t n1);
+
+struct QuantLeaves {
+  const char* name;
+  W8A16ColsFn w8a16_cols;
+  int64_t w8a16_scratch_min_rows;  // from this many rows of x the leaf wants scratch (INT64_MAX: never)
+  QuantizeRowsFn quantize_rows;
+  W8A8ColsFn w8a8_cols;
+};
+
+// Floats of W8A16 scratch per thread: a slab of 32 dequantized weight rows.
+inline constexpr int64_t kW8A16SlabRows = 32;
+constexpr size_t w8a16_scratch_floats(int64_t k) { return static_cast<size_t>(kW8A16SlabRows * k + 16); }
+
+extern const QuantLeaves kRefQuantLeaves;
+extern const QuantLeaves kAvx2QuantLeaves;
+extern const QuantLeaves kAvx512QuantLeaves;  // W8A8 needs AVX-512 VNNI (see quant_leaves())
+
+// The table for an instruction set: AVX-512 without VNNI uses the AVX2 W8A8 leaves.
+const QuantLeaves& quant_leaves(Isa isa);
+
+// Driver (baseline code) over one leaf set.
+void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, int64_t k, const Tensor& w,
+                        const float* bias, float* y, ThreadPool& pool, const GemmEpilogue* epilogue = nullptr);
+
+}  // namespace minfer::kernels

@@ -1,0 +1,21 @@
+// The scalar reference leaves of the quantized GEMM (kernels/quant_leaf.h) and the element access they share.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/quant_leaf.h"
+
+namespace minfer::kernels::ref {
+
+// Element [row, col] of a W8A16 weight with k columns, dequantized.
+float w8a16_weight(const W8A16View& w, int64_t k, int64_t row, int64_t col);
+
+void w8a16_cols(const float* x, int64_t m, int64_t k, const W8A16View& w, int64_t n, const float* bias, float* y,
+                int64_t n0, int64_t n1, float* scratch);
+// Signed encoding: q[i, p] is the int8 value itself.
+void quantize_rows(const float* x, int64_t rows, int64_t k, int64_t k4, int64_t group_size, int64_t groups, uint8_t* q,
+                   float* scale, int32_t* sums);
+void w8a8_cols(const QuantizedRows& a, int64_t m, const W8A8View& w, int64_t n, const float* bias, float* y, int64_t n0,
+               int64_t n1);
+
+}  // namespace minfer::kernels::ref

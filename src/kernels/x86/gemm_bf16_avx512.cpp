@@ -1,0 +1,257 @@
+// AVX-512-BF16 GEMM for bf16 weights with the activations rounded to bf16: vdpbf16ps multiplies 32 bf16 pairs
+// and accumulates in f32 (the products are exact in f32), so a 64-byte load of weights feeds one instruction
+// with no widening, at twice the multiply-adds of an f32 FMA.
+//
+// Two forms, chosen by the number of rows of X:
+//  * dot form (decode, few rows): an MR x NR tile of dot products along k, weight rows loaded straight from
+//    memory (each weight byte is streamed once per call and used for all MR rows), the next tile's rows
+//    prefetched; one horizontal sum per output at the end of the tile.
+//  * packed form (prefill): a panel of 32 weight rows x kKc is transposed once into an L1-sized buffer of
+//    k-pairs (pair p of row r at [p][r]), then a 12 x 32 register tile accumulates outer products: one
+//    broadcast pair of X (an embedded {1to16} memory operand) times two panel vectors per pair of vdpbf16ps.
+#include "kernels/x86/avx512_util.h"
+#include "kernels/x86/x86_kernels.h"
+
+namespace minfer::kernels::avx512 {
+namespace {
+
+// ---- dot form ------------------------------------------------------------------------------------------
+// Same sums of 4 vectors as hsum4, stored (+ bias) to 4 consecutive outputs.
+template <int NR>
+inline void store_dots(const __m512* acc, float* y, const float* bias) {
+  if constexpr (NR == 8) {
+    __m256 s = hsum8(acc);
+    if (bias) s = _mm256_add_ps(s, _mm256_loadu_ps(bias));
+    _mm256_storeu_ps(y, s);
+  } else if constexpr (NR == 4) {
+    __m128 s = hsum4(acc[0], acc[1], acc[2], acc[3]);
+    if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias));
+    _mm_storeu_ps(y, s);
+  } else {
+    for (int j = 0; j < NR; ++j) y[j] = hsum(acc[j]) + (bias ? bias[j] : 0.0f);
+  }
+}
+
+inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
+
+// y[i, j] (i < MR, j < NR) = dot(xb row i, w row j); xb rows are zero-padded to a multiple of 32.
+template <int MR, int NR>
+inline void dot_tile(const uint16_t* xb, int64_t ldxb, int64_t k, const uint16_t* w, float* y, int64_t ldy,
+                     const float* bias, const uint16_t* next) {
+  __m512 acc[MR][NR];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  int64_t p = 0;
+  for (; p + 32 <= k; p += 32) {
+    // Rows are short (896 bf16 = 28 lines): fetch the same line of the next tile's rows meanwhile, so the
+    // stream never waits for the hardware prefetcher to ramp up on a new row.
+    for (int j = 0; j < NR; ++j) _mm_prefetch(reinterpret_cast<const char*>(next + j * k + p), _MM_HINT_T0);
+    __m512i xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_si512(xb + i * ldxb + p);
+    for (int j = 0; j < NR; ++j) {
+      const __m512i wv = _mm512_loadu_si512(w + j * k + p);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], as_bh(wv), as_bh(xv[i]));
+    }
+  }
+  if (p < k) {  // weight tail masked to zero; the padding of xb is zero as well
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << (k - p)) - 1);
+    __m512i xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_si512(xb + i * ldxb + p);
+    for (int j = 0; j < NR; ++j) {
+      const __m512i wv = _mm512_maskz_loadu_epi16(mask, w + j * k + p);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], as_bh(wv), as_bh(xv[i]));
+    }
+  }
+  for (int i = 0; i < MR; ++i) store_dots<NR>(acc[i], y + i * ldy, bias);
+}
+
+// Rows [0, MR) of X against weight rows [n0, n1), NR at a time, single rows for the tail.
+template <int MR, int NR>
+void dot_rows(const uint16_t* xb, int64_t ldxb, int64_t k, const uint16_t* w, int64_t n, const float* bias, float* y,
+              int64_t n0, int64_t n1) {
+  int64_t j = n0;
+  for (; j + NR <= n1; j += NR) {
+    const int64_t next = j + 2 * NR <= n1 ? j + NR : j;
+    dot_tile<MR, NR>(xb, ldxb, k, w + j * k, y + j, n, bias ? bias + j : nullptr, w + next * k);
+  }
+  for (; j < n1; ++j) dot_tile<MR, 1>(xb, ldxb, k, w + j * k, y + j, n, bias ? bias + j : nullptr, w + j * k);
+}
+
+// More rows than one tile holds: NR weight rows are loaded from memory once and applied to every row of X
+// in groups of MR while they sit in L1 (X itself stays in L1/L2: a few rows of bf16).
+template <int MR, int NR>
+void dot_many(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n, const float* bias,
+              float* y, int64_t n0, int64_t n1) {
+  int64_t j = n0;
+  for (; j + NR <= n1; j += NR) {
+    const float* bj = bias ? bias + j : nullptr;
+    const uint16_t* next = w + (j + 2 * NR <= n1 ? j + NR : j) * k;
+    int64_t i = 0;
+    for (; i + MR <= m; i += MR) dot_tile<MR, NR>(xb + i * ldxb, ldxb, k, w + j * k, y + i * n + j, n, bj, next);
+    for (; i < m; ++i) dot_tile<1, NR>(xb + i * ldxb, ldxb, k, w + j * k, y + i * n + j, n, bj, next);
+  }
+  for (; j < n1; ++j) {
+    const float* bj = bias ? bias + j : nullptr;
+    int64_t i = 0;
+    for (; i + MR <= m; i += MR) dot_tile<MR, 1>(xb + i * ldxb, ldxb, k, w + j * k, y + i * n + j, n, bj, w + j * k);
+    for (; i < m; ++i) dot_tile<1, 1>(xb + i * ldxb, ldxb, k, w + j * k, y + i * n + j, n, bj, w + j * k);
+  }
+}
+
+// ---- packed form ---------------------------------------------------------------------------------------
+// From this many rows of X on, the packed form is used (bench/micro/gemm_bench.cpp, strategy_bf16/*).
+constexpr int64_t kPackedMinRows = 32;
+constexpr int kMr = 12;            // rows of X per register tile (24 accumulators)
+constexpr int kNr = 32;            // weight rows per panel (two vectors of Y)
+constexpr int64_t kKc = 512;       // k per panel: 32 x 512 bf16 = 32 KiB, within L1
+constexpr int64_t kMc = kMr * 16;  // rows of X per block: 192 x 512 x 2 B = 192 KiB of L2
+
+// In-register transpose of a 16x16 block of 32-bit elements: on return v[c] holds column c of the input rows.
+inline void transpose16(__m512* v) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  __m512 u[16];
+  for (int b = 0; b < 4; ++b) {
+    const __m512* tb = t + 4 * b;
+    u[4 * b + 0] = _mm512_shuffle_ps(tb[0], tb[2], 0x44);
+    u[4 * b + 1] = _mm512_shuffle_ps(tb[0], tb[2], 0xee);
+    u[4 * b + 2] = _mm512_shuffle_ps(tb[1], tb[3], 0x44);
+    u[4 * b + 3] = _mm512_shuffle_ps(tb[1], tb[3], 0xee);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 a0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    const __m512 a1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+    const __m512 b0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 b1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+    v[c] = _mm512_shuffle_f32x4(a0, b0, 0x88);
+    v[8 + c] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
+    v[4 + c] = _mm512_shuffle_f32x4(a1, b1, 0x88);
+    v[12 + c] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
+  }
+}
+
+// Panel of `rows` (<= 32, zero beyond) weight rows x kc columns (kc even after padding): the pair
+// (W[r, 2q], W[r, 2q + 1]) goes to buf[q * 32 + r]; a column past k reads as zero.
+void pack_panel(const uint16_t* w, int64_t k, int64_t rows, int64_t kc, uint32_t* buf) {
+  for (int64_t r0 = 0; r0 < kNr; r0 += 16) {
+    const int64_t nr = rows - r0 < 0 ? 0 : (rows - r0 > 16 ? 16 : rows - r0);
+    for (int64_t p = 0; p < kc; p += 32) {
+      const int64_t np = kc - p < 32 ? kc - p : 32;  // bf16 columns in this block
+      const __mmask32 mask = np >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << np) - 1);
+      __m512 v[16];
+      for (int64_t r = 0; r < 16; ++r) {
+        v[r] = r < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, w + (r0 + r) * k + p)) : _mm512_setzero_ps();
+      }
+      transpose16(v);
+      const int64_t pairs = (np + 1) / 2;
+      for (int64_t c = 0; c < pairs; ++c) _mm512_store_ps(reinterpret_cast<float*>(buf + (p / 2 + c) * kNr + r0), v[c]);
+    }
+  }
+}
+
+// Y[0:MR, 0:32] (masked to the valid columns) = or += Xb[0:MR, pairs] * panel (+ bias when not accumulating).
+template <int MR>
+void micro_tile(const uint16_t* xb, int64_t ldxb, const uint32_t* panel, int64_t pairs, float* y, int64_t ldy,
+                __mmask16 m0, __mmask16 m1, const float* bias, bool accumulate) {
+  __m512 c0[MR];
+  __m512 c1[MR];
+  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  const uint32_t* x32 = reinterpret_cast<const uint32_t*>(xb);
+  const int64_t ld32 = ldxb / 2;
+  for (int64_t q = 0; q < pairs; ++q) {
+    const __m512i b0 = _mm512_load_si512(panel + q * kNr);
+    const __m512i b1 = _mm512_load_si512(panel + q * kNr + 16);
+    for (int i = 0; i < MR; ++i) {
+      const __m512i a = _mm512_set1_epi32(static_cast<int>(x32[i * ld32 + q]));
+      c0[i] = _mm512_dpbf16_ps(c0[i], as_bh(b0), as_bh(a));
+      c1[i] = _mm512_dpbf16_ps(c1[i], as_bh(b1), as_bh(a));
+    }
+  }
+  if (accumulate) {
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, y + i * ldy));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, y + i * ldy + 16));
+    }
+  } else if (bias) {
+    const __m512 bb0 = _mm512_maskz_loadu_ps(m0, bias);
+    const __m512 bb1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm512_add_ps(c0[i], bb0);
+      c1[i] = _mm512_add_ps(c1[i], bb1);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    _mm512_mask_storeu_ps(y + i * ldy, m0, c0[i]);
+    _mm512_mask_storeu_ps(y + i * ldy + 16, m1, c1[i]);
+  }
+}
+
+using MicroFn = void (*)(const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, __mmask16, __mmask16,
+                         const float*, bool);
+constexpr MicroFn kMicro[kMr + 1] = {nullptr,        micro_tile<1>,  micro_tile<2>, micro_tile<3>, micro_tile<4>,
+                                     micro_tile<5>,  micro_tile<6>,  micro_tile<7>, micro_tile<8>, micro_tile<9>,
+                                     micro_tile<10>, micro_tile<11>, micro_tile<12>};
+
+}  // namespace
+
+void bf16_round_rows(const float* x, int64_t rows, int64_t k, uint16_t* xb, int64_t ldxb) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* src = x + r * k;
+    uint16_t* dst = xb + r * ldxb;
+    for (int64_t p = 0; p < ldxb; p += 32) {
+      const int64_t left = k - p;
+      const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(left < 0 ? 0 : left), src + p);
+      const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(left - 16 < 0 ? 0 : left - 16), src + p + 16);
+      _mm512_storeu_si512(dst + p, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+  }
+}
+
+void gemm_bf16_cols_dot(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                        const float* bias, float* y, int64_t n0, int64_t n1) {
+  switch (m) {
+    case 1: return dot_rows<1, 8>(xb, ldxb, k, w, n, bias, y, n0, n1);
+    case 2: return dot_rows<2, 8>(xb, ldxb, k, w, n, bias, y, n0, n1);
+    case 3: return dot_rows<3, 4>(xb, ldxb, k, w, n, bias, y, n0, n1);
+    case 4: return dot_rows<4, 4>(xb, ldxb, k, w, n, bias, y, n0, n1);
+    default: return dot_many<4, 4>(xb, ldxb, m, k, w, n, bias, y, n0, n1);
+  }
+}
+
+void gemm_bf16_cols_packed(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                           const float* bias, float* y, int64_t n0, int64_t n1) {
+  alignas(64) uint32_t panel[kKc / 2 * kNr];
+  for (int64_t mb = 0; mb < m; mb += kMc) {
+    const int64_t mc = m - mb < kMc ? m - mb : kMc;
+    for (int64_t kb = 0; kb < k; kb += kKc) {
+      const int64_t kc = k - kb < kKc ? k - kb : kKc;
+      const int64_t pairs = (kc + 1) / 2;
+      for (int64_t nb = n0; nb < n1; nb += kNr) {
+        const int64_t nr = n1 - nb < kNr ? n1 - nb : kNr;
+        pack_panel(w + nb * k + kb, k, nr, kc, panel);
+        const __mmask16 m0 = tail_mask(nr);
+        const __mmask16 m1 = tail_mask(nr > 16 ? nr - 16 : 0);
+        const float* bn = bias ? bias + nb : nullptr;
+        for (int64_t i = 0; i < mc; i += kMr) {
+          const int64_t mr = mc - i < kMr ? mc - i : kMr;
+          kMicro[mr](xb + (mb + i) * ldxb + kb, ldxb, panel, pairs, y + (mb + i) * n + nb, n, m0, m1, bn, kb > 0);
+        }
+      }
+    }
+  }
+}
+
+void gemm_bf16_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                    const float* bias, float* y, int64_t n0, int64_t n1) {
+  if (m < kPackedMinRows) {
+    gemm_bf16_cols_dot(xb, ldxb, m, k, w, n, bias, y, n0, n1);
+  } else {
+    gemm_bf16_cols_packed(xb, ldxb, m, k, w, n, bias, y, n0, n1);
+  }
+}
+
+}  // namespace minfer::kernels::avx512

@@ -1,0 +1,21 @@
+#include "server/api_error.h"
+
+namespace minfer::server {
+
+const char* ApiError::type() const {
+  switch (status_) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 503: return "service_unavailable";
+    default: return status_ >= 500 ? "server_error" : "invalid_request_error";
+  }
+}
+
+nlohmann::json ApiError::to_json() const {
+  nlohmann::json error = {{"message", what()}, {"type", type()}, {"param", nullptr}, {"code", nullptr}};
+  if (!param_.empty()) error["param"] = param_;
+  if (!code_.empty()) error["code"] = code_;
+  return {{"error", std::move(error)}};
+}
+
+}  // namespace minfer::server

@@ -1,0 +1,33 @@
+// The served model's chat template, found once at start: --chat-template FILE, else tokenizer_config.json's
+// "chat_template" (Hugging Face directory), else the GGUF's tokenizer.chat_template. Rendering and the
+// family recognition are ChatTemplate's (tokenizer/chat_template.h); this file only finds the source and
+// turns a missing or unsupported template into an error a chat request can report.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+
+namespace minfer::server {
+
+class ChatPrompt {
+ public:
+  // Never throws for a missing or unknown template: chat requests then fail with the reason, and the
+  // other routes keep working. Throws minfer::Error only when template_file is given but unreadable.
+  static ChatPrompt load(const std::string& model_path, const std::string& template_file);
+
+  bool available() const { return tmpl_.has_value(); }
+  // "ChatML", "Llama 3", ...; or why chat is unavailable.
+  std::string describe() const;
+  // The prompt text for the messages, ending with the assistant turn's header. Throws ApiError 400 when chat
+  // is unavailable or the template rejects the conversation (e.g. roles that do not alternate).
+  std::string render(const std::vector<ChatMessage>& messages) const;
+
+ private:
+  std::optional<ChatTemplate> tmpl_;
+  std::string unavailable_;  // why tmpl_ is empty
+};
+
+}  // namespace minfer::server

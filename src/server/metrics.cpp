@@ -1,0 +1,131 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace minfer::server {
+namespace {
+
+// Buckets as vLLM's: latencies from milliseconds (decode steps) to minutes (long generations).
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
+                                          0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0};
+const std::vector<double> kTpotBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4,
+                                          0.5,  0.75,  1.0,  2.5,   5.0, 7.5,  10.0, 20.0, 40.0};
+const std::vector<double> kE2eBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,   10.0, 15.0,
+                                         20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0};
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+template <typename T>
+void metric(std::string& out, const char* name, const char* type, const char* help, T value) {
+  header(out, name, type, help);
+  out += fmt::format("{} {}\n", name, value);
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  const auto it = std::lower_bound(bounds_.begin(), bounds_.end(), value);  // le: value <= bound
+  ++counts_[static_cast<size_t>(it - bounds_.begin())];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, std::string& out) const {
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+  }
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+}
+
+Metrics::Metrics() : ttft_(kTtftBuckets), tpot_(kTpotBuckets), e2e_(kE2eBuckets) {}
+
+void Metrics::record_response(const std::string& route, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++responses_[{route, status}];
+}
+
+void Metrics::record_generation(const RequestTiming& t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finished_;
+  prompt_tokens_ += t.prompt_tokens;
+  output_tokens_ += t.output_tokens;
+  e2e_.observe(t.e2e_s);
+  if (t.ttft_s >= 0.0) {
+    ttft_.observe(t.ttft_s);
+    // Time per output token after the first, as vLLM's TPOT.
+    if (t.output_tokens > 1) tpot_.observe((t.e2e_s - t.ttft_s) / static_cast<double>(t.output_tokens - 1));
+  }
+}
+
+void Metrics::record_disconnect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++disconnects_;
+}
+
+void Metrics::connection_opened() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++connections_open_;
+  ++connections_total_;
+}
+
+void Metrics::connection_closed() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --connections_open_;
+}
+
+std::string Metrics::render(const EngineStats& s) const {
+  std::string out;
+  out.reserve(8192);
+  std::lock_guard<std::mutex> lock(mu_);
+  header(out, "minfer_http_requests_total", "counter", "HTTP responses by route and status code.");
+  for (const auto& [key, count] : responses_)
+    out += fmt::format("minfer_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n", key.first, key.second, count);
+  metric(out, "minfer_http_connections_open", "gauge", "Open client connections.", connections_open_);
+  metric(out, "minfer_http_connections_total", "counter", "Client connections accepted.", connections_total_);
+  metric(out, "minfer_requests_finished_total", "counter", "Generation requests that ran to the end.", finished_);
+  metric(out, "minfer_requests_disconnected_total", "counter",
+         "Generation requests aborted because the client disconnected.", disconnects_);
+  metric(out, "minfer_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", prompt_tokens_);
+  metric(out, "minfer_generation_tokens_total", "counter", "Tokens generated for finished requests.", output_tokens_);
+  header(out, "minfer_time_to_first_token_seconds", "histogram", "Arrival to first generated token.");
+  ttft_.render("minfer_time_to_first_token_seconds", out);
+  header(out, "minfer_time_per_output_token_seconds", "histogram", "Mean time per output token after the first.");
+  tpot_.render("minfer_time_per_output_token_seconds", out);
+  header(out, "minfer_e2e_request_latency_seconds", "histogram", "Arrival to the last output of a request.");
+  e2e_.render("minfer_e2e_request_latency_seconds", out);
+
+  metric(out, "minfer_num_requests_running", "gauge", "Sequences the engine is running.", s.num_running);
+  metric(out, "minfer_num_requests_waiting", "gauge", "Sequences waiting to be scheduled.", s.num_waiting);
+  metric(out, "minfer_kv_page_size_tokens", "gauge", "Tokens per KV page.", s.page_size);
+  metric(out, "minfer_kv_pages_total", "gauge", "KV pages in the pool.", s.pages_total);
+  metric(out, "minfer_kv_pages_used", "gauge", "KV pages referenced by a sequence.", s.pages_used);
+  metric(out, "minfer_kv_pages_cached", "gauge", "KV pages held by the prefix cache.", s.pages_cached);
+  metric(out, "minfer_kv_cache_usage_ratio", "gauge", "Pages used / pages in the pool.",
+         s.pages_total > 0 ? static_cast<double>(s.pages_used) / static_cast<double>(s.pages_total) : 0.0);
+  metric(out, "minfer_kv_utilisation_ratio", "gauge", "Tokens held / token slots of the pages in use.",
+         s.kv_utilisation);
+  metric(out, "minfer_prefix_cache_queries_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.",
+         s.prefix_queried_tokens);
+  metric(out, "minfer_prefix_cache_hits_tokens_total", "counter", "Prompt tokens found in the prefix cache.",
+         s.prefix_hit_tokens);
+  metric(out, "minfer_prefix_cache_hit_rate", "gauge", "Prefix cache hits / queries, in tokens.",
+         s.prefix_cache_hit_rate);
+  metric(out, "minfer_num_preemptions_total", "counter", "Sequences preempted for lack of KV pages.",
+         s.num_preemptions);
+  metric(out, "minfer_engine_steps_total", "counter", "Engine steps run.", s.num_steps);
+  metric(out, "minfer_engine_prompt_tokens_total", "counter", "Prompt tokens of requests added to the engine.",
+         s.prompt_tokens);
+  metric(out, "minfer_engine_generation_tokens_total", "counter", "Tokens the engine has sampled.", s.generated_tokens);
+  return out;
+}
+
+}  // namespace minfer::server

@@ -1,0 +1,66 @@
+// Server metrics in the Prometheus text exposition format (GET /metrics): request counts by route and
+// status, latency histograms (TTFT, TPOT, end-to-end), token counters, open connections, and the engine's
+// gauges (running/waiting, KV pages, prefix cache) read from an EngineStats snapshot at scrape time.
+// Thread-safe: handlers on any io thread record, a scrape renders.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "minfer/engine.h"
+
+namespace minfer::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  // Appends the _bucket, _sum and _count lines of `name`.
+  void render(const std::string& name, std::string& out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<int64_t> counts_;  // per bucket (not cumulative); one more for +Inf
+  double sum_ = 0.0;
+  int64_t count_ = 0;
+};
+
+// One finished generation request, as the handler saw it.
+struct RequestTiming {
+  double ttft_s = -1.0;  // arrival to first token; < 0 when no token came
+  double e2e_s = 0.0;    // arrival to the last output
+  int64_t prompt_tokens = 0;
+  int64_t output_tokens = 0;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  void record_response(const std::string& route, int status);
+  void record_generation(const RequestTiming& timing);
+  void record_disconnect();  // a client went away before its request finished (the request was aborted)
+  void connection_opened();
+  void connection_closed();
+
+  std::string render(const EngineStats& engine) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, int64_t> responses_;  // (route, status) -> count
+  Histogram ttft_;
+  Histogram tpot_;
+  Histogram e2e_;
+  int64_t prompt_tokens_ = 0;
+  int64_t output_tokens_ = 0;
+  int64_t finished_ = 0;
+  int64_t disconnects_ = 0;
+  int64_t connections_open_ = 0;
+  int64_t connections_total_ = 0;
+};
+
+}  // namespace minfer::server

@@ -1,0 +1,50 @@
+// Request bodies of the generation routes -> one GenerationRequest, checked field by field with errors that
+// name the field (OpenAI's invalid_request_error, `param` set). The fields follow the OpenAI API reference
+// (completions and chat completions) plus vLLM's sampling extensions (top_k, min_p, repetition_penalty,
+// ignore_eos, stop_token_ids); null counts as absent, unknown fields are ignored (as vLLM does).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "minfer/sampling.h"
+#include "tokenizer/chat_template.h"
+
+namespace minfer::server {
+
+enum class RouteKind : uint8_t { kGenerate, kCompletion, kChat };
+
+// A prompt as given: text to encode, or token ids.
+struct PromptInput {
+  bool is_text = true;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+struct GenerationRequest {
+  RouteKind kind = RouteKind::kCompletion;
+  std::string model;                  // empty: not given
+  std::vector<PromptInput> prompts;   // completions: one or more; generate: one; chat: filled from messages
+  std::vector<ChatMessage> messages;  // chat
+  SamplingParams params;
+  bool max_tokens_given = false;  // else the route's default, capped by what fits in max_model_len
+  int n = 1;                      // choices per prompt
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  // -1: none. Completions: `logprobs` (top alternatives per token). Chat: `top_logprobs` when `logprobs`.
+  int logprobs = -1;
+  bool echo = false;  // completions: the prompt text precedes the completion
+};
+
+// The body as a JSON object. Throws ApiError 400 for malformed JSON, invalid UTF-8 or a non-object.
+nlohmann::json parse_json_body(std::string_view body);
+
+// Throw ApiError 400 naming the field for a wrong type or a value out of range.
+GenerationRequest parse_generate_request(const nlohmann::json& body);
+GenerationRequest parse_completion_request(const nlohmann::json& body);
+GenerationRequest parse_chat_request(const nlohmann::json& body);
+
+}  // namespace minfer::server

@@ -1,0 +1,43 @@
+// Maps method + path to the handlers, checks the API key on /v1 routes, and turns every error a handler
+// throws into an OpenAI-style JSON error response; records each response in the metrics.
+//
+//   GET  /health                 liveness: 200 {"status": "ok"}
+//   GET  /metrics                Prometheus text
+//   GET  /v1/models              the served model
+//   POST /generate               {"text", "max_new_tokens"=50, sampling fields} -> {"output"}
+//   POST /v1/completions         OpenAI completions (prompt: string, strings, token ids), SSE streaming
+//   POST /v1/chat/completions    OpenAI chat completions through the model's chat template, SSE streaming
+#pragma once
+
+// clang-format off
+#include "server/asio.h"
+// clang-format on
+#include <string>
+
+#include "minfer/engine.h"
+#include "server/generation_handler.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+
+namespace minfer::server {
+
+class Router {
+ public:
+  Router(AsyncEngine& engine, GenerationHandler& generation, Metrics& metrics, std::string api_key);
+
+  asio::awaitable<void> handle(const HttpRequest& request, Connection& connection);
+
+ private:
+  asio::awaitable<void> dispatch(const HttpRequest& request, const std::string& path, Connection& connection);
+  bool authorized(const HttpRequest& request) const;
+
+  AsyncEngine& engine_;
+  GenerationHandler& generation_;
+  Metrics& metrics_;
+  std::string api_key_;  // empty: no authentication
+};
+
+// {"error": {...}} for errors the HTTP layer answers itself.
+std::string error_json(int status, const std::string& message);
+
+}  // namespace minfer::server

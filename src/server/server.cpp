@@ -1,0 +1,82 @@
+#include "server/server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "minfer/engine.h"
+#include "server/chat_prompt.h"
+#include "server/demo_model.h"
+#include "server/generation_handler.h"
+#include "server/metrics.h"
+#include "server/router.h"
+
+namespace minfer::server {
+namespace {
+
+// Each streaming client holds a socket: lift the soft limit on open files to the hard one.
+void raise_open_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+std::string default_model_name(const std::string& model_path) {
+  std::filesystem::path p(model_path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+  return p.filename().string();
+}
+
+}  // namespace
+
+void run_server(ServeOptions options) {
+  raise_open_file_limit();
+  std::optional<DemoModel> demo;
+  if (options.engine.model_path.empty()) {
+    demo.emplace();
+    options.engine.model_path = demo->path();
+    if (options.served_model_name.empty()) options.served_model_name = "minfer-demo";
+    spdlog::warn(
+        "no --model given: serving a built-in DEMO model with RANDOM weights ({}); its output is meaningless text. "
+        "Give --model PATH to serve a real checkpoint.",
+        demo->path());
+  }
+  if (options.served_model_name.empty()) options.served_model_name = default_model_name(options.engine.model_path);
+
+  AsyncEngine engine(options.engine);
+  const EngineConfig& config = engine.config();
+  const ChatPrompt chat = ChatPrompt::load(config.model_path, options.chat_template_file);
+  if (chat.available()) {
+    spdlog::info("chat template: {}", chat.describe());
+  } else {
+    spdlog::warn("/v1/chat/completions is unavailable: {}", chat.describe());
+  }
+  Metrics metrics;
+  GenerationHandler generation(engine, chat, metrics, options.served_model_name);
+  Router router(engine, generation, metrics, options.api_key);
+
+  HttpServer http(
+      options.http,
+      [&router](const HttpRequest& request, Connection& connection) { return router.handle(request, connection); },
+      error_json);
+  http.on_connection_open = [&metrics] { metrics.connection_opened(); };
+  http.on_connection_close = [&metrics] { metrics.connection_closed(); };
+  http.bind();
+  spdlog::info("serving '{}' (max_model_len {}, {} io thread(s)){}", options.served_model_name, config.max_model_len,
+               options.http.io_threads, options.api_key.empty() ? "" : ", API key required on /v1 routes");
+  fmt::print("listening on http://{}:{}\n", options.http.host, http.port());
+  std::fflush(stdout);
+  http.run();
+  // Requests still running here are past the drain timeout (or a second signal came): abort them. The engine
+  // must stop before the HTTP server goes, since its callbacks post to the server's io_context.
+  engine.shutdown(/*drain=*/false);
+  spdlog::info("stopped");
+}
+
+}  // namespace minfer::server

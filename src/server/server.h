@@ -1,0 +1,23 @@
+// `minfer serve`: the engine, the HTTP server and the routes put together, run until SIGTERM/SIGINT.
+#pragma once
+
+#include <string>
+
+#include "minfer/config.h"
+#include "server/http_server.h"
+
+namespace minfer::server {
+
+struct ServeOptions {
+  EngineConfig engine;  // model_path empty: serve the built-in demo model
+  HttpServerConfig http;
+  std::string api_key;            // empty: no authentication
+  std::string served_model_name;  // empty: the model directory's or file's name
+  std::string chat_template_file;
+};
+
+// Prints "listening on http://HOST:PORT" on stdout once requests are accepted. Throws minfer::Error for
+// a model that cannot be loaded or an address that cannot be bound.
+void run_server(ServeOptions options);
+
+}  // namespace minfer::server

@@ -1,0 +1,176 @@
+// The official `openai` npm client against a real `minfer serve` (node's built-in test runner: `node --test`).
+// The server is started here on a free loopback port: MINFER_BIN is the binary (default: the release build),
+// MINFER_TEST_MODEL an optional model to serve (default: the built-in demo model).
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import OpenAI from 'openai';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const binary = process.env.MINFER_BIN || path.resolve(here, '../../../build/release/tools/minfer');
+
+let server;
+let serverLog = '';
+let client;
+let model;
+
+// Starts `minfer serve --port 0` and resolves with the URL from its 'listening on http://HOST:PORT' line.
+function startServer(extraArgs) {
+  return new Promise((resolve, reject) => {
+    const args = ['serve', '--host', '127.0.0.1', '--port', '0', ...extraArgs];
+    if (process.env.MINFER_TEST_MODEL) args.push('--model', process.env.MINFER_TEST_MODEL);
+    const proc = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const timer = setTimeout(() => reject(new Error(`no 'listening on' line within 120 s\n${serverLog}`)), 120_000);
+    let stdout = '';
+    proc.stdout.on('data', (data) => {
+      stdout += data;
+      serverLog += data;
+      const m = stdout.match(/listening on (http:\/\/[^\s]+)/);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc, url: m[1] });
+      }
+    });
+    proc.stderr.on('data', (data) => { serverLog += data; });
+    proc.on('error', (err) => { clearTimeout(timer); reject(err); });
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`minfer serve exited with ${code} before listening\n${serverLog}`));
+    });
+  });
+}
+
+function stopServer(proc) {
+  return new Promise((resolve) => {
+    if (proc.exitCode !== null) return resolve();
+    const kill = setTimeout(() => proc.kill('SIGKILL'), 30_000);
+    proc.on('exit', () => { clearTimeout(kill); resolve(); });
+    proc.kill('SIGTERM');
+  });
+}
+
+before(async () => {
+  const started = await startServer([]);
+  server = started.proc;
+  client = new OpenAI({ baseURL: `${started.url}/v1`, apiKey: 'not-needed', maxRetries: 0, timeout: 120_000 });
+  const models = await client.models.list();
+  assert.ok(models.data.length >= 1, 'GET /v1/models lists the served model');
+  model = models.data[0].id;
+});
+
+after(async () => {
+  if (server) await stopServer(server);
+});
+
+test('completions', async () => {
+  const r = await client.completions.create({ model, prompt: 'Once upon a time', max_tokens: 6, temperature: 0 });
+  assert.equal(r.object, 'text_completion');
+  assert.equal(r.model, model);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].index, 0);
+  assert.equal(typeof r.choices[0].text, 'string');
+  assert.ok(['length', 'stop'].includes(r.choices[0].finish_reason), r.choices[0].finish_reason);
+  assert.ok(r.usage.prompt_tokens > 0);
+  assert.ok(r.usage.completion_tokens >= 1 && r.usage.completion_tokens <= 6, JSON.stringify(r.usage));
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + r.usage.completion_tokens);
+});
+
+test('streaming completions equal the non-streamed text at temperature 0', async () => {
+  const params = { model, prompt: 'The river', max_tokens: 8, temperature: 0, ignore_eos: true };
+  const whole = await client.completions.create(params);
+  const stream = await client.completions.create({ ...params, stream: true });
+  let text = '';
+  let finish = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'text_completion');
+    for (const c of chunk.choices) {
+      text += c.text;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(text, whole.choices[0].text);
+  assert.equal(finish, 'length');
+});
+
+test('chat completions', async () => {
+  const r = await client.chat.completions.create({
+    model,
+    messages: [
+      { role: 'system', content: 'You are a terse assistant.' },
+      { role: 'user', content: 'Say hello.' },
+    ],
+    max_tokens: 6,
+    temperature: 0,
+  });
+  assert.equal(r.object, 'chat.completion');
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.equal(typeof r.choices[0].message.content, 'string');
+  assert.ok(['length', 'stop'].includes(r.choices[0].finish_reason), r.choices[0].finish_reason);
+  assert.ok(r.usage.prompt_tokens > 0 && r.usage.completion_tokens >= 1);
+});
+
+test('streaming chat with usage', async () => {
+  const params = {
+    model,
+    messages: [{ role: 'user', content: 'Tell me a story.' }],
+    max_tokens: 8,
+    temperature: 0,
+    ignore_eos: true,
+  };
+  const whole = await client.chat.completions.create(params);
+  const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  let role = null;
+  let finish = null;
+  let usage = null;
+  let chunks = 0;
+  for await (const chunk of stream) {
+    chunks += 1;
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta.role) role = c.delta.role;
+      if (c.delta.content) text += c.delta.content;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.ok(chunks >= 2, `streamed in ${chunks} chunk(s)`);
+  assert.equal(role, 'assistant');
+  assert.equal(text, whole.choices[0].message.content);
+  assert.equal(finish, 'length');
+  assert.ok(usage, 'stream_options.include_usage sends a usage chunk');
+  assert.equal(usage.completion_tokens, 8);
+  assert.equal(usage.prompt_tokens, whole.usage.prompt_tokens);
+});
+
+test('a 400 surfaces as openai.BadRequestError naming the field', async () => {
+  await assert.rejects(
+    client.completions.create({ model, prompt: 'x', max_tokens: -1 }),
+    (err) => {
+      assert.ok(err instanceof OpenAI.BadRequestError, `${err.constructor.name}: ${err.message}`);
+      assert.equal(err.status, 400);
+      assert.match(err.message, /max_tokens/);
+      return true;
+    },
+  );
+  await assert.rejects(
+    client.chat.completions.create({ model, messages: 'not a list', max_tokens: 4 }),
+    (err) => err instanceof OpenAI.BadRequestError && err.status === 400 && /messages/.test(err.message),
+  );
+});
+
+test('an unknown model surfaces as openai.NotFoundError', async () => {
+  await assert.rejects(
+    client.completions.create({ model: 'no-such-model', prompt: 'x', max_tokens: 2 }),
+    (err) => err instanceof OpenAI.NotFoundError && err.status === 404,
+  );
+});
+
+test('the server still serves after the errors', async () => {
+  const r = await client.completions.create({ model, prompt: 'again', max_tokens: 2, temperature: 0 });
+  assert.equal(r.choices.length, 1);
+});

@@ -1,0 +1,124 @@
+// Fusion auto vs none on every test model: identical greedy tokens, logits within 1e-4 relative (f32
+// checkpoints; bf16 ones must agree just as closely, since fused and unfused do the same arithmetic), and the
+// dispatch counts of both graphs.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/generator.h"
+#include "model/model_weights.h"
+#include "model/test_model_writer.h"
+
+namespace minfer {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kStories = std::string(MINFER_SHARED_DIR) + "/models/stories260K/";
+
+struct Run {
+  std::vector<int32_t> tokens;
+  std::vector<float> prompt_logits;
+  int64_t dispatches_per_step = 0;
+};
+
+Run generate(const ModelWeights& weights, FusionStrategy strategy, const std::vector<int32_t>& prompt) {
+  GeneratorOptions options;
+  options.num_threads = 2;
+  options.max_seq_len = 256;
+  options.prefill_chunk = 7;  // several prefill chunks, each a multi-row step
+  options.fusion.strategy = strategy;
+  Generator generator(weights, options);
+  SamplingParams params;
+  params.temperature = 0.0f;
+  params.max_tokens = 24;
+  params.ignore_eos = true;
+  Run run;
+  run.tokens = generator
+                   .generate(
+                       prompt, params, {}, [](int32_t) { return true; }, nullptr)
+                   .token_ids;
+  // Logits of every prompt position (every row samples: many sequences in one step).
+  generator.generate(
+      prompt, params, {}, [](int32_t) { return true; }, &run.prompt_logits);
+  run.dispatches_per_step = generator.runner().dispatches_per_step();
+  return run;
+}
+
+void expect_fused_matches_unfused(const std::string& path, const std::vector<int32_t>& prompt) {
+  SCOPED_TRACE(path);
+  const ModelWeights weights = load_model(path);
+  const Run none = generate(weights, FusionStrategy::kNone, prompt);
+  const Run fused = generate(weights, FusionStrategy::kAuto, prompt);
+  EXPECT_EQ(fused.tokens, none.tokens);
+  ASSERT_EQ(fused.prompt_logits.size(), none.prompt_logits.size());
+  ASSERT_FALSE(none.prompt_logits.empty());
+  float max_abs = 0.0f;
+  for (float v : none.prompt_logits) max_abs = std::max(max_abs, std::fabs(v));
+  int misses = 0;
+  for (size_t i = 0; i < none.prompt_logits.size(); ++i) {
+    const float want = none.prompt_logits[i];
+    if (std::fabs(fused.prompt_logits[i] - want) > 1e-4f * std::max(std::fabs(want), 1e-2f * max_abs) && ++misses <= 5)
+      ADD_FAILURE() << "logit " << i << ": fused " << fused.prompt_logits[i] << " unfused " << want;
+  }
+  EXPECT_EQ(misses, 0);
+  // 16 primitive nodes per layer + embedding, gather, final norm, lm_head; fused: 5 per layer + embedding and
+  // one gather+norm+lm_head GEMM.
+  const int64_t layers = weights.config.num_layers;
+  EXPECT_EQ(none.dispatches_per_step, 16 * layers + 4);
+  EXPECT_EQ(fused.dispatches_per_step, 5 * layers + 2);
+}
+
+class FusionOnTestModels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("minfer_fusion_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string& preset, DType dtype) {
+    TestModelOptions o;
+    o.preset = preset;
+    o.out_dir = (dir_ / (preset + "_" + std::string(dtype_name(dtype)))).string();
+    o.dtype = dtype;
+    o.seed = 3;
+    write_test_model(o);
+    return o.out_dir;
+  }
+  fs::path dir_;
+};
+
+const std::vector<int32_t> kPrompt = {1, 45, 7, 130, 12, 99, 3, 140, 17, 8, 61, 5, 150, 33, 2, 90, 41};
+
+TEST(FusionStories260K, LlamaCBinMatchesUnfused) {
+  expect_fused_matches_unfused(kStories + "stories260K.bin", kPrompt);
+}
+TEST(FusionStories260K, GgufMatchesUnfused) { expect_fused_matches_unfused(kStories + "stories260K.gguf", kPrompt); }
+
+TEST_F(FusionOnTestModels, TinyLlamaF32) { expect_fused_matches_unfused(write("tiny-llama", DType::F32), kPrompt); }
+TEST_F(FusionOnTestModels, TinyLlamaBf16) { expect_fused_matches_unfused(write("tiny-llama", DType::BF16), kPrompt); }
+TEST_F(FusionOnTestModels, TinyQwen2F32) { expect_fused_matches_unfused(write("tiny-qwen2", DType::F32), kPrompt); }
+TEST_F(FusionOnTestModels, TinyQwen2Bf16) { expect_fused_matches_unfused(write("tiny-qwen2", DType::BF16), kPrompt); }
+
+TEST(FusionOptions, UnknownPassIsAnError) {
+  const ModelWeights weights = load_model(kStories + "stories260K.bin");
+  GeneratorOptions options;
+  options.num_threads = 1;
+  options.fusion.disabled_passes = {"no-such-pass"};
+  try {
+    Generator generator(weights, options);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown fusion pass 'no-such-pass'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace minfer

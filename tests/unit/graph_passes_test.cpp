@@ -1,0 +1,168 @@
+// Each fusion pass on its own, on the decoder graph of a small Qwen2-shaped model (q/k/v bias, GQA): the
+// layer's node list before and after, and the pipeline's totals.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "graph/passes/fusion_passes.h"
+#include "model/decoder_graph.h"
+#include "model/model_weights.h"
+#include "model/test_model_writer.h"
+
+namespace minfer::graph {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Passes : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("minfer_passes_" + std::to_string(::getpid()));
+    TestModelOptions o;
+    o.preset = "tiny-qwen2";
+    o.out_dir = dir_.string();
+    o.dtype = DType::F32;
+    write_test_model(o);
+    weights_ = new ModelWeights(load_model(dir_.string()));
+  }
+  static void TearDownTestSuite() {
+    delete weights_;
+    fs::remove_all(dir_);
+  }
+  // Labels of layer 0's nodes (those writing a layers.0. value, and layer 0's kv_write).
+  static std::vector<std::string> layer0(const Graph& g) {
+    std::vector<std::string> out;
+    for (const Node& n : g.nodes()) {
+      const bool named = n.output != kNoValue && g.value(n.output).name.starts_with("layers.0.");
+      if (named || (n.output == kNoValue && n.layer == 0)) out.push_back(node_label(n));
+    }
+    return out;
+  }
+  // Labels of the nodes after the last layer.
+  static std::vector<std::string> tail(const Graph& g) {
+    std::vector<std::string> out;
+    const std::string last = "layers." + std::to_string(weights_->config.num_layers - 1) + ".";
+    bool after = false;
+    for (const Node& n : g.nodes()) {
+      if (after) out.push_back(node_label(n));
+      if (n.output != kNoValue && g.value(n.output).name == last + "x_out") after = true;
+    }
+    return out;
+  }
+  static inline fs::path dir_;
+  static inline ModelWeights* weights_ = nullptr;
+};
+
+using Labels = std::vector<std::string>;
+const Labels kUnfusedLayer = {"rmsnorm", "matmul", "matmul",  "matmul", "rope",   "rope",     "kv_write", "attention",
+                              "matmul",  "add",    "rmsnorm", "matmul", "matmul", "silu_mul", "matmul",   "add"};
+
+TEST_F(Passes, UnfusedGraphIsSixteenPrimitivesPerLayer) {
+  const Graph g = build_decoder_graph(*weights_);
+  EXPECT_EQ(layer0(g), kUnfusedLayer);
+  EXPECT_EQ(tail(g), (Labels{"gather_rows", "rmsnorm", "matmul"}));
+  Graph none = build_decoder_graph(*weights_);
+  const FusionReport r = run_fusion_passes(none, FusionOptions{FusionStrategy::kNone, {}});
+  EXPECT_TRUE(r.rewrites.empty());
+  EXPECT_EQ(none.nodes().size(), g.nodes().size());
+}
+
+TEST_F(Passes, QkvMergesProjectionsRopeAndKvWrite) {
+  Graph g = build_decoder_graph(*weights_);
+  EXPECT_EQ(fuse_qkv(g), weights_->config.num_layers);
+  g.verify();
+  EXPECT_EQ(layer0(g), (Labels{"rmsnorm", "fused_matmul[gemm+bias+rope+kv_write]", "attention", "matmul", "add",
+                               "rmsnorm", "matmul", "matmul", "silu_mul", "matmul", "add"}));
+  const ModelConfig& c = weights_->config;
+  for (const Node& n : g.nodes()) {
+    if (n.kind != OpKind::kFusedMatMul) continue;
+    EXPECT_EQ(n.weight->dim(0), (c.num_heads + 2 * c.num_kv_heads) * c.head_dim);
+    EXPECT_EQ(n.bias->numel(), n.weight->dim(0));
+  }
+  EXPECT_EQ(fuse_qkv(g), 0);  // nothing left to match
+}
+
+TEST_F(Passes, GateUpMergesWithSiluMul) {
+  Graph g = build_decoder_graph(*weights_);
+  EXPECT_EQ(fuse_gate_up(g), weights_->config.num_layers);
+  g.verify();
+  EXPECT_EQ(layer0(g), (Labels{"rmsnorm", "matmul", "matmul", "matmul", "rope", "rope", "kv_write", "attention",
+                               "matmul", "add", "rmsnorm", "fused_matmul[gemm+silu_mul]", "matmul", "add"}));
+}
+
+TEST_F(Passes, ResidualMovesTheAddIntoTheGemm) {
+  Graph g = build_decoder_graph(*weights_);
+  EXPECT_EQ(fuse_residual(g), 2 * weights_->config.num_layers);
+  g.verify();
+  EXPECT_EQ(layer0(g), (Labels{"rmsnorm", "matmul", "matmul", "matmul", "rope", "rope", "kv_write", "attention",
+                               "fused_matmul[gemm+residual]", "rmsnorm", "matmul", "matmul", "silu_mul",
+                               "fused_matmul[gemm+residual]"}));
+}
+
+TEST_F(Passes, AddRmsNormTakesTheAddsLeft) {
+  Graph g = build_decoder_graph(*weights_);
+  // Each layer's two adds are followed by a norm, except the last layer's second (the final norm reads the
+  // gathered rows).
+  EXPECT_EQ(fuse_add_rmsnorm(g), 2 * weights_->config.num_layers - 1);
+  g.verify();
+  EXPECT_EQ(layer0(g), (Labels{"rmsnorm", "matmul", "matmul", "matmul", "rope", "rope", "kv_write", "attention",
+                               "matmul", "add_rmsnorm", "matmul", "matmul", "silu_mul", "matmul"}));
+  // (Layer 0's second add + layer 1's first norm writes layers.1.attn_in, so it counts in layer 1.)
+  // After the residual pass there is nothing left for it.
+  Graph h = build_decoder_graph(*weights_);
+  fuse_residual(h);
+  EXPECT_EQ(fuse_add_rmsnorm(h), 0);
+}
+
+TEST_F(Passes, NormGemmFoldsNormsIntoTheirOnlyGemm) {
+  Graph g = build_decoder_graph(*weights_);
+  // Alone, a norm feeding three (or two) GEMMs cannot fold; only the final norm's single lm_head can.
+  EXPECT_EQ(fuse_norm_gemm(g), 1);
+  EXPECT_EQ(tail(g), (Labels{"gather_rows", "fused_matmul[rmsnorm+gemm]"}));
+  Graph h = build_decoder_graph(*weights_);
+  fuse_qkv(h);
+  fuse_gate_up(h);
+  EXPECT_EQ(fuse_norm_gemm(h), 2 * weights_->config.num_layers + 1);
+  h.verify();
+  EXPECT_EQ(layer0(h), (Labels{"fused_matmul[rmsnorm+gemm+bias+rope+kv_write]", "attention", "matmul", "add",
+                               "fused_matmul[rmsnorm+gemm+silu_mul]", "matmul", "add"}));
+}
+
+TEST_F(Passes, LmHeadRowsGathersInThePrologue) {
+  Graph g = build_decoder_graph(*weights_);
+  EXPECT_EQ(fuse_lm_head_rows(g), 0);  // the final norm sits between the gather and the lm_head
+  fuse_norm_gemm(g);
+  EXPECT_EQ(fuse_lm_head_rows(g), 1);
+  g.verify();
+  EXPECT_EQ(tail(g), (Labels{"fused_matmul[gather+rmsnorm+gemm]"}));
+}
+
+TEST_F(Passes, AutoPipelineLeavesFiveNodesPerLayer) {
+  Graph g = build_decoder_graph(*weights_);
+  const FusionReport r = run_fusion_passes(g, FusionOptions{});
+  const int64_t layers = weights_->config.num_layers;
+  EXPECT_EQ(layer0(g),
+            (Labels{"fused_matmul[rmsnorm+gemm+bias+rope+kv_write]", "attention", "fused_matmul[gemm+residual]",
+                    "fused_matmul[rmsnorm+gemm+silu_mul]", "fused_matmul[gemm+residual]"}));
+  EXPECT_EQ(tail(g), (Labels{"fused_matmul[gather+rmsnorm+gemm]"}));
+  EXPECT_EQ(static_cast<int64_t>(g.nodes().size()), 5 * layers + 2);
+  ASSERT_EQ(r.rewrites.size(), fusion_passes().size());
+  EXPECT_EQ(r.rewrites[0], (std::pair<std::string, int>{"qkv", static_cast<int>(layers)}));
+}
+
+TEST_F(Passes, DisabledPassIsSkippedAndUnknownNamesRejected) {
+  Graph g = build_decoder_graph(*weights_);
+  run_fusion_passes(g, FusionOptions{FusionStrategy::kAuto, {"residual"}});
+  // The adds stay; add-rmsnorm takes those followed by a norm.
+  EXPECT_EQ(layer0(g), (Labels{"fused_matmul[rmsnorm+gemm+bias+rope+kv_write]", "attention", "matmul", "add_rmsnorm",
+                               "fused_matmul[gemm+silu_mul]", "matmul"}));
+  Graph h = build_decoder_graph(*weights_);
+  EXPECT_THROW(run_fusion_passes(h, FusionOptions{FusionStrategy::kAuto, {"qkvv"}}), Error);
+}
+
+}  // namespace
+}  // namespace minfer::graph

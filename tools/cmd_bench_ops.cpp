@@ -1,0 +1,195 @@
+// `minfer bench ops` (the issue's --report-ops): compiles the model's graph with fusion none and auto and
+// prints, for each, the nodes of one decoder layer and the dispatches the executor counts per step (prefill
+// and decode at each batch size), then times the same steps for both, interleaved (ABAB...) so load drift
+// hits both alike. A dispatch is one graph node run by the executor: one kernel entry call, which is at
+// most one fork-join of the thread pool (embedding, gather and kv_write run on the calling thread).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "engine/model_runner.h"
+#include "kernels/kernels.h"
+#include "kv/kv_cache.h"
+#include "model/model_weights.h"
+#include "tools/commands.h"
+#include "tools/fusion_flags.h"
+
+namespace minfer::tools {
+namespace {
+
+struct OpsArgs {
+  std::string model;
+  int threads = 2;
+  std::vector<int> batches = {1, 32};
+  int context = 64;   // tokens already cached per sequence when decode steps are timed
+  int prefill = 128;  // tokens of the timed prefill step
+  int repeat = 8;     // timed steps per mode and scenario (median reported)
+  bool list_passes = false;
+  graph::FusionOptions fusion;  // the "auto" column (honours --disable-pass)
+};
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Nodes of layer 0: those writing a "layers.0." value, and the kv_write of layer 0.
+std::vector<std::string> layer0_ops(const graph::Graph& g) {
+  std::vector<std::string> ops;
+  for (const graph::Node& n : g.nodes()) {
+    const bool named = n.output != graph::kNoValue && g.value(n.output).name.starts_with("layers.0.");
+    if (named || (n.output == graph::kNoValue && n.layer == 0)) ops.push_back(graph::node_label(n));
+  }
+  return ops;
+}
+
+// One mode's compiled model, its own KV pool, and the step arrays of each scenario.
+struct Mode {
+  std::string name;
+  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<KvCache> cache;
+};
+
+struct Scenario {
+  std::string name;
+  std::vector<std::vector<int32_t>> tokens;  // per sequence: the step's tokens
+  std::vector<int32_t> start;                // per sequence
+};
+
+std::vector<SequenceChunk> chunks_of(const Scenario& s, const std::vector<std::vector<int32_t>>& tables) {
+  std::vector<SequenceChunk> c;
+  for (size_t i = 0; i < s.tokens.size(); ++i) c.push_back(SequenceChunk{s.tokens[i], s.start[i], tables[i], true});
+  return c;
+}
+
+void run_ops(const OpsArgs& a) {
+  if (a.list_passes) {
+    for (const graph::FusionPass& p : graph::fusion_passes()) std::printf("%-13s %s\n", p.name, p.summary);
+    return;
+  }
+  const ModelWeights weights = load_model(a.model);
+  const ModelConfig& m = weights.config;
+  ThreadPool pool(a.threads);
+  const int max_batch = std::max(1, *std::max_element(a.batches.begin(), a.batches.end()));
+  const int64_t page = 16;
+  const int64_t max_tokens = std::max<int64_t>(a.context + 1, a.prefill);
+  const int64_t pages_per_seq = (max_tokens + page - 1) / page;
+  KvCacheShape shape{.num_layers = m.num_layers,
+                     .kv_heads = m.num_kv_heads,
+                     .head_dim = m.head_dim,
+                     .page_size = page,
+                     .num_pages = 1 + max_batch * pages_per_seq};
+  shape.dtype = m.dtype == DType::BF16 ? DType::BF16 : DType::F32;
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(max_batch));
+  for (int s = 0; s < max_batch; ++s)
+    for (int64_t p = 0; p < pages_per_seq; ++p)
+      tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(1 + s * pages_per_seq + p));
+
+  graph::FusionOptions none;
+  none.strategy = FusionStrategy::kNone;
+  graph::FusionOptions fused = a.fusion;
+  fused.strategy = FusionStrategy::kAuto;
+  std::vector<Mode> modes;
+  modes.push_back(Mode{"none", std::make_unique<ModelRunner>(weights, pool, none), std::make_unique<KvCache>(shape)});
+  modes.push_back(Mode{"auto", std::make_unique<ModelRunner>(weights, pool, fused), std::make_unique<KvCache>(shape)});
+
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m.vocab_size - 1));
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int32_t& x : t) x = tok(rng);
+    return t;
+  };
+  std::vector<Scenario> scenarios;
+  scenarios.push_back(Scenario{fmt::format("prefill {} tokens", a.prefill), {random_tokens(a.prefill)}, {0}});
+  for (int b : a.batches) {
+    Scenario s{fmt::format("decode batch {}", b), {}, {}};
+    for (int i = 0; i < b; ++i) {
+      s.tokens.push_back(random_tokens(1));
+      s.start.push_back(a.context);
+    }
+    scenarios.push_back(std::move(s));
+  }
+  // Fill the context every decode scenario attends to (same tokens for both modes).
+  Scenario ctx{"context", {}, {}};
+  for (int i = 0; i < max_batch; ++i) {
+    ctx.tokens.push_back(random_tokens(a.context));
+    ctx.start.push_back(0);
+  }
+  for (Mode& mode : modes) mode.runner->execute(chunks_of(ctx, tables), *mode.cache);
+
+  std::printf("model %s: %s, %ld layers, hidden %ld, %s weights; kernels %s; %d threads\n\n", a.model.c_str(),
+              m.arch_name().c_str(), static_cast<long>(m.num_layers), static_cast<long>(m.hidden_size),
+              std::string(dtype_name(m.dtype)).c_str(), kernels::active_isa(), a.threads);
+  std::printf("A dispatch is one graph node run by the executor (one kernel call, at most one fork-join).\n\n");
+  for (const Mode& mode : modes) {
+    const auto ops = layer0_ops(mode.runner->graph());
+    std::string list;
+    for (const std::string& op : ops) list += (list.empty() ? "" : ", ") + op;
+    std::printf("- %s: %zu nodes per layer: %s\n", mode.name.c_str(), ops.size(), list.c_str());
+  }
+  std::printf(
+      "\n| step | dispatches none | dispatches auto | per layer none | per layer auto | ms none | ms auto | "
+      "none / auto time |\n|---|---|---|---|---|---|---|---|\n");
+  for (const Scenario& s : scenarios) {
+    const std::vector<SequenceChunk> chunks = chunks_of(s, tables);
+    std::vector<std::vector<double>> times(modes.size());
+    std::vector<int64_t> dispatches(modes.size());
+    for (Mode& mode : modes) mode.runner->execute(chunks, *mode.cache);  // warm-up (buffers grow here)
+    for (int r = 0; r < a.repeat; ++r) {
+      for (size_t i = 0; i < modes.size(); ++i) {
+        const size_t k = r % 2 == 0 ? i : modes.size() - 1 - i;  // ABBA order
+        const int64_t before = modes[k].runner->dispatches_total();
+        const double t0 = now_s();
+        modes[k].runner->execute(chunks, *modes[k].cache);
+        times[k].push_back(now_s() - t0);
+        dispatches[k] = modes[k].runner->dispatches_total() - before;
+      }
+    }
+    std::vector<double> med;
+    for (auto& t : times) {
+      std::sort(t.begin(), t.end());
+      med.push_back(t[t.size() / 2]);
+    }
+    std::vector<size_t> per_layer;
+    for (const Mode& mode : modes) per_layer.push_back(layer0_ops(mode.runner->graph()).size());
+    std::printf("| %s | %ld | %ld | %zu | %zu | %.2f | %.2f | %.2fx |\n", s.name.c_str(),
+                static_cast<long>(dispatches[0]), static_cast<long>(dispatches[1]), per_layer[0], per_layer[1],
+                1e3 * med[0], 1e3 * med[1], med[0] / med[1]);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+void add_bench_ops_command(CLI::App& bench) {
+  auto args = std::make_shared<OpsArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "ops", "Dispatches per layer and per step, and step times, with fusion none vs auto (--report-ops)");
+  cmd->add_option("-m,--model", args->model, "Model directory or file");
+  cmd->add_option("-t,--threads", args->threads, "Worker threads")->capture_default_str();
+  cmd->add_option("--batches", args->batches, "Decode batch sizes (sequences)")->delimiter(',')->capture_default_str();
+  cmd->add_option("--context", args->context, "Cached tokens per sequence before the decode steps")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--prefill", args->prefill, "Tokens of the prefill step")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--repeat", args->repeat, "Timed steps per mode (median reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--list-passes", args->list_passes, "List the fusion passes and exit");
+  add_fusion_flags(*cmd, args->fusion);
+  cmd->callback([args] {
+    if (!args->list_passes && args->model.empty()) fail("bench ops: give --model (or --list-passes)");
+    for (int b : args->batches)
+      if (b <= 0) fail("bench ops: batch sizes must be positive (got {})", b);
+    run_ops(*args);
+  });
+}
+
+}  // namespace minfer::tools

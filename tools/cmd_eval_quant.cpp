@@ -1,0 +1,133 @@
+// `minfer eval-quant --model PATH --text FILE`: how far int8 quantization moves a model. For each scheme
+// (--quantization, or w8a16 and w8a8 per-channel plus w8a16 group 128 by default), over the same windows
+// of the text as eval-ppl: the per-token KL divergence KL(p_float || p_quant) of the next-token
+// distributions, top-1 agreement (same argmax, teacher-forced), the perplexity of both, and free-running
+// greedy agreement (tokens equal to the float model's greedy continuation before the first difference).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include "model/model_tokenizer.h"
+#include "model/quant/quantize_model.h"
+#include "tools/commands.h"
+#include "tools/eval_logits.h"
+#include "tools/quant_flags.h"
+
+namespace minfer::tools {
+namespace {
+
+struct EvalQuantArgs {
+  std::string model;
+  std::string text;
+  std::vector<std::string> modes;
+  int group_size = -1;  // -1: the default set of schemes
+  bool asymmetric = false;
+  int threads = 0;
+  int64_t context = 128;
+  int64_t stride = 64;
+  int64_t max_tokens = 512;
+  int32_t greedy_tokens = 64;
+};
+
+struct Scored {
+  double nll_ref = 0, nll_q = 0, kl = 0, kl_max = 0;
+  int64_t tokens = 0, top1_agree = 0;
+};
+
+int64_t argmax(const float* v, int64_t n) { return std::max_element(v, v + n) - v; }
+
+void run_eval_quant(const EvalQuantArgs& a) {
+  const ModelWeights base = load_model(a.model);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(base);
+  const int64_t context = std::min<int64_t>(a.context, base.config.max_position_embeddings);
+  const std::vector<int32_t> tokens = encode_file(*tokenizer, a.text, a.max_tokens);
+  const auto windows = eval_windows(static_cast<int64_t>(tokens.size()), context, std::min(a.stride, context));
+
+  std::vector<QuantConfig> schemes;
+  if (a.modes.empty() && a.group_size < 0) {
+    schemes = {parse_quantization("w8a16"), parse_quantization("w8a16", 128), parse_quantization("w8a8"),
+               parse_quantization("w8a8", 128)};
+  } else {
+    for (const std::string& m : a.modes.empty() ? std::vector<std::string>{"w8a16", "w8a8"} : a.modes)
+      schemes.push_back(parse_quantization(m, std::max(a.group_size, 0), !a.asymmetric));
+  }
+
+  // The float model's logits once, kept per window.
+  WindowLogits ref(base, a.threads, context);
+  const int64_t vocab = ref.vocab();
+  std::vector<std::vector<float>> ref_logits;
+  for (const EvalWindow& w : windows) ref_logits.push_back(ref.run(tokens, w.begin, w.end));
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 1);  // BOS: the model's own text
+  const std::vector<int32_t> ref_greedy = ref.greedy(prompt, a.greedy_tokens);
+
+  fmt::print("model {} ({}), text {}: {} tokens in {} windows of {} (stride {})\n", a.model,
+             dtype_name(base.config.dtype), a.text, tokens.size(), windows.size(), context,
+             std::min(a.stride, context));
+  fmt::print("{:<34} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>8} {:>11}\n", "scheme", "weights", "KL mean", "KL max",
+             "top-1", "ppl ref", "ppl quant", "dppl", "greedy");
+  std::vector<double> lr, lq;
+  for (const QuantConfig& q : schemes) {
+    ModelWeights qw = base;
+    quantize_model(qw, q, a.threads);
+    WindowLogits model(qw, a.threads, context);
+    Scored s;
+    for (size_t wi = 0; wi < windows.size(); ++wi) {
+      const EvalWindow& w = windows[wi];
+      const std::vector<float>& ql = model.run(tokens, w.begin, w.end);
+      for (int64_t t = w.score_from; t < w.end; ++t) {
+        const int64_t row = t - 1 - w.begin;
+        const float* r = ref_logits[wi].data() + row * vocab;
+        const float* qr = ql.data() + row * vocab;
+        log_softmax(r, vocab, lr);
+        log_softmax(qr, vocab, lq);
+        double kl = 0.0;
+        for (int64_t v = 0; v < vocab; ++v) {
+          const size_t i = static_cast<size_t>(v);
+          kl += std::exp(lr[i]) * (lr[i] - lq[i]);
+        }
+        s.kl += kl;
+        s.kl_max = std::max(s.kl_max, kl);
+        const size_t target = static_cast<size_t>(tokens[static_cast<size_t>(t)]);
+        s.nll_ref -= lr[target];
+        s.nll_q -= lq[target];
+        s.top1_agree += argmax(r, vocab) == argmax(qr, vocab);
+        ++s.tokens;
+      }
+    }
+    const std::vector<int32_t> q_greedy = model.greedy(prompt, a.greedy_tokens);
+    size_t same = 0;
+    while (same < q_greedy.size() && same < ref_greedy.size() && q_greedy[same] == ref_greedy[same]) ++same;
+    const double n = static_cast<double>(s.tokens);
+    const double ppl_ref = std::exp(s.nll_ref / n), ppl_q = std::exp(s.nll_q / n);
+    fmt::print("{:<34} {:>7.1f}MiB {:>10.2e} {:>10.2e} {:>8.2f}% {:>9.3f} {:>10.3f} {:>7.2f}% {:>5}/{:<5}\n",
+               quantization_name(q), static_cast<double>(weight_bytes(qw)) / (1 << 20), s.kl / n, s.kl_max,
+               100.0 * static_cast<double>(s.top1_agree) / n, ppl_ref, ppl_q, 100.0 * (ppl_q / ppl_ref - 1.0), same,
+               ref_greedy.size());
+  }
+}
+
+}  // namespace
+
+void add_eval_quant_command(CLI::App& app) {
+  auto args = std::make_shared<EvalQuantArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval-quant", "Accuracy of int8 quantization vs the float model: logit KL, top-1 agreement, perplexity, greedy");
+  cmd->add_option("-m,--model", args->model, "Hugging Face directory, .gguf file, or llama2.c .bin")->required();
+  cmd->add_option("--text", args->text, "UTF-8 text file to evaluate on")->required();
+  cmd->add_option("--quantization", args->modes, "Schemes to compare (repeatable: w8a16, w8a8); default: a set")
+      ->check(CLI::IsMember({"w8a16", "w8a8"}));
+  cmd->add_option("--group-size", args->group_size, "0 = per channel, 32/64/128 (with --quantization)");
+  cmd->add_flag("--asymmetric", args->asymmetric, "Asymmetric weights (with --quantization)");
+  cmd->add_option("--context", args->context, "Tokens per window")->capture_default_str();
+  cmd->add_option("--stride", args->stride, "Tokens the window advances by")->capture_default_str();
+  cmd->add_option("--max-tokens", args->max_tokens, "Evaluate at most this many tokens of the text (0 = all)")
+      ->capture_default_str();
+  cmd->add_option("--greedy-tokens", args->greedy_tokens, "Greedy continuation length compared")->capture_default_str();
+  cmd->add_option("-t,--threads", args->threads, "Worker threads (0 = all cores)")->capture_default_str();
+  cmd->callback([args] { run_eval_quant(*args); });
+}
+
+}  // namespace minfer::tools

@@ -1,0 +1,44 @@
+// What `eval-ppl` and `eval-quant` share: the evaluation text as token windows, and the logits of every
+// position of a window from one model (a Generator run with prompt logits).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/generator.h"
+#include "model/model_weights.h"
+#include "tokenizer/tokenizer.h"
+
+namespace minfer::tools {
+
+// Sliding windows over a token sequence (as HF's perplexity recipe): window w covers tokens [begin, end) and
+// scores the targets [score_from, end) (each predicted from the position before it), so every token after the
+// first is scored exactly once with up to `context` tokens of history.
+struct EvalWindow {
+  int64_t begin = 0, end = 0, score_from = 0;
+};
+std::vector<EvalWindow> eval_windows(int64_t num_tokens, int64_t context, int64_t stride);
+
+// Reads a UTF-8 text file and encodes it (with BOS as the tokenizer adds it); at most max_tokens (0 = all).
+std::vector<int32_t> encode_file(const Tokenizer& tokenizer, const std::string& path, int64_t max_tokens);
+
+class WindowLogits {
+ public:
+  WindowLogits(const ModelWeights& weights, int threads, int64_t context);
+  // Logits [end - begin, vocab] of tokens[begin, end).
+  const std::vector<float>& run(const std::vector<int32_t>& tokens, int64_t begin, int64_t end);
+  // Greedy continuation of `prompt` by `count` tokens.
+  std::vector<int32_t> greedy(const std::vector<int32_t>& prompt, int32_t count);
+  int64_t vocab() const { return generator_.runner().vocab_size(); }
+
+ private:
+  Generator generator_;
+  std::vector<float> logits_;
+};
+
+// log softmax of one row into out (same length).
+void log_softmax(const float* logits, int64_t n, std::vector<double>& out);
+
+}  // namespace minfer::tools
