@@ -128,6 +128,7 @@ class Engine:
         max_num_seqs: most requests running at once.
         max_num_batched_tokens: most tokens one step computes (long prompts are prefilled in chunks).
         kv_layout: "paged", or "contiguous" (max_seq_len reserved per request; only to measure paging).
+        kv_cache_dtype: "auto" (bf16 for a bf16 model, else f32), "f32" or "bf16".
 
     Raises:
         TypeError: an unknown keyword, or a value of the wrong type.
@@ -142,7 +143,7 @@ class Engine:
                  quant_config: Optional[QuantConfig] = None, num_threads: Optional[int] = None,
                  kv_cache_memory: Union[None, int, str] = None, kv_cache_memory_fraction: float = 0.5,
                  enable_prefix_caching: bool = True, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048,
-                 kv_layout: str = "paged"):
+                 kv_layout: str = "paged", kv_cache_dtype: str = "auto"):
         self._engine = None  # so __del__ and close() work when the constructor fails
         _checks.as_str(_OWNER, "device", device)
         if device.lower() != "cpu":
@@ -154,6 +155,7 @@ class Engine:
         c.model_path = os.fspath(model_path)
         c.fusion_strategy = _choice("fusion_strategy", fusion_strategy, ("auto", "none"))
         c.kv_layout = _choice("kv_layout", kv_layout, ("paged", "contiguous"))
+        c.kv_cache_dtype = _choice("kv_cache_dtype", kv_cache_dtype, ("auto", "f32", "bf16"))
         c.enable_continuous_batching = _checks.as_bool(_OWNER, "enable_continuous_batching",
                                                        enable_continuous_batching)
         c.enable_prefix_caching = _checks.as_bool(_OWNER, "enable_prefix_caching", enable_prefix_caching)
@@ -289,7 +291,8 @@ class Engine:
                 "max_seq_len": c.max_model_len, "quant_config": self._quant_config, "num_threads": c.num_threads,
                 "kv_cache_memory": c.kv_cache_memory, "kv_cache_memory_fraction": c.kv_cache_memory_fraction,
                 "enable_prefix_caching": c.enable_prefix_caching, "max_num_seqs": c.max_num_seqs,
-                "max_num_batched_tokens": c.max_num_batched_tokens, "kv_layout": c.kv_layout}
+                "max_num_batched_tokens": c.max_num_batched_tokens, "kv_layout": c.kv_layout,
+                "kv_cache_dtype": c.kv_cache_dtype}
 
     def close(self) -> None:
         """Stops the engine: running requests end with finish_reason "abort", later calls raise. Idempotent.

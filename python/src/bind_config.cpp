@@ -2,6 +2,7 @@
 // (EngineConfig::validate, SamplingParams::validate); the Python layer checks types and names the keyword.
 #include <pybind11/stl.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "bindings.h"
@@ -53,6 +54,12 @@ void bind_config(py::module_& m) {
       .def_property(
           "kv_layout", [](const EngineConfig& c) { return layout_name(c.kv_layout); },
           [](EngineConfig& c, const std::string& name) { c.kv_layout = parse_layout(name); })
+      .def_property(
+          "kv_cache_dtype", [](const EngineConfig& c) { return std::string(kv_cache_dtype_name(c.kv_cache_dtype)); },
+          [](EngineConfig& c, const std::string& name) {
+            if (!parse_kv_cache_dtype(name, &c.kv_cache_dtype))
+              throw std::invalid_argument("kv_cache_dtype: '" + name + "' is not auto, f32 or bf16");
+          })
       .def_readwrite("enable_prefix_caching", &EngineConfig::enable_prefix_caching)
       .def_readwrite("max_model_len", &EngineConfig::max_model_len)
       .def_readwrite("max_num_seqs", &EngineConfig::max_num_seqs)

@@ -103,10 +103,15 @@ struct AsyncEngine::Impl {
           accepting = false;
         }
       }
+      // Stats are published before the outputs, so a caller that has its final output sees it counted.
+      EngineStats after_step = core.stats();
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        snapshot = std::move(after_step);
+      }
       deliver(outputs);
       {
         std::lock_guard<std::mutex> lock(mu);
-        snapshot = core.stats();
         if (stop_now && inbox.empty() && aborts.empty() && !core.has_unfinished()) break;
       }
     }

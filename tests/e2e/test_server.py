@@ -2,7 +2,7 @@
 http.client, asyncio streams), with the tiny-qwen2 test model (random weights, ChatML template).
 
 Covers /health, /v1/models, /metrics, /generate, /v1/completions and /v1/chat/completions (whole and
-streamed), logprobs, stop strings, n and prompt lists, a bad-input table, a bounded load test (256 concurrent
+streamed), logprobs, stop strings, n and prompt lists, a bad-input table, a bounded load test (512 concurrent
 streams must give the tokens each gives alone at temperature 0), disconnect mid-stream freeing KV pages, the
 API key, and the SIGTERM drain."""
 
@@ -334,7 +334,7 @@ def test_concurrent_streams_match_alone(server):
     async def run_all():
         tasks = [stream_sse(server.port, "/v1/completions",
                             {"prompt": prompts[i % len(prompts)], "max_tokens": 12, "stream": True, **GREEDY})
-                 for i in range(256)]
+                 for i in range(512)]
         return await asyncio.gather(*tasks)
 
     results = asyncio.run(run_all())
@@ -413,3 +413,14 @@ def test_demo_model_without_model_flag(minfer):
         assert server_name(s) == "minfer-demo"
     finally:
         assert s.stop() == 0
+
+
+def test_engine_flags_quantization_and_kv_dtype(minfer, model):
+    s = Server(minfer, model, "--max-model-len", "128", "--kv-cache-memory", "8MiB", "--quantization", "w8a8",
+               "--kv-cache-dtype", "bf16", "--fusion", "none")
+    try:
+        out = s.post("/v1/completions", {"prompt": "quantized", "max_tokens": 4, "ignore_eos": True, **GREEDY})
+        assert out["usage"]["completion_tokens"] == 4
+        assert "bf16" in s.output()
+    finally:
+        assert s.stop() == 0, s.output()

@@ -26,7 +26,7 @@ def test_defaults_are_the_engines():
     cpp = minfer._minfer.EngineConfig()
     sig = inspect.signature(Engine.__init__).parameters
     for name in ("page_size", "kv_cache_memory_fraction", "enable_prefix_caching", "max_num_seqs",
-                 "max_num_batched_tokens", "enable_continuous_batching", "fusion_strategy", "kv_layout"):
+                 "max_num_batched_tokens", "enable_continuous_batching", "fusion_strategy", "kv_layout", "kv_cache_dtype"):
         assert sig[name].default == getattr(cpp, name), name
     assert cpp.max_model_len == 0 and sig["max_seq_len"].default is None
     assert cpp.num_threads == 0 and sig["num_threads"].default is None
@@ -44,6 +44,17 @@ def test_engine_with_the_issue_arguments(stories_model):
         assert c["fusion_strategy"] == "auto" and c["enable_continuous_batching"] is True
         assert "stories260K.bin" in repr(engine)
     assert engine.closed
+
+
+def test_kv_cache_dtype(stories_model):
+    with Engine(model_path=stories_model, max_seq_len=128, num_threads=1, kv_cache_memory=4 << 20) as f32:
+        assert f32.config["kv_cache_dtype"] == "f32"  # auto: an f32 model keeps an f32 cache
+        want = f32.generate("Once upon a time", max_new_tokens=8, temperature=0).token_ids
+    with Engine(model_path=stories_model, max_seq_len=128, num_threads=1, kv_cache_memory=4 << 20,
+                kv_cache_dtype="bf16") as bf16:
+        assert bf16.config["kv_cache_dtype"] == "bf16"
+        got = bf16.generate("Once upon a time", max_new_tokens=8, temperature=0).token_ids
+    assert len(got) == 8 and got[:2] == want[:2]  # bf16 rounding may change later greedy picks
 
 
 def test_unknown_keyword_names_it(stories_model):
@@ -70,6 +81,7 @@ def test_device_other_than_cpu(stories_model):
 @pytest.mark.parametrize("field, value, error, pattern", [
     ("fusion_strategy", "fast", ValueError, r"fusion_strategy must be one of 'auto', 'none', got 'fast'"),
     ("kv_layout", "flat", ValueError, "kv_layout must be one of"),
+    ("kv_cache_dtype", "f16", ValueError, r"kv_cache_dtype must be one of 'auto', 'f32', 'bf16', got 'f16'"),
     ("page_size", 7, ValueError, r"page_size must be a power of two in \[8, 256\], got 7"),
     ("page_size", "16", TypeError, "page_size must be an int, got str"),
     ("page_size", 16.0, TypeError, "page_size must be an int, got float"),
