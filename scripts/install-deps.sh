@@ -6,7 +6,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
-  build-essential cmake ninja-build pkg-config git curl ca-certificates
+  build-essential cmake ninja-build pkg-config git curl ca-certificates clang-format
   libpcre2-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -2,10 +2,10 @@
 // (for loaders: the file and the problem). Public APIs catch them at the boundary.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace minfer {
 
@@ -33,8 +33,8 @@ template <typename... Args>
 }  // namespace minfer
 
 // Internal invariant check that stays on in release builds; a failure is a bug in minfer, not bad input.
-#define MINFER_CHECK(cond, ...)                                                                     \
-  do {                                                                                              \
-    if (!(cond)) ::minfer::fail("internal check failed at {}:{}: {} {}", __FILE__, __LINE__, #cond, \
-                                ::fmt::format(__VA_ARGS__));                                        \
+#define MINFER_CHECK(cond, ...)                                                                                       \
+  do {                                                                                                                \
+    if (!(cond))                                                                                                      \
+      ::minfer::fail("internal check failed at {}:{}: {} {}", __FILE__, __LINE__, #cond, ::fmt::format(__VA_ARGS__)); \
   } while (0)

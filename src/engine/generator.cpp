@@ -73,10 +73,13 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt, const S
     if (prompt_logits) {
       // One chunk per position so every row samples; all attend to the same pages.
       for (int64_t i = 0; i < len; ++i)
-        chunks.push_back(SequenceChunk{{prompt.data() + start + i, 1}, static_cast<int32_t>(start + i), block_table_, true});
+        chunks.push_back(
+            SequenceChunk{{prompt.data() + start + i, 1}, static_cast<int32_t>(start + i), block_table_, true});
     } else {
-      chunks.push_back(SequenceChunk{{prompt.data() + start, static_cast<size_t>(len)}, static_cast<int32_t>(start),
-                                     block_table_, start + len == n});
+      chunks.push_back(SequenceChunk{{prompt.data() + start, static_cast<size_t>(len)},
+                                     static_cast<int32_t>(start),
+                                     block_table_,
+                                     start + len == n});
     }
     auto out = runner_.execute(chunks, cache_);
     if (prompt_logits) prompt_logits->insert(prompt_logits->end(), out.begin(), out.end());

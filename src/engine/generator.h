@@ -11,18 +11,18 @@
 #include "base/thread_pool.h"
 #include "engine/model_runner.h"
 #include "kv/kv_cache.h"
-#include "minfer/sampling.h"
 #include "minfer/outputs.h"  // FinishReason
+#include "minfer/sampling.h"
 #include "model/model_weights.h"
 
 namespace minfer {
 
 struct GeneratorOptions {
-  int num_threads = 0;             // 0 = all hardware threads
-  int64_t max_seq_len = 0;         // 0 = the model's max_position_embeddings (capped at 8192)
+  int num_threads = 0;      // 0 = all hardware threads
+  int64_t max_seq_len = 0;  // 0 = the model's max_position_embeddings (capped at 8192)
   int64_t page_size = 16;
-  int64_t prefill_chunk = 512;     // tokens per prefill step
-  graph::FusionOptions fusion;     // fusion passes the model graph is compiled with
+  int64_t prefill_chunk = 512;  // tokens per prefill step
+  graph::FusionOptions fusion;  // fusion passes the model graph is compiled with
 };
 
 struct GenerationResult {

@@ -45,7 +45,8 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
     if (c.sample) sample_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
   }
   for (int32_t t : tokens_)
-    if (t < 0 || t >= config_.vocab_size) fail("token id {} is outside the vocabulary (size {})", t, config_.vocab_size);
+    if (t < 0 || t >= config_.vocab_size)
+      fail("token id {} is outside the vocabulary (size {})", t, config_.vocab_size);
 
   graph::StepInputs step;
   step.tokens = tokens_;

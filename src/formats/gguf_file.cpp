@@ -21,8 +21,8 @@ class Cursor {
 
   const uint8_t* take(uint64_t n, const char* what) {
     if (n > file_.size() || pos_ > file_.size() - n)
-      fail_load(file_.path(), "truncated GGUF file: {} needs {} bytes at offset {} but the file has {}", what, n,
-                pos_, file_.size());
+      fail_load(file_.path(), "truncated GGUF file: {} needs {} bytes at offset {} but the file has {}", what, n, pos_,
+                file_.size());
     const uint8_t* p = file_.data() + pos_;
     pos_ += n;
     return p;
@@ -45,18 +45,24 @@ class Cursor {
 
 size_t scalar_size(GgufType t) {
   switch (t) {
-    case GgufType::U8: case GgufType::I8: case GgufType::BOOL: return 1;
-    case GgufType::U16: case GgufType::I16: return 2;
-    case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
-    case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
+    case GgufType::U8:
+    case GgufType::I8:
+    case GgufType::BOOL: return 1;
+    case GgufType::U16:
+    case GgufType::I16: return 2;
+    case GgufType::U32:
+    case GgufType::I32:
+    case GgufType::F32: return 4;
+    case GgufType::U64:
+    case GgufType::I64:
+    case GgufType::F64: return 8;
     default: return 0;
   }
 }
 
 bool is_integer(GgufType t) {
-  return t == GgufType::U8 || t == GgufType::I8 || t == GgufType::U16 || t == GgufType::I16 ||
-         t == GgufType::U32 || t == GgufType::I32 || t == GgufType::U64 || t == GgufType::I64 ||
-         t == GgufType::BOOL;
+  return t == GgufType::U8 || t == GgufType::I8 || t == GgufType::U16 || t == GgufType::I16 || t == GgufType::U32 ||
+         t == GgufType::I32 || t == GgufType::U64 || t == GgufType::I64 || t == GgufType::BOOL;
 }
 
 // A float converted for integer use: NaN becomes 0 and out-of-range values saturate (a plain cast of those
@@ -83,8 +89,14 @@ void read_number(const uint8_t* p, GgufType t, int64_t* i, double* f) {
     case GgufType::I32: *i = load(int32_t{}); break;
     case GgufType::U64: *i = static_cast<int64_t>(load(uint64_t{})); break;
     case GgufType::I64: *i = load(int64_t{}); break;
-    case GgufType::F32: *f = load(float{}); *i = saturating_int(*f); return;
-    case GgufType::F64: *f = load(double{}); *i = saturating_int(*f); return;
+    case GgufType::F32:
+      *f = load(float{});
+      *i = saturating_int(*f);
+      return;
+    case GgufType::F64:
+      *f = load(double{});
+      *i = saturating_int(*f);
+      return;
     default: return;
   }
   *f = static_cast<double>(*i);
@@ -93,10 +105,10 @@ void read_number(const uint8_t* p, GgufType t, int64_t* i, double* f) {
 }  // namespace
 
 std::string ggml_type_name(uint32_t type) {
-  static const char* const names[] = {"F32",  "F16",  "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1",
-                                      "Q8_0", "Q8_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K",
-                                      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S",
-                                      "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64", "IQ1_M", "BF16"};
+  static const char* const names[] = {"F32",     "F16",    "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
+                                      "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
+                                      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
+                                      "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16"};
   if (type < sizeof(names) / sizeof(names[0])) return names[type];
   return "type " + std::to_string(type);
 }
@@ -118,8 +130,8 @@ void GgufFile::parse() {
   const uint64_t tensor_count = c.read<uint64_t>("tensor count");
   const uint64_t kv_count = c.read<uint64_t>("metadata count");
   if (tensor_count > file_->size() || kv_count > file_->size())
-    fail_load(path, "corrupt GGUF header: {} tensors and {} metadata entries in a {} byte file", tensor_count,
-              kv_count, file_->size());
+    fail_load(path, "corrupt GGUF header: {} tensors and {} metadata entries in a {} byte file", tensor_count, kv_count,
+              file_->size());
 
   for (uint64_t k = 0; k < kv_count; ++k) {
     const std::string key(c.string("metadata key"));
@@ -135,9 +147,10 @@ void GgufFile::parse() {
         for (uint64_t i = 0; i < v.array_count; ++i) c.string("array string");
       } else {
         const size_t es = scalar_size(v.array_type);
-        if (es == 0) fail_load(path, "metadata '{}': unsupported array element type {}", key,
-                               static_cast<uint32_t>(v.array_type));
-        if (v.array_count > file_->size() / es) fail_load(path, "metadata '{}': array length {} exceeds the file", key, v.array_count);
+        if (es == 0)
+          fail_load(path, "metadata '{}': unsupported array element type {}", key, static_cast<uint32_t>(v.array_type));
+        if (v.array_count > file_->size() / es)
+          fail_load(path, "metadata '{}': array length {} exceeds the file", key, v.array_count);
         c.take(v.array_count * es, "array data");
       }
     } else {
@@ -167,7 +180,8 @@ void GgufFile::parse() {
 
   uint64_t alignment = 32;
   if (auto a = find_int("general.alignment")) alignment = static_cast<uint64_t>(*a);
-  if (alignment == 0 || (alignment & (alignment - 1)) != 0) fail_load(path, "general.alignment {} is not a power of two", alignment);
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    fail_load(path, "general.alignment {} is not a power of two", alignment);
   data_offset_ = (c.pos() + alignment - 1) / alignment * alignment;
 
   // Every tensor of a supported type must lie inside the file.
@@ -177,13 +191,16 @@ void GgufFile::parse() {
     uint64_t bytes = 0;
     switch (info.ggml_type) {
       case kGgmlF32: bytes = 4ull * static_cast<uint64_t>(n); break;
-      case kGgmlF16: case kGgmlBF16: bytes = 2ull * static_cast<uint64_t>(n); break;
+      case kGgmlF16:
+      case kGgmlBF16: bytes = 2ull * static_cast<uint64_t>(n); break;
       case kGgmlQ8_0: bytes = static_cast<uint64_t>(n) / 32 * 34; break;
       default: continue;  // reported only if the tensor is used
     }
     if (info.offset > file_->size() || data_offset_ + info.offset + bytes > file_->size())
-      fail_load(path, "truncated GGUF file: tensor '{}' ({} bytes at data offset {}) extends past the end of the file ({} bytes)",
-                info.name, bytes, info.offset, file_->size());
+      fail_load(
+          path,
+          "truncated GGUF file: tensor '{}' ({} bytes at data offset {}) extends past the end of the file ({} bytes)",
+          info.name, bytes, info.offset, file_->size());
   }
 }
 

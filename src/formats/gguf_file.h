@@ -16,8 +16,19 @@
 namespace minfer {
 
 enum class GgufType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 
 // One metadata value. Scalars are decoded; arrays keep their element type, count and raw bytes in the map.
@@ -37,7 +48,7 @@ struct GgufTensorInfo {
   std::string name;
   std::vector<int64_t> shape;  // row-major, outermost first (GGUF stores ne[] innermost first)
   uint32_t ggml_type = 0;
-  uint64_t offset = 0;         // from the start of the data section
+  uint64_t offset = 0;  // from the start of the data section
 };
 
 class GgufFile {

@@ -27,14 +27,18 @@ struct Tensor {
   int rank() const { return static_cast<int>(shape.size()); }
   bool empty() const { return data == nullptr; }
   template <typename T>
-  const T* as() const { return static_cast<const T*>(data); }
+  const T* as() const {
+    return static_cast<const T*>(data);
+  }
   std::string shape_string() const;
 
   // A new tensor that owns a zero-initialised (64-byte aligned) buffer of the given type and shape.
   static Tensor allocate(DType dtype, std::vector<int64_t> shape);
   // Mutable access to an owned buffer created by allocate().
   template <typename T>
-  T* mutable_as() { return static_cast<T*>(const_cast<void*>(data)); }
+  T* mutable_as() {
+    return static_cast<T*>(const_cast<void*>(data));
+  }
 };
 
 // Converts any float tensor (f32/f16/bf16) to a new f32 tensor; used by references and tests.

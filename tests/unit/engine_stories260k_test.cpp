@@ -48,9 +48,7 @@ TEST(Stories260K, GreedyFromBosMatchesLlama2cReference) {
   EXPECT_EQ(greedy(kDir + "stories260K.bin", 2, 16), expected);
 }
 
-TEST(Stories260K, GgufGivesTheSameTokens) {
-  EXPECT_EQ(greedy(kDir + "stories260K.gguf", 2, 16), expected_ids());
-}
+TEST(Stories260K, GgufGivesTheSameTokens) { EXPECT_EQ(greedy(kDir + "stories260K.gguf", 2, 16), expected_ids()); }
 
 TEST(Stories260K, PageSizeAndThreadsDoNotChangeTokens) {
   const std::vector<int32_t> expected = expected_ids();

@@ -1,6 +1,4 @@
 // The executor against a direct computation of a small graph, and its buffer plan.
-#include "graph/executor.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +6,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "graph/executor.h"
 #include "graph/graph.h"
 
 namespace minfer::graph {
@@ -44,8 +43,8 @@ TEST(Executor, MatchesDirectComputation) {
   const ValueId y = g.add_node(m);
   const ValueId a = g.add_node(Node{.kind = OpKind::kSiluMul, .inputs = {y, y}, .output = g.add_value("a", hidden)});
   const ValueId r = g.add_node(Node{.kind = OpKind::kAdd, .inputs = {x, a}, .output = g.add_value("r", hidden)});
-  const ValueId last =
-      g.add_node(Node{.kind = OpKind::kGatherRows, .inputs = {r}, .output = g.add_value("last", hidden, RowSpace::kSampled)});
+  const ValueId last = g.add_node(
+      Node{.kind = OpKind::kGatherRows, .inputs = {r}, .output = g.add_value("last", hidden, RowSpace::kSampled)});
   Node lm{.kind = OpKind::kMatMul, .inputs = {last}, .output = g.add_value("logits", out, RowSpace::kSampled)};
   lm.weight = &head;
   g.set_output(g.add_node(lm));
