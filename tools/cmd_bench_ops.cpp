@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -32,6 +33,7 @@ struct OpsArgs {
   int prefill = 128;  // tokens of the timed prefill step
   int repeat = 8;     // timed steps per mode and scenario (median reported)
   bool list_passes = false;
+  bool profile = false;  // also time every node and print the time per operator
   graph::FusionOptions fusion;  // the "auto" column (honours --disable-pass)
 };
 
@@ -64,6 +66,58 @@ std::vector<SequenceChunk> chunks_of(const Scenario& s, const std::vector<std::v
   std::vector<SequenceChunk> c;
   for (size_t i = 0; i < s.tokens.size(); ++i) c.push_back(SequenceChunk{s.tokens[i], s.start[i], tables[i], true});
   return c;
+}
+
+// Per step, summed over layers: milliseconds per operator label, from `repeat` profiled runs of the step.
+std::map<std::string, double> profile_ops(Mode& mode, const std::vector<SequenceChunk>& chunks, int repeat) {
+  graph::Executor& ex = mode.runner->executor();
+  ex.set_profiling(true);
+  for (int r = 0; r < repeat; ++r) mode.runner->execute(chunks, *mode.cache);
+  std::map<std::string, double> ms;
+  const std::vector<graph::Node>& nodes = mode.runner->graph().nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    // The op and what it computes ("matmul -> attn_out"), the same for every layer.
+    std::string label = graph::node_label(nodes[i]);
+    if (nodes[i].output != graph::kNoValue) {
+      std::string value = mode.runner->graph().value(nodes[i].output).name;
+      if (value.starts_with("layers.")) value = value.substr(value.find('.', 7) + 1);
+      label += " -> " + value;
+    }
+    ms[label] += 1e3 * ex.node_seconds()[i] / repeat;
+  }
+  ex.set_profiling(false);
+  return ms;
+}
+
+void print_profile(const std::string& scenario, std::vector<std::map<std::string, double>>& per_mode,
+                   const std::vector<Mode>& modes) {
+  std::printf("\n%s, ms per step by operator (all layers; profiled runs):\n\n| operator |", scenario.c_str());
+  for (const Mode& m : modes) std::printf(" ms %s | share %s |", m.name.c_str(), m.name.c_str());
+  std::printf("\n|---|");
+  for (size_t i = 0; i < modes.size(); ++i) std::printf("---|---|");
+  std::printf("\n");
+  std::map<std::string, bool> labels;
+  std::vector<double> totals;
+  for (const auto& ms : per_mode) {
+    double t = 0;
+    for (const auto& [label, v] : ms) {
+      labels[label] = true;
+      t += v;
+    }
+    totals.push_back(t);
+  }
+  for (const auto& [label, unused] : labels) {
+    std::printf("| %s |", label.c_str());
+    for (size_t i = 0; i < per_mode.size(); ++i) {
+      const auto it = per_mode[i].find(label);
+      if (it == per_mode[i].end()) {
+        std::printf(" | |");
+      } else {
+        std::printf(" %.2f | %.0f%% |", it->second, 100.0 * it->second / totals[i]);
+      }
+    }
+    std::printf("\n");
+  }
 }
 
 void run_ops(const OpsArgs& a) {
@@ -135,6 +189,7 @@ void run_ops(const OpsArgs& a) {
   std::printf(
       "\n| step | dispatches none | dispatches auto | per layer none | per layer auto | ms none | ms auto | "
       "none / auto time |\n|---|---|---|---|---|---|---|---|\n");
+  std::vector<std::pair<std::string, std::vector<std::map<std::string, double>>>> profiles;
   for (const Scenario& s : scenarios) {
     const std::vector<SequenceChunk> chunks = chunks_of(s, tables);
     std::vector<std::vector<double>> times(modes.size());
@@ -161,7 +216,13 @@ void run_ops(const OpsArgs& a) {
                 static_cast<long>(dispatches[0]), static_cast<long>(dispatches[1]), per_layer[0], per_layer[1],
                 1e3 * med[0], 1e3 * med[1], med[0] / med[1]);
     std::fflush(stdout);
+    if (a.profile) {
+      std::vector<std::map<std::string, double>> per_mode;
+      for (Mode& mode : modes) per_mode.push_back(profile_ops(mode, chunks, a.repeat));
+      profiles.emplace_back(s.name, std::move(per_mode));
+    }
   }
+  for (auto& [name, per_mode] : profiles) print_profile(name, per_mode, modes);
 }
 
 }  // namespace
@@ -183,6 +244,7 @@ void add_bench_ops_command(CLI::App& bench) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_flag("--list-passes", args->list_passes, "List the fusion passes and exit");
+  cmd->add_flag("--profile", args->profile, "Also time each operator (separate runs) and print ms per operator");
   add_fusion_flags(*cmd, args->fusion);
   cmd->callback([args] {
     if (!args->list_passes && args->model.empty()) fail("bench ops: give --model (or --list-passes)");

@@ -37,6 +37,7 @@ class ModelRunner {
   int64_t dispatches_per_step() const { return executor_->dispatches_per_step(); }
   int64_t dispatches_total() const { return executor_->dispatches_total(); }
   const graph::Graph& graph() const { return graph_; }
+  graph::Executor& executor() { return *executor_; }
 
  private:
   ModelConfig config_;

@@ -1,6 +1,7 @@
 #include "graph/executor.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/error.h"
 #include "kernels/dispatch.h"
@@ -12,6 +13,11 @@ Executor::Executor(const Graph& graph, ThreadPool& pool, RopeTable rope)
     : graph_(graph), pool_(pool), rope_(std::move(rope)) {
   graph_.verify();
   plan_buffers();
+}
+
+void Executor::set_profiling(bool on) {
+  profiling_ = on;
+  node_seconds_.assign(graph_.nodes().size(), 0.0);
 }
 
 // Greedy interval allocation: walk the nodes in order, free a value's slot after its last reader, give each
@@ -36,11 +42,13 @@ void Executor::plan_buffers() {
         free_slots.pop_back();
       } else {
         slot = static_cast<int32_t>(slot_width_.size());
-        slot_width_.push_back(0);
+        slot_width_.push_back(SlotWidth{});
       }
       slot_of_[static_cast<size_t>(out)] = slot;
-      slot_width_[static_cast<size_t>(slot)] =
-          std::max(slot_width_[static_cast<size_t>(slot)], graph_.value(out).width);
+      const Value& v = graph_.value(out);
+      int64_t& widest = v.rows == RowSpace::kTokens ? slot_width_[static_cast<size_t>(slot)].per_token
+                                                    : slot_width_[static_cast<size_t>(slot)].per_sampled;
+      widest = std::max(widest, v.width);
     }
     // Release inputs whose last reader is this node (after the output took its slot: no aliasing).
     for (ValueId in : n.inputs) {
@@ -60,14 +68,25 @@ const float* Executor::run(const StepInputs& step, std::span<const kernels::KvLa
   MINFER_CHECK(step.positions.size() == step.tokens.size() && step.slot_mapping.size() == step.tokens.size(),
                "step arrays disagree in length");
   for (size_t s = 0; s < slots_.size(); ++s) {
-    const size_t need = static_cast<size_t>(std::max(tokens, sampled) * slot_width_[s]);
+    // Rows of a sampled-row value (the logits, vocab wide) number `sampled`, not `tokens`: a 512-token prefill
+    // chunk that samples one row needs one row of logits.
+    const size_t need =
+        static_cast<size_t>(std::max(tokens * slot_width_[s].per_token, sampled * slot_width_[s].per_sampled));
     if (slots_[s].size() < need) slots_[s].resize(need);
   }
   dispatches_last_step_ = 0;
-  for (const Node& node : graph_.nodes()) {
+  const std::vector<Node>& nodes = graph_.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& node = nodes[i];
     // A step that samples nothing (a middle prefill chunk) skips the final norm and lm_head.
     if (sampled == 0 && node.output != kNoValue && graph_.value(node.output).rows == RowSpace::kSampled) continue;
-    run_node(node, step, kv_layers, tokens, sampled);
+    if (profiling_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run_node(node, step, kv_layers, tokens, sampled);
+      node_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } else {
+      run_node(node, step, kv_layers, tokens, sampled);
+    }
     ++dispatches_last_step_;
   }
   dispatches_total_ += dispatches_last_step_;

@@ -43,6 +43,11 @@ class Executor {
   // one kernel entry call, which is at most one fork-join of the thread pool.
   int64_t dispatches_per_step() const { return static_cast<int64_t>(graph_.nodes().size()); }
 
+  // Opt-in profiling (for `minfer bench ops --profile`): when on, the wall time of every node run is added to
+  // node_seconds()[node index]. Off by default: two clock reads per node are not free at batch 1.
+  void set_profiling(bool on);
+  const std::vector<double>& node_seconds() const { return node_seconds_; }
+
  private:
   void plan_buffers();
   float* buffer(ValueId id) { return slots_[static_cast<size_t>(slot_of_[static_cast<size_t>(id)])].data(); }
@@ -57,13 +62,19 @@ class Executor {
   ThreadPool& pool_;
   RopeTable rope_;
   std::vector<int32_t> slot_of_;           // value -> buffer slot
-  std::vector<int64_t> slot_width_;        // widest value each slot holds
+  struct SlotWidth {
+    int64_t per_token = 0;    // widest value with a row per token this slot holds
+    int64_t per_sampled = 0;  // widest value with a row per sampled row
+  };
+  std::vector<SlotWidth> slot_width_;
   std::vector<std::vector<float>> slots_;  // grown to rows x width on demand
   // Fused matmuls' scratch, shared by all of them (nodes run one at a time): the gathered/normalised input,
   // and the GEMM result an epilogue reads (gate/up, q/k/v).
   std::vector<float> prologue_scratch_, gemm_scratch_;
   int64_t dispatches_last_step_ = 0;
   int64_t dispatches_total_ = 0;
+  bool profiling_ = false;
+  std::vector<double> node_seconds_;
 };
 
 }  // namespace minfer::graph

@@ -100,8 +100,11 @@ void dot_many(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint
 }
 
 // ---- packed form ---------------------------------------------------------------------------------------
-// From this many rows of X on, the packed form is used (bench/micro/gemm_bench.cpp, strategy_bf16/*).
-constexpr int64_t kPackedMinRows = 32;
+// From this many rows of X on, the packed form is used. Alone on one core the two forms tie at 32 rows
+// (bench/micro/gemm_bench.cpp, strategy_bf16/*), but in whole decode steps on 2 threads (`minfer bench ops
+// --profile`, Qwen2.5-0.5B shape) the packed form at 32-63 rows made the gate/up and lm_head GEMMs 1.5x
+// slower than the dot form; from 64 rows on they are even, and the packed form wins in prefill.
+constexpr int64_t kPackedMinRows = 64;
 constexpr int kMr = 12;            // rows of X per register tile (24 accumulators)
 constexpr int kNr = 32;            // weight rows per panel (two vectors of Y)
 constexpr int64_t kKc = 512;       // k per panel: 32 x 512 bf16 = 32 KiB, within L1
