@@ -33,7 +33,7 @@ struct OpsArgs {
   int prefill = 128;  // tokens of the timed prefill step
   int repeat = 8;     // timed steps per mode and scenario (median reported)
   bool list_passes = false;
-  bool profile = false;  // also time every node and print the time per operator
+  bool profile = false;         // also time every node and print the time per operator
   graph::FusionOptions fusion;  // the "auto" column (honours --disable-pass)
 };
 

@@ -61,7 +61,7 @@ class Executor {
   const Graph& graph_;
   ThreadPool& pool_;
   RopeTable rope_;
-  std::vector<int32_t> slot_of_;           // value -> buffer slot
+  std::vector<int32_t> slot_of_;  // value -> buffer slot
   struct SlotWidth {
     int64_t per_token = 0;    // widest value with a row per token this slot holds
     int64_t per_sampled = 0;  // widest value with a row per sampled row
