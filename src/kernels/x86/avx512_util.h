@@ -83,5 +83,45 @@ inline __m256 hsum8(const __m512* a) {
 
 inline float hsum(__m512 a) { return _mm512_reduce_add_ps(a); }
 
+// Stores the horizontal sums of acc[0..NR) (+ bias) to y[0..NR): the end of a dot-product tile.
+template <int NR>
+inline void store_sums(const __m512* acc, float* y, const float* bias) {
+  if constexpr (NR == 8) {
+    __m256 s = hsum8(acc);
+    if (bias) s = _mm256_add_ps(s, _mm256_loadu_ps(bias));
+    _mm256_storeu_ps(y, s);
+  } else if constexpr (NR == 4) {
+    __m128 s = hsum4(acc[0], acc[1], acc[2], acc[3]);
+    if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias));
+    _mm_storeu_ps(y, s);
+  } else {
+    for (int j = 0; j < NR; ++j) y[j] = hsum(acc[j]) + (bias ? bias[j] : 0.0f);
+  }
+}
+
+// Stores an MR x 32 register tile of a packed GEMM (columns masked by m0/m1): added to what y holds when
+// accumulating over k blocks, else with the bias (if any) added.
+template <int MR>
+inline void store_tile(__m512* c0, __m512* c1, float* y, int64_t ldy, __mmask16 m0, __mmask16 m1, const float* bias,
+                       bool accumulate) {
+  if (accumulate) {
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, y + i * ldy));
+      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, y + i * ldy + 16));
+    }
+  } else if (bias) {
+    const __m512 bb0 = _mm512_maskz_loadu_ps(m0, bias);
+    const __m512 bb1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+    for (int i = 0; i < MR; ++i) {
+      c0[i] = _mm512_add_ps(c0[i], bb0);
+      c1[i] = _mm512_add_ps(c1[i], bb1);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    _mm512_mask_storeu_ps(y + i * ldy, m0, c0[i]);
+    _mm512_mask_storeu_ps(y + i * ldy + 16, m1, c1[i]);
+  }
+}
+
 }  // namespace
 }  // namespace minfer::kernels::avx512

@@ -82,23 +82,7 @@ void micro_tile(const float* x, int64_t ldx, const float* panel, int64_t kc, flo
       c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
     }
   }
-  if (accumulate) {
-    for (int i = 0; i < MR; ++i) {
-      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, y + i * ldy));
-      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, y + i * ldy + 16));
-    }
-  } else if (bias) {
-    const __m512 bb0 = _mm512_maskz_loadu_ps(m0, bias);
-    const __m512 bb1 = _mm512_maskz_loadu_ps(m1, bias + 16);
-    for (int i = 0; i < MR; ++i) {
-      c0[i] = _mm512_add_ps(c0[i], bb0);
-      c1[i] = _mm512_add_ps(c1[i], bb1);
-    }
-  }
-  for (int i = 0; i < MR; ++i) {
-    _mm512_mask_storeu_ps(y + i * ldy, m0, c0[i]);
-    _mm512_mask_storeu_ps(y + i * ldy + 16, m1, c1[i]);
-  }
+  store_tile<MR>(c0, c1, y, ldy, m0, m1, bias, accumulate);
 }
 
 using MicroFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, __mmask16, __mmask16,

@@ -16,22 +16,6 @@ namespace minfer::kernels::avx512 {
 namespace {
 
 // ---- dot form ------------------------------------------------------------------------------------------
-// Same sums of 4 vectors as hsum4, stored (+ bias) to 4 consecutive outputs.
-template <int NR>
-inline void store_dots(const __m512* acc, float* y, const float* bias) {
-  if constexpr (NR == 8) {
-    __m256 s = hsum8(acc);
-    if (bias) s = _mm256_add_ps(s, _mm256_loadu_ps(bias));
-    _mm256_storeu_ps(y, s);
-  } else if constexpr (NR == 4) {
-    __m128 s = hsum4(acc[0], acc[1], acc[2], acc[3]);
-    if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias));
-    _mm_storeu_ps(y, s);
-  } else {
-    for (int j = 0; j < NR; ++j) y[j] = hsum(acc[j]) + (bias ? bias[j] : 0.0f);
-  }
-}
-
 inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 
 // y[i, j] (i < MR, j < NR) = dot(xb row i, w row j); xb rows are zero-padded to a multiple of 32.
@@ -63,7 +47,7 @@ inline void dot_tile(const uint16_t* xb, int64_t ldxb, int64_t k, const uint16_t
       for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], as_bh(wv), as_bh(xv[i]));
     }
   }
-  for (int i = 0; i < MR; ++i) store_dots<NR>(acc[i], y + i * ldy, bias);
+  for (int i = 0; i < MR; ++i) store_sums<NR>(acc[i], y + i * ldy, bias);
 }
 
 // Rows [0, MR) of X against weight rows [n0, n1), NR at a time, single rows for the tail.
@@ -174,23 +158,7 @@ void micro_tile(const uint16_t* xb, int64_t ldxb, const uint32_t* panel, int64_t
       c1[i] = _mm512_dpbf16_ps(c1[i], as_bh(b1), as_bh(a));
     }
   }
-  if (accumulate) {
-    for (int i = 0; i < MR; ++i) {
-      c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, y + i * ldy));
-      c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, y + i * ldy + 16));
-    }
-  } else if (bias) {
-    const __m512 bb0 = _mm512_maskz_loadu_ps(m0, bias);
-    const __m512 bb1 = _mm512_maskz_loadu_ps(m1, bias + 16);
-    for (int i = 0; i < MR; ++i) {
-      c0[i] = _mm512_add_ps(c0[i], bb0);
-      c1[i] = _mm512_add_ps(c1[i], bb1);
-    }
-  }
-  for (int i = 0; i < MR; ++i) {
-    _mm512_mask_storeu_ps(y + i * ldy, m0, c0[i]);
-    _mm512_mask_storeu_ps(y + i * ldy + 16, m1, c1[i]);
-  }
+  store_tile<MR>(c0, c1, y, ldy, m0, m1, bias, accumulate);
 }
 
 using MicroFn = void (*)(const uint16_t*, int64_t, const uint32_t*, int64_t, float*, int64_t, __mmask16, __mmask16,

@@ -13,21 +13,6 @@ constexpr int kMaxMR = 4;
 // Rows of X kept hot in L2 while sweeping the weight slice.
 constexpr int64_t kRowBlock = 64;
 
-template <int NR>
-inline void store_sums(const __m512* acc, float* y, const float* bias) {
-  if constexpr (NR == 8) {
-    __m256 s = hsum8(acc);
-    if (bias) s = _mm256_add_ps(s, _mm256_loadu_ps(bias));
-    _mm256_storeu_ps(y, s);
-  } else if constexpr (NR == 4) {
-    __m128 s = hsum4(acc[0], acc[1], acc[2], acc[3]);
-    if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias));
-    _mm_storeu_ps(y, s);
-  } else {
-    for (int j = 0; j < NR; ++j) y[j] = hsum(acc[j]) + (bias ? bias[j] : 0.0f);
-  }
-}
-
 // y[i, j] for i < MR, j < NR: dot products of x rows (stride k) with w rows (stride k).
 template <class W, int MR, int NR>
 inline void dot_tile(const float* x, int64_t k, const typename W::Elem* w, float* y, int64_t ldy, const float* bias,
