@@ -122,9 +122,10 @@ async def stream_sse(port: int, path: str, body: dict, stop_after: Optional[int]
             events.append(event[6:].decode())
             if on_event is not None:
                 on_event(events[-1])
-        if stop_after is not None and len(events) >= stop_after:
-            writer.close()
-            return events
+            # One HTTP chunk may carry several events: stop at exactly stop_after of them.
+            if stop_after is not None and len(events) >= stop_after:
+                writer.close()
+                return events
     writer.close()
     return events
 
