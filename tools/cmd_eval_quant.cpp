@@ -3,6 +3,7 @@
 // of the text as eval-ppl: the per-token KL divergence KL(p_float || p_quant) of the next-token
 // distributions, top-1 agreement (same argmax, teacher-forced), the perplexity of both, and free-running
 // greedy agreement (tokens equal to the float model's greedy continuation before the first difference).
+// --calibrate TEXT adds each scheme again with SmoothQuant calibrated on TEXT (model/quant/smoothing.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/calibration.h"
 #include "model/model_tokenizer.h"
 #include "model/quant/quantize_model.h"
 #include "tools/commands.h"
@@ -30,6 +32,9 @@ struct EvalQuantArgs {
   int64_t stride = 64;
   int64_t max_tokens = 512;
   int32_t greedy_tokens = 64;
+  std::string calibrate;
+  int64_t calibration_tokens = 2048;
+  float alpha = 0.5f;
 };
 
 struct Scored {
@@ -66,12 +71,20 @@ void run_eval_quant(const EvalQuantArgs& a) {
   fmt::print("model {} ({}), text {}: {} tokens in {} windows of {} (stride {})\n", a.model,
              dtype_name(base.config.dtype), a.text, tokens.size(), windows.size(), context,
              std::min(a.stride, context));
-  fmt::print("{:<34} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>8} {:>11}\n", "scheme", "weights", "KL mean", "KL max",
+  fmt::print("{:<40} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>8} {:>11}\n", "scheme", "weights", "KL mean", "KL max",
              "top-1", "ppl ref", "ppl quant", "dppl", "greedy");
+  ActivationRanges ranges;
+  if (!a.calibrate.empty())
+    ranges =
+        calibrate_activation_ranges(base, encode_file(*tokenizer, a.calibrate, a.calibration_tokens), 512, a.threads);
   std::vector<double> lr, lq;
-  for (const QuantConfig& q : schemes) {
+  for (size_t run = 0; run < schemes.size() * (ranges.empty() ? 1 : 2); ++run) {
+    const QuantConfig& q = schemes[run % schemes.size()];
+    const bool smoothed = run >= schemes.size();
     ModelWeights qw = base;
-    quantize_model(qw, q, a.threads);
+    SmoothingPlan plan;
+    if (smoothed) plan = smooth_model(qw, ranges, a.alpha);
+    quantize_model(qw, q, a.threads, {}, smoothed ? &plan : nullptr);
     WindowLogits model(qw, a.threads, context);
     Scored s;
     for (size_t wi = 0; wi < windows.size(); ++wi) {
@@ -102,10 +115,10 @@ void run_eval_quant(const EvalQuantArgs& a) {
     while (same < q_greedy.size() && same < ref_greedy.size() && q_greedy[same] == ref_greedy[same]) ++same;
     const double n = static_cast<double>(s.tokens);
     const double ppl_ref = std::exp(s.nll_ref / n), ppl_q = std::exp(s.nll_q / n);
-    fmt::print("{:<34} {:>7.1f}MiB {:>10.2e} {:>10.2e} {:>8.2f}% {:>9.3f} {:>10.3f} {:>7.2f}% {:>5}/{:<5}\n",
-               quantization_name(q), static_cast<double>(weight_bytes(qw)) / (1 << 20), s.kl / n, s.kl_max,
-               100.0 * static_cast<double>(s.top1_agree) / n, ppl_ref, ppl_q, 100.0 * (ppl_q / ppl_ref - 1.0), same,
-               ref_greedy.size());
+    fmt::print("{:<40} {:>7.1f}MiB {:>10.2e} {:>10.2e} {:>8.2f}% {:>9.3f} {:>10.3f} {:>7.2f}% {:>5}/{:<5}\n",
+               quantization_name(q) + (smoothed ? ", smooth" : ""), static_cast<double>(weight_bytes(qw)) / (1 << 20),
+               s.kl / n, s.kl_max, 100.0 * static_cast<double>(s.top1_agree) / n, ppl_ref, ppl_q,
+               100.0 * (ppl_q / ppl_ref - 1.0), same, ref_greedy.size());
   }
 }
 
@@ -127,6 +140,13 @@ void add_eval_quant_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--greedy-tokens", args->greedy_tokens, "Greedy continuation length compared")->capture_default_str();
   cmd->add_option("-t,--threads", args->threads, "Worker threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--calibrate", args->calibrate, "Also run each scheme with SmoothQuant calibrated on this text")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--calibration-tokens", args->calibration_tokens, "Tokens of the calibration text to use")
+      ->capture_default_str();
+  cmd->add_option("--smooth-alpha", args->alpha, "SmoothQuant migration strength alpha in (0, 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01f, 0.99f));
   cmd->callback([args] { run_eval_quant(*args); });
 }
 

@@ -1,5 +1,6 @@
-// `minfer quantize IN OUT --quantization w8a16|w8a8 [--group-size N] [--asymmetric]`: writes an int8 quantized
-// Hugging Face checkpoint (see model/quant/quantized_checkpoint.h) that `minfer` loads like any other.
+// `minfer quantize IN OUT --quantization w8a16|w8a8 [--group-size N] [--asymmetric] [--calibrate TEXT]`: writes
+// an int8 quantized Hugging Face checkpoint (see model/quant/quantized_checkpoint.h) that `minfer` loads like any
+// other. --calibrate runs the float model over a text first and applies SmoothQuant (model/quant/smoothing.h).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -10,9 +11,12 @@
 #include <string>
 
 #include "base/error.h"
+#include "engine/calibration.h"
+#include "model/model_tokenizer.h"
 #include "model/quant/quantize_model.h"
 #include "model/quant/quantized_checkpoint.h"
 #include "tools/commands.h"
+#include "tools/eval_logits.h"
 #include "tools/quant_flags.h"
 
 namespace minfer::tools {
@@ -22,6 +26,9 @@ struct QuantizeArgs {
   std::string in, out;
   QuantFlags quant;
   int threads = 0;
+  std::string calibrate;  // SmoothQuant calibration text; empty = no smoothing
+  int64_t calibration_tokens = 2048;
+  float alpha = 0.5f;
 };
 
 // A one-line progress bar on stderr, redrawn in place.
@@ -41,8 +48,15 @@ void run_quantize(const QuantizeArgs& a) {
   if (weights.quant.enabled()) fail("{}: already quantized ({})", a.in, quantization_name(weights.quant));
   const uint64_t before = weight_bytes(weights);
   const auto t0 = std::chrono::steady_clock::now();
-  quantize_model(weights, q, a.threads, draw_progress);
   nlohmann::json extra = {{"source", a.in}};
+  SmoothingPlan plan;
+  if (!a.calibrate.empty()) {
+    const std::vector<int32_t> tokens = encode_file(*load_tokenizer(weights), a.calibrate, a.calibration_tokens);
+    fmt::print(stderr, "calibrating on {} tokens of {}\n", tokens.size(), a.calibrate);
+    plan = smooth_model(weights, calibrate_activation_ranges(weights, tokens, 512, a.threads), a.alpha);
+    extra["smoothquant"] = {{"alpha", a.alpha}, {"calibration", a.calibrate}, {"tokens", tokens.size()}};
+  }
+  quantize_model(weights, q, a.threads, draw_progress, plan.empty() ? nullptr : &plan);
   write_quantized_checkpoint(weights, a.out, extra);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("wrote {} ({}): weights {:.1f} MiB -> {:.1f} MiB in {:.1f} s\n", a.out, quantization_name(q),
@@ -59,6 +73,16 @@ void add_quantize_command(CLI::App& app) {
   add_quant_flags(*cmd, args->quant, /*allow_none=*/false);
   cmd->get_option("--quantization")->required();
   cmd->add_option("-t,--threads", args->threads, "Worker threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--calibrate", args->calibrate,
+                  "Text file to calibrate SmoothQuant on (per-channel smoothing folded into the RMSNorm and up-proj "
+                  "weights; helps W8A8 on models with activation outliers)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--calibration-tokens", args->calibration_tokens, "Tokens of the calibration text to use")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--smooth-alpha", args->alpha, "SmoothQuant migration strength alpha in (0, 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01f, 0.99f));
   cmd->callback([args] { run_quantize(*args); });
 }
 

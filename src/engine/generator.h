@@ -45,6 +45,7 @@ class Generator {
                             std::vector<float>* prompt_logits = nullptr);
 
   const ModelRunner& runner() const { return runner_; }
+  ModelRunner& runner() { return runner_; }
   int64_t max_seq_len() const { return max_seq_len_; }
 
  private:

@@ -111,6 +111,7 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
       return;
     }
     case OpKind::kMatMul:
+      if (matmul_observer_) matmul_observer_(node, in(0), rows_of(node.inputs[0]), width(node.inputs[0]));
       kernels::gemm(in(0), rows_of(node.inputs[0]), width(node.inputs[0]), *node.weight,
                     node.bias ? node.bias->as<float>() : nullptr, buffer(node.output), pool_);
       return;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -48,6 +49,13 @@ class Executor {
   void set_profiling(bool on);
   const std::vector<double>& node_seconds() const { return node_seconds_; }
 
+  // Opt-in observation of the activations that enter each primitive matmul (for SmoothQuant calibration,
+  // model/quant/smoothing.h): called before the node runs with its input rows [rows, width]. Fused matmuls
+  // are not observed (their input is normalised in the prologue), so calibrate on a graph compiled with
+  // fusion_strategy=none. Empty function: off.
+  using MatMulObserver = std::function<void(const Node& node, const float* input, int64_t rows, int64_t width)>;
+  void set_matmul_observer(MatMulObserver observer) { matmul_observer_ = std::move(observer); }
+
  private:
   void plan_buffers();
   float* buffer(ValueId id) { return slots_[static_cast<size_t>(slot_of_[static_cast<size_t>(id)])].data(); }
@@ -75,6 +83,7 @@ class Executor {
   int64_t dispatches_total_ = 0;
   bool profiling_ = false;
   std::vector<double> node_seconds_;
+  MatMulObserver matmul_observer_;
 };
 
 }  // namespace minfer::graph

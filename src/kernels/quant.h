@@ -22,9 +22,11 @@ struct QuantScheme {
 
 // Quantizes a float matrix [N, K] (f32/f16/bf16) row by row: symmetric scale = max|w| / 127 per group;
 // asymmetric scale = (max - min) / 255 with an integer zero point. `column_factors` (optional, [K]) multiplies
-// column k before quantization (SmoothQuant). Returns an I8 tensor in the kVnniPanels layout when
+// column k and `row_factors` (optional, [N]) row n before quantization (SmoothQuant's folded factors, see
+// model/quant/smoothing.h). Returns an I8 tensor in the kVnniPanels layout when
 // scheme.int8_activations, else kRows. Throws Error on a bad scheme or a non-matrix.
-Tensor quantize_matrix(const Tensor& w, const QuantScheme& scheme, const float* column_factors = nullptr);
+Tensor quantize_matrix(const Tensor& w, const QuantScheme& scheme, const float* column_factors = nullptr,
+                       const float* row_factors = nullptr);
 
 // Builds an int8 tensor in the row layout from its parts (a quantized checkpoint): q [N, K] int8, scales
 // [N, groups] (f32/f16/bf16), zeros [N, groups] (i8, or an empty tensor when symmetric). Checks the shapes.

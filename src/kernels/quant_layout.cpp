@@ -80,7 +80,8 @@ Tensor rows_payload(const Tensor& w) {
 
 bool is_quantized(const Tensor& w) { return w.dtype == DType::Q8_0 || (w.dtype == DType::I8 && w.quant); }
 
-Tensor quantize_matrix(const Tensor& w, const QuantScheme& scheme, const float* column_factors) {
+Tensor quantize_matrix(const Tensor& w, const QuantScheme& scheme, const float* column_factors,
+                       const float* row_factors) {
   if (w.rank() != 2) fail("quantize: weight of shape {} is not a matrix", w.shape_string());
   if (w.dtype == DType::Q8_0) return relayout(q8_0_to_rows(w), scheme.int8_activations);
   const int64_t n = w.dim(0), k = w.dim(1);
@@ -97,8 +98,9 @@ Tensor quantize_matrix(const Tensor& w, const QuantScheme& scheme, const float* 
   Tensor q = Tensor::allocate(DType::I8, {n, k});
   std::vector<float> row(static_cast<size_t>(k));
   for (int64_t r = 0; r < n; ++r) {
+    const float row_factor = row_factors ? row_factors[r] : 1.0f;
     for (int64_t c = 0; c < k; ++c)
-      row[static_cast<size_t>(c)] = element(w, r * k + c) * (column_factors ? column_factors[c] : 1.0f);
+      row[static_cast<size_t>(c)] = element(w, r * k + c) * (column_factors ? column_factors[c] : 1.0f) * row_factor;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t c0 = g * gs, c1 = std::min(k, c0 + gs);
       float lo = 0.0f, hi = 0.0f;  // the range always includes 0, so 0 is exact

@@ -133,3 +133,44 @@ def test_generate_bad_tokenizer_and_output_paths(minfer, tiny_models, tmp_path):
     proc = minfer.run("make-test-model", "--preset", "tiny-qwen2", "--out", tmp_path / "m", "--tokenizer",
                       missing_src, check=False)
     assert_clean_failure(proc, missing_src)
+
+
+# --- quantize ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("calibrate", [False, True], ids=["plain", "smoothquant"])
+def test_quantize_writes_a_loadable_checkpoint(minfer, tiny_models, tmp_path, calibrate):
+    src = tiny_models("tiny-qwen2", "f32")
+    out = tmp_path / "w8a8"
+    args = ["quantize", src, out, "--quantization", "w8a8", "-t", 2]
+    if calibrate:
+        text = tmp_path / "calibration.txt"
+        text.write_text("The quick brown fox jumps over the lazy dog. " * 40)
+        args += ["--calibrate", text, "--calibration-tokens", 256]
+    proc = minfer.run(*args)
+    assert "wrote" in proc.stdout, describe(proc)
+    qcfg = read_config(out)["quantization_config"]
+    assert qcfg["config_groups"]["group_0"]["input_activations"]["dynamic"] is True, qcfg
+    smooth = qcfg.get("minfer", {}).get("smoothquant")
+    if calibrate:
+        assert smooth and smooth["alpha"] == 0.5 and 0 < smooth["tokens"] <= 256, qcfg
+    else:
+        assert smooth is None, qcfg
+    info = minfer.run("info", out)
+    assert re.search("w8a8", info.stdout + info.stderr), describe(info)
+    ids_file = tmp_path / "ids"
+    minfer.run("generate", "--model", out, "--prompt", "Hello", "--max-new-tokens", 6, "--ignore-eos",
+               "--ids-out", ids_file)
+    assert len(read_ids(ids_file)) == 6
+
+
+def test_quantize_bad_inputs(minfer, tiny_models, tmp_path):
+    src = tiny_models("tiny-qwen2", "f32")
+    missing = tmp_path / "nope.txt"
+    proc = minfer.run("quantize", src, tmp_path / "o", "--quantization", "w8a8", "--calibrate", missing, check=False)
+    assert proc.returncode > 0 and str(missing) in proc.stdout + proc.stderr, describe(proc)
+    quantized = tmp_path / "q"
+    minfer.run("quantize", src, quantized, "--quantization", "w8a16")
+    proc = minfer.run("quantize", quantized, tmp_path / "qq", "--quantization", "w8a8", check=False)
+    assert_clean_failure(proc, quantized)
+    assert "already quantized" in proc.stdout + proc.stderr, describe(proc)

@@ -59,7 +59,7 @@ void validate_quant_config(const QuantConfig& q) {
 }
 
 void quantize_model(ModelWeights& weights, const QuantConfig& q, int threads, const QuantProgress& progress,
-                    const std::map<std::string, std::vector<float>>* smoothing) {
+                    const SmoothingPlan* smoothing) {
   if (!q.enabled()) return;
   validate_quant_config(q);
   std::vector<std::string> names;
@@ -76,18 +76,21 @@ void quantize_model(ModelWeights& weights, const QuantConfig& q, int threads, co
       if (w.dtype == DType::Q8_0 || kernels::is_quantized(w)) {
         out[i] = kernels::relayout(w, int8_acts);
       } else {
-        const float* factors = nullptr;
+        const WeightFactors* f = nullptr;
         if (smoothing) {
           auto it = smoothing->find(names[i]);
-          if (it != smoothing->end()) {
-            MINFER_CHECK(static_cast<int64_t>(it->second.size()) == w.dim(1), "smoothing factors for {}", names[i]);
-            factors = it->second.data();
-          }
+          if (it != smoothing->end()) f = &it->second;
+        }
+        if (f) {
+          MINFER_CHECK(f->columns.empty() || static_cast<int64_t>(f->columns.size()) == w.dim(1),
+                       "smoothing column factors for {}", names[i]);
+          MINFER_CHECK(f->rows.empty() || static_cast<int64_t>(f->rows.size()) == w.dim(0),
+                       "smoothing row factors for {}", names[i]);
         }
         out[i] = kernels::quantize_matrix(
             w,
             kernels::QuantScheme{.group_size = q.group_size, .symmetric = q.symmetric, .int8_activations = int8_acts},
-            factors);
+            f && !f->columns.empty() ? f->columns.data() : nullptr, f && !f->rows.empty() ? f->rows.data() : nullptr);
       }
       const size_t n = ++done;
       if (progress) {

@@ -9,6 +9,7 @@
 
 #include "minfer/config.h"
 #include "model/model_weights.h"
+#include "model/quant/smoothing.h"
 
 namespace minfer {
 
@@ -25,11 +26,11 @@ using QuantProgress = std::function<void(size_t, size_t, const std::string&)>;
 // Replaces every matrix weight (the Linear layers, and the embedding / lm_head) by its int8 form for `q`:
 // float weights are quantized, GGUF Q8_0 and already-int8 weights are re-laid out (never re-rounded). W8A8 keeps
 // the embedding / lm_head at W8A16 (activations into the lm_head stay f32: the logits are the most sensitive
-// product). `smoothing` (optional): per weight, the SmoothQuant column factors the weight is multiplied by (the
-// inverse already folded into the producer of its input; see model/quant/smoothing.h). Runs on `threads` threads
-// (0 = all). No-op when !q.enabled(). Sets weights.quant.
+// product). `smoothing` (optional): per weight, the SmoothQuant factors its columns and rows are multiplied by
+// before rounding (the inverse already folded into the producer of its input; see model/quant/smoothing.h).
+// Runs on `threads` threads (0 = all). No-op when !q.enabled(). Sets weights.quant.
 void quantize_model(ModelWeights& weights, const QuantConfig& q, int threads = 0, const QuantProgress& progress = {},
-                    const std::map<std::string, std::vector<float>>* smoothing = nullptr);
+                    const SmoothingPlan* smoothing = nullptr);
 
 // Bytes of the weights as they sit in memory (int8 payload + scales for quantized tensors). Tensors shared
 // (tied embeddings) count once.
