@@ -157,6 +157,10 @@ class AsyncEngine {
   // The model's tokenizer (nullptr when it has none); thread-safe, for callers that encode or name tokens
   // themselves (the server's chat prompts and logprobs).
   const Tokenizer* tokenizer() const;
+  // The checkpoint's chat template (Jinja source): tokenizer_config.json "chat_template", chat_template.jinja
+  // beside it, or the GGUF's tokenizer.chat_template; empty when the model has none. Throws minfer::LoadError
+  // naming the file when it is malformed.
+  std::string chat_template_source() const;
 
  private:
   struct Impl;

@@ -189,5 +189,6 @@ const EngineConfig& AsyncEngine::config() const { return impl_->core.config(); }
 std::vector<int32_t> AsyncEngine::encode(std::string_view text) const { return impl_->encode(text); }
 
 const Tokenizer* AsyncEngine::tokenizer() const { return impl_->core.tokenizer(); }
+std::string AsyncEngine::chat_template_source() const { return impl_->core.chat_template_source(); }
 
 }  // namespace minfer

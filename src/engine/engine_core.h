@@ -19,6 +19,7 @@
 #include "kv/kv_cache.h"
 #include "minfer/config.h"
 #include "minfer/engine.h"
+#include "model/model_tokenizer.h"
 #include "model/model_weights.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,6 +34,9 @@ class EngineCore {
   const EngineConfig& config() const { return config_; }
   const ModelConfig& model_config() const { return weights_.config; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  // The checkpoint's chat template source (model_tokenizer.h chat_template_source); empty when it has none.
+  // Throws LoadError naming the file when it is malformed.
+  std::string chat_template_source() const { return minfer::chat_template_source(weights_); }
   std::vector<int32_t> encode(std::string_view text) const;
   std::string decode(const std::vector<int32_t>& ids) const;
   // Throws minfer::Error when the request cannot be served.

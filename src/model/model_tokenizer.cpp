@@ -84,6 +84,16 @@ std::string chat_template_source(const ModelWeights& weights) {
   return "";
 }
 
+ChatTemplateOptions chat_template_options(const Tokenizer* tokenizer) {
+  ChatTemplateOptions options;
+  if (tokenizer) {
+    if (tokenizer->bos_id() >= 0) options.bos_token = std::string(tokenizer->token_text(tokenizer->bos_id()));
+    const std::vector<int32_t> eos = tokenizer->eos_ids();
+    if (!eos.empty()) options.eos_token = std::string(tokenizer->token_text(eos.front()));
+  }
+  return options;
+}
+
 ChatTemplate load_chat_template(const ModelWeights& weights, const Tokenizer* tokenizer) {
   const std::string source = chat_template_source(weights);
   if (source.empty())
@@ -91,14 +101,8 @@ ChatTemplate load_chat_template(const ModelWeights& weights, const Tokenizer* to
         "{}: the model has no chat template (tokenizer_config.json \"chat_template\" or GGUF "
         "tokenizer.chat_template); use the completions API with a formatted prompt instead",
         weights.path);
-  ChatTemplateOptions options;
-  if (tokenizer) {
-    if (tokenizer->bos_id() >= 0) options.bos_token = std::string(tokenizer->token_text(tokenizer->bos_id()));
-    const std::vector<int32_t> eos = tokenizer->eos_ids();
-    if (!eos.empty()) options.eos_token = std::string(tokenizer->token_text(eos.front()));
-  }
   try {
-    return ChatTemplate::from_source(source, std::move(options));
+    return ChatTemplate::from_source(source, chat_template_options(tokenizer));
   } catch (const Error& e) {
     fail("{}: {}", weights.path, e.what());
   }

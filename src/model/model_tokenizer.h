@@ -22,6 +22,9 @@ std::vector<int32_t> eos_token_ids(const ModelWeights& weights, const Tokenizer*
 // GGUF key tokenizer.chat_template. Empty when the checkpoint has none. Throws LoadError for a malformed file.
 std::string chat_template_source(const ModelWeights& weights);
 
+// The BOS / EOS texts a template may print, from the tokenizer (null: the template family's defaults).
+ChatTemplateOptions chat_template_options(const Tokenizer* tokenizer);
+
 // The checkpoint's ChatTemplate, with BOS / EOS texts from tokenizer (may be null: the family's defaults).
 // Throws Error naming the checkpoint when it has no chat template or one of an unsupported family.
 ChatTemplate load_chat_template(const ModelWeights& weights, const Tokenizer* tokenizer);

@@ -1,13 +1,14 @@
-// The served model's chat template, found once at start: --chat-template FILE, else tokenizer_config.json's
-// "chat_template" (Hugging Face directory), else the GGUF's tokenizer.chat_template. Rendering and the
-// family recognition are ChatTemplate's (tokenizer/chat_template.h); this file only finds the source and
-// turns a missing or unsupported template into an error a chat request can report.
+// The served model's chat template, found once at start: --chat-template FILE, else the checkpoint's own (the
+// engine finds it: model/model_tokenizer.h chat_template_source). Rendering and the family recognition are
+// ChatTemplate's (tokenizer/chat_template.h); this file only picks the source and turns a missing or
+// unsupported template into an error a chat request can report.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "minfer/engine.h"
 #include "tokenizer/chat_template.h"
 
 namespace minfer::server {
@@ -16,7 +17,7 @@ class ChatPrompt {
  public:
   // Never throws for a missing or unknown template: chat requests then fail with the reason, and the
   // other routes keep working. Throws minfer::Error only when template_file is given but unreadable.
-  static ChatPrompt load(const std::string& model_path, const std::string& template_file);
+  static ChatPrompt load(const AsyncEngine& engine, const std::string& template_file);
 
   bool available() const { return tmpl_.has_value(); }
   // "ChatML", "Llama 3", ...; or why chat is unavailable.

@@ -51,7 +51,7 @@ void run_server(ServeOptions options) {
 
   AsyncEngine engine(options.engine);
   const EngineConfig& config = engine.config();
-  const ChatPrompt chat = ChatPrompt::load(config.model_path, options.chat_template_file);
+  const ChatPrompt chat = ChatPrompt::load(engine, options.chat_template_file);
   if (chat.available()) {
     spdlog::info("chat template: {}", chat.describe());
   } else {

@@ -425,3 +425,30 @@ def test_engine_flags_quantization_and_kv_dtype(minfer, model):
         assert "bf16" in s.output()
     finally:
         assert s.stop() == 0, s.output()
+
+
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+          "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def test_chat_template_sources(minfer, stories_dir, tmp_path):
+    """A model without a chat template (llama2.c) serves completions and answers chat with a 400 that says so;
+    --chat-template FILE gives it one."""
+    messages = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, **GREEDY}
+    s = Server(minfer, stories_dir / "stories260K.bin", "--max-model-len", "128")
+    try:
+        status, payload = s.request("POST", "/v1/chat/completions", messages)
+        assert status == 400, payload
+        err = json.loads(payload)["error"]
+        assert err["code"] == "chat_template_unavailable" and "--chat-template" in err["message"], err
+        assert s.post("/v1/completions", {"prompt": "Once", "max_tokens": 3, **GREEDY})["choices"][0]["text"]
+    finally:
+        assert s.stop() == 0, s.output()
+    template = tmp_path / "chatml.jinja"
+    template.write_text(CHATML)
+    s = Server(minfer, stories_dir / "stories260K.bin", "--max-model-len", "128", "--chat-template", template)
+    try:
+        out = s.post("/v1/chat/completions", messages)
+        assert out["object"] == "chat.completion" and out["usage"]["completion_tokens"] == 3, out
+    finally:
+        assert s.stop() == 0, s.output()
