@@ -122,7 +122,8 @@ void print_profile(const std::string& scenario, std::vector<std::map<std::string
 
 void run_ops(const OpsArgs& a) {
   if (a.list_passes) {
-    for (const graph::FusionPass& p : graph::fusion_passes()) std::printf("%-13s %s\n", p.name, p.summary);
+    for (const auto* list : {&graph::fusion_passes(), &graph::layout_passes()})
+      for (const graph::FusionPass& p : *list) std::printf("%-15s %s\n", p.name, p.summary);
     return;
   }
   const ModelWeights weights = load_model(a.model);

@@ -15,13 +15,10 @@ void add_fusion_flags(CLI::App& cmd, graph::FusionOptions& options) {
       ->option_text("auto|none")
       ->default_str("auto");
   std::string names;
-  for (const graph::FusionPass& p : graph::fusion_passes()) names += std::string(names.empty() ? "" : ", ") + p.name;
-  cmd.add_option("--disable-pass", options.disabled_passes, "Skip a fusion pass (debugging; repeatable): " + names)
-      ->check(CLI::IsMember([] {
-        std::vector<std::string> v;
-        for (const graph::FusionPass& p : graph::fusion_passes()) v.push_back(p.name);
-        return v;
-      }()));
+  for (const std::string& p : graph::pass_names()) names += (names.empty() ? "" : ", ") + p;
+  cmd.add_option("--disable-pass", options.disabled_passes,
+                 "Skip a fusion or weight-layout pass (debugging; repeatable): " + names)
+      ->check(CLI::IsMember(graph::pass_names()));
 }
 
 }  // namespace minfer::tools

@@ -30,6 +30,7 @@ void check_operands(int64_t k, const Tensor& w) {
   if (w.rank() != 2 || w.dim(1) != k) {
     fail("gemm: weight of shape {} does not fit inputs of width {}", w.shape_string(), k);
   }
+  if (w.layout != TensorLayout::kRowMajor) fail("gemm: bf16 row-tile weights need the AVX-512-BF16 GEMM");
   if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16) {
     fail("gemm: weights of type {} need a quantised kernel (have f32, f16, bf16)", dtype_name(w.dtype));
   }
@@ -88,8 +89,8 @@ uint16_t* bf16_scratch(size_t elems) {
   return buf.data() + ((64 - addr % 64) % 64) / sizeof(uint16_t);
 }
 
-void run_gemm_bf16(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
-                   float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
+void run_gemm_bf16(const LeafKernels& leaves, GemmBf16ColsFn leaf, const float* x, int64_t m, int64_t k,
+                   const Tensor& w, const float* bias, float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
   const int64_t n = w.dim(0);
   const int64_t ldxb = (k + 31) / 32 * 32;
   uint16_t* xb = bf16_scratch(static_cast<size_t>(m * ldxb));
@@ -110,7 +111,6 @@ void run_gemm_bf16(const LeafKernels& leaves, const float* x, int64_t m, int64_t
   } else {
     leaves.bf16_round_rows(x, m, k, xb, ldxb);
   }
-  const GemmBf16ColsFn leaf = leaves.gemm_bf16_cols;
   const auto* wb = static_cast<const uint16_t*>(w.data);
   for_column_tiles(pool, m, n, k, y, epilogue,
                    [=](int64_t n0, int64_t n1) { leaf(xb, ldxb, m, k, wb, n, bias, y, n0, n1); });
@@ -133,9 +133,11 @@ void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tenso
 
 void run_gemm(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
               float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
-  if (w.dtype == DType::BF16 && leaves.gemm_bf16_cols && leaves.bf16_round_rows && k > 0 && m > 0 && w.rank() == 2 &&
-      w.dim(1) == k && w.dim(0) > 0) {
-    return run_gemm_bf16(leaves, x, m, k, w, bias, y, pool, epilogue);
+  const GemmBf16ColsFn leaf =
+      w.layout == TensorLayout::kBf16RowTiles ? leaves.gemm_bf16_tiles_cols : leaves.gemm_bf16_cols;
+  if (w.dtype == DType::BF16 && leaf && leaves.bf16_round_rows && k > 0 && m > 0 && w.rank() == 2 && w.dim(1) == k &&
+      w.dim(0) > 0) {
+    return run_gemm_bf16(leaves, leaf, x, m, k, w, bias, y, pool, epilogue);
   }
   run_gemm(leaves.gemm_cols, x, m, k, w, bias, y, pool, epilogue);
 }

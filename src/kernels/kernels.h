@@ -80,4 +80,11 @@ void paged_attention(const float* q, float* out, int64_t heads, const KvLayerVie
 // Which instruction set the dispatcher chose ("avx512", "avx2" or "scalar").
 const char* active_isa();
 
+// Whether the active GEMM reads bf16 weights in TensorLayout::kBf16RowTiles (the AVX-512-BF16 kernels do: their
+// decode GEMV streams a tiled matrix at close to the read bandwidth, a row-major one ~25% slower).
+bool gemm_prefers_bf16_row_tiles();
+// A copy of a row-major bf16 matrix [N, K] in the kBf16RowTiles layout (for kernels::gemm only: the embedding
+// lookup and the other kernels read row-major weights). Throws Error for anything else.
+Tensor to_bf16_row_tiles(const Tensor& w);
+
 }  // namespace minfer::kernels

@@ -80,6 +80,8 @@ struct LeafKernels {
   // Null where the leaf set has no bf16-activation GEMM: bf16 weights then go through gemm_cols (f32 activations).
   Bf16RoundRowsFn bf16_round_rows = nullptr;
   GemmBf16ColsFn gemm_bf16_cols = nullptr;
+  // The same GEMM over weights in TensorLayout::kBf16RowTiles (w is the tiled data; n0 a multiple of 8).
+  GemmBf16ColsFn gemm_bf16_tiles_cols = nullptr;
 };
 
 extern const LeafKernels kRefLeaves;

@@ -1,5 +1,7 @@
 #include "tensor/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -15,6 +17,14 @@ int64_t Tensor::numel() const {
   return n;
 }
 
+size_t Tensor::nbytes() const {
+  if (layout == TensorLayout::kBf16RowTiles) {
+    const int64_t rows = (dim(0) + 7) / 8 * 8, cols = (dim(1) + 31) / 32 * 32;
+    return dtype_bytes(dtype, static_cast<size_t>(rows * cols));
+  }
+  return dtype_bytes(dtype, static_cast<size_t>(numel()));
+}
+
 std::string Tensor::shape_string() const {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
@@ -25,9 +35,15 @@ Tensor Tensor::allocate(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
   t.dtype = dtype;
   t.shape = std::move(shape);
-  const size_t bytes = (t.nbytes() + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+  // Buffers of 2 MiB and more (weights re-laid out at load) sit on 2 MiB boundaries and ask for transparent
+  // huge pages: a decode step streams every weight once, and 4 KiB pages cost a TLB miss every 64 cache lines.
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const bool huge = t.nbytes() >= kHugePage;
+  const size_t align = huge ? kHugePage : 64;
+  const size_t bytes = (t.nbytes() + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, bytes == 0 ? 64 : bytes);
   if (p == nullptr) throw std::bad_alloc();
+  if (huge) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: ignored where THP is off
   std::memset(p, 0, bytes == 0 ? 64 : bytes);
   t.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
   t.data = p;

@@ -13,6 +13,16 @@ namespace minfer {
 
 struct QuantParams;  // tensor/quant_params.h
 
+// How the elements of a 2-D weight [N, K] sit in `data`.
+enum class TensorLayout : uint8_t {
+  kRowMajor,
+  // bf16 only: tiles of 8 rows, tile t holding rows 8t..8t+7 as ceil(K/32) blocks of [8 rows][32 columns], zero
+  // past N and K. A GEMV then streams the matrix front to back instead of 8 short rows at once, which the
+  // hardware prefetcher follows far better (docs/DESIGN.md, "Weight layout"). Made by kernels::to_bf16_row_tiles
+  // for the AVX-512-BF16 GEMM, the only kernel that reads it.
+  kBf16RowTiles,
+};
+
 struct Tensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
@@ -20,9 +30,11 @@ struct Tensor {
   std::shared_ptr<const void> owner;  // keeps `data` alive (a MappedFile or an owned buffer)
   // Set for int8 weights: their scales, zero points and layout (then `data` is the int8 payload).
   std::shared_ptr<const QuantParams> quant;
+  TensorLayout layout = TensorLayout::kRowMajor;
 
   int64_t numel() const;
-  size_t nbytes() const { return dtype_bytes(dtype, static_cast<size_t>(numel())); }
+  // Bytes of `data` (with the padding of a tiled layout).
+  size_t nbytes() const;
   int64_t dim(int i) const { return shape.at(static_cast<size_t>(i < 0 ? i + static_cast<int>(shape.size()) : i)); }
   int rank() const { return static_cast<int>(shape.size()); }
   bool empty() const { return data == nullptr; }

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "graph/passes/fusion_passes.h"
+#include "kernels/kernels.h"
 #include "model/decoder_graph.h"
 #include "model/model_weights.h"
 #include "model/test_model_writer.h"
@@ -28,9 +30,14 @@ class Passes : public ::testing::Test {
     o.dtype = DType::F32;
     write_test_model(o);
     weights_ = new ModelWeights(load_model(dir_.string()));
+    o.out_dir = (dir_ / "bf16").string();
+    o.dtype = DType::BF16;
+    write_test_model(o);
+    bf16_weights_ = new ModelWeights(load_model(o.out_dir));
   }
   static void TearDownTestSuite() {
     delete weights_;
+    delete bf16_weights_;
     fs::remove_all(dir_);
   }
   // Labels of layer 0's nodes (those writing a layers.0. value, and layer 0's kv_write).
@@ -54,7 +61,8 @@ class Passes : public ::testing::Test {
     return out;
   }
   static inline fs::path dir_;
-  static inline ModelWeights* weights_ = nullptr;
+  static inline ModelWeights* weights_ = nullptr;       // f32
+  static inline ModelWeights* bf16_weights_ = nullptr;  // the same preset in bf16
 };
 
 using Labels = std::vector<std::string>;
@@ -67,7 +75,8 @@ TEST_F(Passes, UnfusedGraphIsSixteenPrimitivesPerLayer) {
   EXPECT_EQ(tail(g), (Labels{"gather_rows", "rmsnorm", "matmul"}));
   Graph none = build_decoder_graph(*weights_);
   const FusionReport r = run_fusion_passes(none, FusionOptions{FusionStrategy::kNone, {}});
-  EXPECT_TRUE(r.rewrites.empty());
+  // Only the layout passes run (f32 weights: nothing to re-lay).
+  EXPECT_EQ(r.rewrites, (std::vector<std::pair<std::string, int>>{{"bf16-row-tiles", 0}}));
   EXPECT_EQ(none.nodes().size(), g.nodes().size());
 }
 
@@ -150,8 +159,37 @@ TEST_F(Passes, AutoPipelineLeavesFiveNodesPerLayer) {
                     "fused_matmul[rmsnorm+gemm+silu_mul]", "fused_matmul[gemm+residual]"}));
   EXPECT_EQ(tail(g), (Labels{"fused_matmul[gather+rmsnorm+gemm]"}));
   EXPECT_EQ(static_cast<int64_t>(g.nodes().size()), 5 * layers + 2);
-  ASSERT_EQ(r.rewrites.size(), fusion_passes().size());
+  ASSERT_EQ(r.rewrites.size(), fusion_passes().size() + layout_passes().size());
   EXPECT_EQ(r.rewrites[0], (std::pair<std::string, int>{"qkv", static_cast<int>(layers)}));
+  EXPECT_EQ(r.rewrites.back().first, "bf16-row-tiles");
+}
+
+// bf16 GEMM weights are re-laid out (when the kernels read row tiles) under any strategy; the embedding keeps
+// the original; disabling the pass by name keeps every weight row-major.
+TEST_F(Passes, Bf16RowTilesForEveryGemmWeight) {
+  for (FusionStrategy strategy : {FusionStrategy::kAuto, FusionStrategy::kNone}) {
+    for (bool disabled : {false, true}) {
+      Graph g = build_decoder_graph(*bf16_weights_);
+      FusionOptions options{strategy, {}};
+      if (disabled) options.disabled_passes = {"bf16-row-tiles"};
+      const FusionReport r = run_fusion_passes(g, options);
+      const bool tiles = !disabled && kernels::gemm_prefers_bf16_row_tiles();
+      int gemms = 0;
+      for (const Node& n : g.nodes()) {
+        if (n.kind == OpKind::kEmbedding) {
+          EXPECT_EQ(n.weight->layout, TensorLayout::kRowMajor);
+        }
+        if (n.kind != OpKind::kMatMul && n.kind != OpKind::kFusedMatMul) continue;
+        ++gemms;
+        EXPECT_EQ(n.weight->layout, tiles ? TensorLayout::kBf16RowTiles : TensorLayout::kRowMajor) << node_label(n);
+      }
+      EXPECT_GT(gemms, 0);
+      const auto entry =
+          std::find_if(r.rewrites.begin(), r.rewrites.end(), [](const auto& e) { return e.first == "bf16-row-tiles"; });
+      EXPECT_EQ(entry == r.rewrites.end() ? 0 : entry->second, tiles ? gemms : 0);
+      EXPECT_EQ(entry == r.rewrites.end(), disabled);
+    }
+  }
 }
 
 TEST_F(Passes, DisabledPassIsSkippedAndUnknownNamesRejected) {

@@ -189,6 +189,55 @@ TEST(KernelsGemm, Bf16ActivationStrategiesOnColumnRanges) {
   }
 }
 
+// The row-tile layout: to_bf16_row_tiles keeps every element (and zero padding), and the tiled GEMM, directly
+// on column ranges (n0 on the tile grid, n1 anywhere) for both its forms (m < 64 dot tiles, m >= 64 packed) and
+// through the dispatcher on the pool, matches the reference on bf16-rounded X.
+TEST(KernelsGemm, Bf16RowTilesMatchReference) {
+  if (!kernel_table(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
+  std::mt19937 rng(12);
+  ThreadPool pool(2);
+  for (int64_t m : {1, 2, 3, 4, 7, 64, 70}) {
+    for (int64_t k : {1, 31, 33, 95, 600}) {
+      for (int64_t n : {5, 8, 83}) {
+        const Problem p = make_problem(rng, m, k, n, DType::BF16, true);
+        const Tensor tiled = to_bf16_row_tiles(p.w);
+        ASSERT_EQ(tiled.layout, TensorLayout::kBf16RowTiles);
+        const int64_t kp = (k + 31) / 32 * 32;
+        ASSERT_EQ(tiled.nbytes(), static_cast<size_t>((n + 7) / 8 * 8 * kp * 2));
+        for (int64_t r = 0; r < (n + 7) / 8 * 8; ++r) {
+          for (int64_t c = 0; c < kp; ++c) {
+            const uint16_t got = tiled.as<uint16_t>()[(r / 8) * 8 * kp + (c / 32) * 256 + (r % 8) * 32 + c % 32];
+            const uint16_t want = r < n && c < k ? p.w.as<uint16_t>()[r * k + c] : 0;
+            ASSERT_EQ(got, want) << "row " << r << " col " << c;
+          }
+        }
+        const int64_t ldxb = kp;
+        std::vector<uint16_t> xb(static_cast<size_t>(m * ldxb));
+        avx512::bf16_round_rows(p.x.data(), m, k, xb.data(), ldxb);
+        const int64_t n0 = n > 8 ? 8 : 0, n1 = n > 8 ? n - 2 : n;
+        std::vector<float> want = p.want_bf16_x, y(p.want.size(), -7.0f);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            if (j < n0 || j >= n1) want[static_cast<size_t>(i * n + j)] = -7.0f;
+          }
+        }
+        avx512::gemm_bf16_tiles_cols(xb.data(), ldxb, m, k, tiled.as<uint16_t>(), n, p.bias.data(), y.data(), n0, n1);
+        expect_close(y, want, rtol_for(k), 1e-30f, label("avx512_bf16 tiles", p, DType::BF16, true), &p.scale);
+        std::vector<float> whole(p.want.size(), -7.0f);
+        kernel_table(Isa::kAvx512Bf16)->gemm(p.x.data(), m, k, tiled, p.bias.data(), whole.data(), pool);
+        expect_close(whole, p.want_bf16_x, rtol_for(k), 1e-30f, label("tiles via table", p, DType::BF16, true),
+                     &p.scale);
+      }
+    }
+  }
+  // Only the AVX-512-BF16 GEMM reads the layout; the others refuse it.
+  const Problem p = make_problem(rng, 2, 40, 16, DType::BF16, false);
+  const Tensor tiled = to_bf16_row_tiles(p.w);
+  std::vector<float> y(32);
+  EXPECT_THROW(kernel_table(Isa::kScalar)->gemm(p.x.data(), 2, 40, tiled, nullptr, y.data(), pool), Error);
+  EXPECT_THROW(to_bf16_row_tiles(to_f32(p.w)), Error);
+}
+
 TEST(KernelsGemm, Bf16RoundingMatchesScalar) {
   if (!kernel_table(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
   // Ties to even, both directions, signs, large and small magnitudes, inf.

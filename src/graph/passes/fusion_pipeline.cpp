@@ -18,23 +18,44 @@ const std::vector<FusionPass>& fusion_passes() {
   return passes;
 }
 
+const std::vector<FusionPass>& layout_passes() {
+  static const std::vector<FusionPass> passes = {
+      {"bf16-row-tiles", "bf16 GEMM weights laid out in tiles of 8 rows (one front-to-back stream per GEMV)",
+       tile_bf16_weights},
+  };
+  return passes;
+}
+
+std::vector<std::string> pass_names() {
+  std::vector<std::string> names;
+  for (const auto* list : {&fusion_passes(), &layout_passes()})
+    for (const FusionPass& p : *list) names.emplace_back(p.name);
+  return names;
+}
+
 FusionReport run_fusion_passes(Graph& graph, const FusionOptions& options) {
-  const auto& passes = fusion_passes();
+  const std::vector<std::string> known = pass_names();
   for (const std::string& name : options.disabled_passes) {
-    if (std::none_of(passes.begin(), passes.end(), [&](const FusionPass& p) { return name == p.name; })) {
-      std::string known;
-      for (const FusionPass& p : passes) known += std::string(known.empty() ? "" : ", ") + p.name;
-      fail("unknown fusion pass '{}' (passes: {})", name, known);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const std::string& k : known) list += (list.empty() ? "" : ", ") + k;
+      fail("unknown fusion pass '{}' (passes: {})", name, list);
     }
   }
+  auto enabled = [&](const FusionPass& p) {
+    return std::find(options.disabled_passes.begin(), options.disabled_passes.end(), p.name) ==
+           options.disabled_passes.end();
+  };
   FusionReport report;
-  if (options.strategy == FusionStrategy::kNone) return report;
-  for (const FusionPass& p : passes) {
-    if (std::find(options.disabled_passes.begin(), options.disabled_passes.end(), p.name) !=
-        options.disabled_passes.end())
-      continue;
-    report.rewrites.emplace_back(p.name, p.run(graph));
-    graph.verify();
+  if (options.strategy != FusionStrategy::kNone) {
+    for (const FusionPass& p : fusion_passes()) {
+      if (!enabled(p)) continue;
+      report.rewrites.emplace_back(p.name, p.run(graph));
+      graph.verify();
+    }
+  }
+  for (const FusionPass& p : layout_passes()) {
+    if (enabled(p)) report.rewrites.emplace_back(p.name, p.run(graph));
   }
   return report;
 }

@@ -83,6 +83,53 @@ void dot_many(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint
   }
 }
 
+// ---- dot form over row tiles (TensorLayout::kBf16RowTiles) ----------------------------------------------
+// Row j of a tile has its block b at tile + b * 256 + j * 32; kp = k rounded up to 32 (the padding is zero, so
+// no masking). One tile is one contiguous stream, read front to back.
+constexpr int64_t kTileRows = 8;
+constexpr int64_t kTileBlock = kTileRows * 32;
+
+// y[i, j] (i < MR, j < 8) over one tile; only rows j < valid are stored (the last tile may be partial).
+template <int MR>
+inline void dot_tile_tiled(const uint16_t* xb, int64_t ldxb, int64_t kp, const uint16_t* tile, float* y, int64_t ldy,
+                           const float* bias, int64_t valid) {
+  __m512 acc[MR][kTileRows];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < kTileRows; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < kp; p += 32, tile += kTileBlock) {
+    __m512i xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_si512(xb + i * ldxb + p);
+    for (int j = 0; j < kTileRows; ++j) {
+      const __m512i wv = _mm512_load_si512(tile + j * 32);
+      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], as_bh(wv), as_bh(xv[i]));
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    if (valid == kTileRows) {
+      store_sums<kTileRows>(acc[i], y + i * ldy, bias);
+    } else {
+      for (int64_t j = 0; j < valid; ++j) y[i * ldy + j] = hsum(acc[i][j]) + (bias ? bias[j] : 0.0f);
+    }
+  }
+}
+
+// Rows of X in groups of MR against the tiles of weight rows [n0, n1) (n0 a multiple of 8). A tile (8 x k bf16:
+// 14 KiB at k = 896) stays in L1/L2 while every group of X rows reads it.
+template <int MR>
+void dot_tiles(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n, const float* bias,
+               float* y, int64_t n0, int64_t n1) {
+  const int64_t kp = (k + 31) / 32 * 32;
+  for (int64_t j = n0; j < n1; j += kTileRows) {
+    const uint16_t* tile = w + j * kp;  // tile j / 8 starts at (j / 8) * 8 * kp
+    const int64_t valid = n1 - j < kTileRows ? n1 - j : kTileRows;
+    const float* bj = bias ? bias + j : nullptr;
+    int64_t i = 0;
+    for (; i + MR <= m; i += MR) dot_tile_tiled<MR>(xb + i * ldxb, ldxb, kp, tile, y + i * n + j, n, bj, valid);
+    for (; i < m; ++i) dot_tile_tiled<1>(xb + i * ldxb, ldxb, kp, tile, y + i * n + j, n, bj, valid);
+  }
+}
+
 // ---- packed form ---------------------------------------------------------------------------------------
 // From this many rows of X on, the packed form is used. Alone on one core the two forms tie at 32 rows
 // (bench/micro/gemm_bench.cpp, strategy_bf16/*), but in whole decode steps on 2 threads (`minfer bench ops
@@ -121,9 +168,24 @@ inline void transpose16(__m512* v) {
   }
 }
 
-// Panel of `rows` (<= 32, zero beyond) weight rows x kc columns (kc even after padding): the pair
-// (W[r, 2q], W[r, 2q + 1]) goes to buf[q * 32 + r]; a column past k reads as zero.
-void pack_panel(const uint16_t* w, int64_t k, int64_t rows, int64_t kc, uint32_t* buf) {
+// Where the 32-column block starting at column `col` of weight row `row` is.
+struct RowMajorRows {
+  const uint16_t* w;
+  int64_t k;
+  const uint16_t* at(int64_t row, int64_t col) const { return w + row * k + col; }
+};
+struct TiledRows {
+  const uint16_t* w;
+  int64_t kp;  // k rounded up to 32
+  const uint16_t* at(int64_t row, int64_t col) const {
+    return w + (row / kTileRows) * kTileRows * kp + (col / 32) * kTileBlock + (row % kTileRows) * 32;
+  }
+};
+
+// Panel of `rows` (<= 32, zero beyond) weight rows from row0, kc columns from col0 (kc even after padding): the
+// pair (W[r, 2q], W[r, 2q + 1]) goes to buf[q * 32 + r]; a column past kc reads as zero.
+template <class Rows>
+void pack_panel(const Rows& w, int64_t row0, int64_t col0, int64_t rows, int64_t kc, uint32_t* buf) {
   for (int64_t r0 = 0; r0 < kNr; r0 += 16) {
     const int64_t nr = rows - r0 < 0 ? 0 : (rows - r0 > 16 ? 16 : rows - r0);
     for (int64_t p = 0; p < kc; p += 32) {
@@ -131,7 +193,8 @@ void pack_panel(const uint16_t* w, int64_t k, int64_t rows, int64_t kc, uint32_t
       const __mmask32 mask = np >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << np) - 1);
       __m512 v[16];
       for (int64_t r = 0; r < 16; ++r) {
-        v[r] = r < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, w + (r0 + r) * k + p)) : _mm512_setzero_ps();
+        v[r] = r < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, w.at(row0 + r0 + r, col0 + p)))
+                      : _mm512_setzero_ps();
       }
       transpose16(v);
       const int64_t pairs = (np + 1) / 2;
@@ -193,8 +256,11 @@ void gemm_bf16_cols_dot(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, 
   }
 }
 
-void gemm_bf16_cols_packed(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
-                           const float* bias, float* y, int64_t n0, int64_t n1) {
+namespace {
+
+template <class Rows>
+void packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const Rows& w, int64_t n, const float* bias,
+                 float* y, int64_t n0, int64_t n1) {
   alignas(64) uint32_t panel[kKc / 2 * kNr];
   for (int64_t mb = 0; mb < m; mb += kMc) {
     const int64_t mc = m - mb < kMc ? m - mb : kMc;
@@ -203,7 +269,7 @@ void gemm_bf16_cols_packed(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t 
       const int64_t pairs = (kc + 1) / 2;
       for (int64_t nb = n0; nb < n1; nb += kNr) {
         const int64_t nr = n1 - nb < kNr ? n1 - nb : kNr;
-        pack_panel(w + nb * k + kb, k, nr, kc, panel);
+        pack_panel(w, nb, kb, nr, kc, panel);
         const __mmask16 m0 = tail_mask(nr);
         const __mmask16 m1 = tail_mask(nr > 16 ? nr - 16 : 0);
         const float* bn = bias ? bias + nb : nullptr;
@@ -216,12 +282,29 @@ void gemm_bf16_cols_packed(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t 
   }
 }
 
+}  // namespace
+
+void gemm_bf16_cols_packed(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                           const float* bias, float* y, int64_t n0, int64_t n1) {
+  packed_cols(xb, ldxb, m, k, RowMajorRows{w, k}, n, bias, y, n0, n1);
+}
+
 void gemm_bf16_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                     const float* bias, float* y, int64_t n0, int64_t n1) {
   if (m < kPackedMinRows) {
     gemm_bf16_cols_dot(xb, ldxb, m, k, w, n, bias, y, n0, n1);
   } else {
     gemm_bf16_cols_packed(xb, ldxb, m, k, w, n, bias, y, n0, n1);
+  }
+}
+
+void gemm_bf16_tiles_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                          const float* bias, float* y, int64_t n0, int64_t n1) {
+  if (m >= kPackedMinRows) return packed_cols(xb, ldxb, m, k, TiledRows{w, (k + 31) / 32 * 32}, n, bias, y, n0, n1);
+  switch (m) {
+    case 1: return dot_tiles<1>(xb, ldxb, m, k, w, n, bias, y, n0, n1);
+    case 2: return dot_tiles<2>(xb, ldxb, m, k, w, n, bias, y, n0, n1);
+    default: return dot_tiles<3>(xb, ldxb, m, k, w, n, bias, y, n0, n1);
   }
 }
 

@@ -38,6 +38,9 @@ void gemm_bf16_cols_dot(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, 
                         const float* bias, float* y, int64_t n0, int64_t n1);
 void gemm_bf16_cols_packed(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                            const float* bias, float* y, int64_t n0, int64_t n1);
+// The same over weights in TensorLayout::kBf16RowTiles (n0 a multiple of 8).
+void gemm_bf16_tiles_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                          const float* bias, float* y, int64_t n0, int64_t n1);
 }  // namespace minfer::kernels::avx512
 
 #undef MINFER_DECLARE_X86_LEAVES
