@@ -80,6 +80,17 @@ class Graph {
     constants_.push_back(std::make_unique<Tensor>(std::move(t)));
     return constants_.back().get();
   }
+  // Whether `t` is one of the graph's constants; if so, replace_constant swaps its value in place (the nodes
+  // pointing at it see the new value, the old buffer is freed).
+  bool owns_constant(const Tensor* t) const {
+    for (const auto& c : constants_)
+      if (c.get() == t) return true;
+    return false;
+  }
+  void replace_constant(const Tensor* t, Tensor value) {
+    for (auto& c : constants_)
+      if (c.get() == t) *c = std::move(value);
+  }
 
   const std::vector<Value>& values() const { return values_; }
   const std::vector<Node>& nodes() const { return nodes_; }

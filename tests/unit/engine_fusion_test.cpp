@@ -22,24 +22,25 @@ namespace fs = std::filesystem;
 
 const std::string kStories = std::string(MINFER_SHARED_DIR) + "/models/stories260K/";
 
-struct Run {
+struct GenerationRun {
   std::vector<int32_t> tokens;
   std::vector<float> prompt_logits;
   int64_t dispatches_per_step = 0;
 };
 
-Run generate(const ModelWeights& weights, FusionStrategy strategy, const std::vector<int32_t>& prompt) {
+GenerationRun generate(const ModelWeights& weights, const graph::FusionOptions& fusion,
+                       const std::vector<int32_t>& prompt) {
   GeneratorOptions options;
   options.num_threads = 2;
   options.max_seq_len = 256;
   options.prefill_chunk = 7;  // several prefill chunks, each a multi-row step
-  options.fusion.strategy = strategy;
+  options.fusion = fusion;
   Generator generator(weights, options);
   SamplingParams params;
   params.temperature = 0.0f;
   params.max_tokens = 24;
   params.ignore_eos = true;
-  Run run;
+  GenerationRun run;
   run.tokens = generator
                    .generate(
                        prompt, params, {}, [](int32_t) { return true; }, nullptr)
@@ -51,11 +52,8 @@ Run generate(const ModelWeights& weights, FusionStrategy strategy, const std::ve
   return run;
 }
 
-void expect_fused_matches_unfused(const std::string& path, const std::vector<int32_t>& prompt) {
-  SCOPED_TRACE(path);
-  const ModelWeights weights = load_model(path);
-  const Run none = generate(weights, FusionStrategy::kNone, prompt);
-  const Run fused = generate(weights, FusionStrategy::kAuto, prompt);
+// Same greedy tokens, logits within 1e-4 relative.
+void expect_same_results(const GenerationRun& fused, const GenerationRun& none) {
   EXPECT_EQ(fused.tokens, none.tokens);
   ASSERT_EQ(fused.prompt_logits.size(), none.prompt_logits.size());
   ASSERT_FALSE(none.prompt_logits.empty());
@@ -68,6 +66,14 @@ void expect_fused_matches_unfused(const std::string& path, const std::vector<int
       ADD_FAILURE() << "logit " << i << ": fused " << fused.prompt_logits[i] << " unfused " << want;
   }
   EXPECT_EQ(misses, 0);
+}
+
+void expect_fused_matches_unfused(const std::string& path, const std::vector<int32_t>& prompt) {
+  SCOPED_TRACE(path);
+  const ModelWeights weights = load_model(path);
+  const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, prompt);
+  const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, prompt);
+  expect_same_results(fused, none);
   // 16 primitive nodes per layer + embedding, gather, final norm, lm_head; fused: 5 per layer + embedding and
   // one gather+norm+lm_head GEMM.
   const int64_t layers = weights.config.num_layers;
@@ -106,6 +112,19 @@ TEST_F(FusionOnTestModels, TinyLlamaF32) { expect_fused_matches_unfused(write("t
 TEST_F(FusionOnTestModels, TinyLlamaBf16) { expect_fused_matches_unfused(write("tiny-llama", DType::BF16), kPrompt); }
 TEST_F(FusionOnTestModels, TinyQwen2F32) { expect_fused_matches_unfused(write("tiny-qwen2", DType::F32), kPrompt); }
 TEST_F(FusionOnTestModels, TinyQwen2Bf16) { expect_fused_matches_unfused(write("tiny-qwen2", DType::BF16), kPrompt); }
+
+// bf16 weights in row tiles (the layout pass) vs row-major: the same arithmetic in the same order per output.
+TEST_F(FusionOnTestModels, Bf16RowTilesMatchRowMajor) {
+  for (const char* preset : {"tiny-qwen2", "tiny-llama"}) {
+    SCOPED_TRACE(preset);
+    const ModelWeights weights = load_model(write(preset, DType::BF16));
+    for (FusionStrategy strategy : {FusionStrategy::kAuto, FusionStrategy::kNone}) {
+      const GenerationRun tiles = generate(weights, {strategy, {}}, kPrompt);
+      const GenerationRun rows = generate(weights, {strategy, {"bf16-row-tiles"}}, kPrompt);
+      expect_same_results(tiles, rows);
+    }
+  }
+}
 
 TEST(FusionOptions, UnknownPassIsAnError) {
   const ModelWeights weights = load_model(kStories + "stories260K.bin");

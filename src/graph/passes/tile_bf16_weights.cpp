@@ -15,7 +15,14 @@ int tile_bf16_weights(Graph& graph) {
     const Tensor* w = n.weight;
     if (w == nullptr || w->dtype != DType::BF16 || w->layout != TensorLayout::kRowMajor || w->rank() != 2) continue;
     auto [it, fresh] = tiled.try_emplace(w, nullptr);
-    if (fresh) it->second = graph.add_constant(kernels::to_bf16_row_tiles(*w));
+    if (fresh) {
+      if (graph.owns_constant(w)) {  // a fused weight the graph packed: re-lay it in place, keep one copy
+        graph.replace_constant(w, kernels::to_bf16_row_tiles(*w));
+        it->second = w;
+      } else {  // a checkpoint weight (the embedding may read it too): a tiled copy beside it
+        it->second = graph.add_constant(kernels::to_bf16_row_tiles(*w));
+      }
+    }
     n.weight = it->second;
     ++rewrites;
   }
