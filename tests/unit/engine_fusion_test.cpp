@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "engine/generator.h"
 #include "model/model_weights.h"
+#include "model/quant/quantize_model.h"
 #include "model/test_model_writer.h"
 
 namespace minfer {
@@ -68,9 +69,7 @@ void expect_same_results(const GenerationRun& fused, const GenerationRun& none) 
   EXPECT_EQ(misses, 0);
 }
 
-void expect_fused_matches_unfused(const std::string& path, const std::vector<int32_t>& prompt) {
-  SCOPED_TRACE(path);
-  const ModelWeights weights = load_model(path);
+void expect_fused_matches_unfused(const ModelWeights& weights, const std::vector<int32_t>& prompt) {
   const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, prompt);
   const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, prompt);
   expect_same_results(fused, none);
@@ -79,6 +78,11 @@ void expect_fused_matches_unfused(const std::string& path, const std::vector<int
   const int64_t layers = weights.config.num_layers;
   EXPECT_EQ(none.dispatches_per_step, 16 * layers + 4);
   EXPECT_EQ(fused.dispatches_per_step, 5 * layers + 2);
+}
+
+void expect_fused_matches_unfused(const std::string& path, const std::vector<int32_t>& prompt) {
+  SCOPED_TRACE(path);
+  expect_fused_matches_unfused(load_model(path), prompt);
 }
 
 class FusionOnTestModels : public ::testing::Test {
@@ -112,6 +116,19 @@ TEST_F(FusionOnTestModels, TinyLlamaF32) { expect_fused_matches_unfused(write("t
 TEST_F(FusionOnTestModels, TinyLlamaBf16) { expect_fused_matches_unfused(write("tiny-llama", DType::BF16), kPrompt); }
 TEST_F(FusionOnTestModels, TinyQwen2F32) { expect_fused_matches_unfused(write("tiny-qwen2", DType::F32), kPrompt); }
 TEST_F(FusionOnTestModels, TinyQwen2Bf16) { expect_fused_matches_unfused(write("tiny-qwen2", DType::BF16), kPrompt); }
+
+// Quantized weights fuse as float ones do (int8 rows packed with their scales, W8A8 panels rebuilt): the same
+// 5 dispatches per layer, the same tokens and logits as the unfused quantized graph.
+TEST_F(FusionOnTestModels, QuantizedWeightsFuseToo) {
+  const ModelWeights base = load_model(write("tiny-qwen2", DType::F32));
+  for (const QuantConfig& q : {parse_quantization("w8a16"), parse_quantization("w8a16", 32, false),
+                               parse_quantization("w8a8"), parse_quantization("w8a8", 64, false)}) {
+    SCOPED_TRACE(quantization_name(q));
+    ModelWeights weights = base;
+    quantize_model(weights, q, 2);
+    expect_fused_matches_unfused(weights, kPrompt);
+  }
+}
 
 // bf16 weights in row tiles (the layout pass) vs row-major: the same arithmetic in the same order per output.
 TEST_F(FusionOnTestModels, Bf16RowTilesMatchRowMajor) {

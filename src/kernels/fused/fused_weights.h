@@ -1,5 +1,7 @@
 // Weight layouts of the fused GEMMs, built once when the graph is compiled (the loaded weights stay as they
-// are, in the checkpoint's mmap). Rows are copied, never converted: the packed tensor has the input's dtype.
+// are, in the checkpoint's mmap). Rows are copied, never converted: the packed tensor has the input's dtype, and
+// an int8 weight keeps its quantization (each row's scales and zero points travel with it; W8A8 panels are
+// rebuilt from the packed rows), so a quantized model fuses exactly as a float one.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,8 @@
 
 namespace minfer::kernels::fused {
 
-// True when the fused GEMM can pack these weights: 2-D, the same dtype among f32/f16/bf16, the same width.
+// True when the fused GEMM can pack these weights: the same width and dtype, row-major, one of f32/f16/bf16
+// (matrices or 1-D biases), GGUF Q8_0, or int8 with scales of the same scheme (group size, symmetry, W8A8).
 bool packable(const Tensor& a, const Tensor& b);
 
 // [k_0; v_0; k_1; v_1; ...; q] by rows, each k_g / v_g the head_dim rows of kv head g (the layout
