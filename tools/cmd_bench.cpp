@@ -23,6 +23,7 @@
 #include "kernels/kernels.h"
 #include "minfer/engine.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 #include "tools/fusion_flags.h"
 #include "tools/quant_flags.h"
 
@@ -43,7 +44,7 @@ struct BenchArgs {
   int64_t kv_section_mib = 0;   // KV section budget: 0 = kv_mib
   int64_t max_num_batched_tokens = 512;
   int64_t page_size = 16;
-  std::string kv_cache_dtype = "auto";
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   uint64_t seed = 1;
   std::string sections = "batching,kv,decode";
   std::string concurrency = "1,4,16,64";
@@ -96,8 +97,7 @@ EngineConfig base_config(const BenchArgs& a) {
   c.max_num_seqs = a.max_num_seqs;
   c.max_num_batched_tokens = a.max_num_batched_tokens;
   c.page_size = a.page_size;
-  if (!parse_kv_cache_dtype(a.kv_cache_dtype, &c.kv_cache_dtype))
-    fail("--kv-cache-dtype: '{}' is not auto, f32 or bf16", a.kv_cache_dtype);
+  c.kv_cache_dtype = a.kv_cache_dtype;
   return c;
 }
 
@@ -348,9 +348,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--kv-section-mib", args->kv_section_mib, "KV budget of the KV section in MiB (0 = --kv-cache-mib)")
       ->capture_default_str();
   cmd->add_option("--page-size", args->page_size)->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "KV cache element type: auto (bf16 for bf16 weights), f32, bf16")
-      ->capture_default_str();
+  add_kv_cache_dtype_flag(*cmd, args->kv_cache_dtype);
   cmd->add_option("--seed", args->seed)->capture_default_str();
   cmd->add_option("--sections", args->sections, "Any of batching,kv,decode,prefill")->capture_default_str();
   cmd->add_option("--prefill-tokens", args->prefill_tokens, "Prompt length of the prefill section")

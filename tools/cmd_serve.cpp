@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "server/server.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 #include "tools/fusion_flags.h"
 #include "tools/quant_flags.h"
 
@@ -16,7 +17,6 @@ struct ServeArgs {
   server::ServeOptions options;
   graph::FusionOptions fusion;
   QuantFlags quant;
-  std::string kv_cache_dtype = "auto";
   int64_t max_body_bytes = 8 << 20;
   int drain_timeout_s = 300;
   bool no_continuous_batching = false;
@@ -28,8 +28,6 @@ void run_serve(ServeArgs& args) {
   e.fusion_strategy = args.fusion.strategy;
   e.disabled_fusion_passes = args.fusion.disabled_passes;
   e.quant = args.quant.config();
-  if (!parse_kv_cache_dtype(args.kv_cache_dtype, &e.kv_cache_dtype))
-    fail("--kv-cache-dtype: '{}' is not auto, f32 or bf16", args.kv_cache_dtype);
   e.enable_continuous_batching = !args.no_continuous_batching;
   e.enable_prefix_caching = !args.no_prefix_caching;
   if (args.options.http.io_threads < 1) fail("--io-threads must be >= 1, got {}", args.options.http.io_threads);
@@ -79,9 +77,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--no-continuous-batching", args->no_continuous_batching,
                 "Static batching: run a batch to completion before the next");
   cmd->add_flag("--no-prefix-caching", args->no_prefix_caching, "Do not share KV pages of equal prompt prefixes");
-  cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "KV cache element type: auto (bf16 for bf16 models, else f32), f32 or bf16")
-      ->capture_default_str();
+  add_kv_cache_dtype_flag(*cmd, e.kv_cache_dtype);
   add_fusion_flags(*cmd, args->fusion);
   add_quant_flags(*cmd, args->quant);
   cmd->callback([args] { run_serve(*args); });
