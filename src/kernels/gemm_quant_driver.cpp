@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "kernels/quant.h"
 #include "kernels/quant_leaf.h"
+#include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels {
 namespace {
@@ -50,11 +51,18 @@ const QuantLeaves& quant_leaves(Isa isa) {
     l.w8a8_cols = kAvx2QuantLeaves.w8a8_cols;
     return l;
   }();
+  static const QuantLeaves avx512_bf16 = [] {
+    QuantLeaves l = cpu_features().avx512_vnni ? kAvx512QuantLeaves : avx512_without_vnni;
+    l.bf16_round_rows = kAvx512Bf16Leaves.bf16_round_rows;
+    l.w8a16_bf16_cols = avx512::gemm_w8a16_bf16_packed_cols;
+    l.w8a16_bf16_min_rows = 64;  // where the bf16 GEMM itself switches to its packed form
+    return l;
+  }();
   switch (isa) {
     case Isa::kScalar: return kRefQuantLeaves;
     case Isa::kAvx2: return kAvx2QuantLeaves;
-    case Isa::kAvx512:
-    case Isa::kAvx512Bf16: return cpu_features().avx512_vnni ? kAvx512QuantLeaves : avx512_without_vnni;
+    case Isa::kAvx512: return cpu_features().avx512_vnni ? kAvx512QuantLeaves : avx512_without_vnni;
+    case Isa::kAvx512Bf16: return avx512_bf16;
   }
   return kRefQuantLeaves;
 }
@@ -82,6 +90,24 @@ void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, in
       view.zeros = p.symmetric ? nullptr : p.zeros.as<float>();
       view.group_size = p.group_size;
       view.groups = p.groups;
+    }
+    if (w.dtype == DType::I8 && view.groups == 1 && !view.zeros && leaves.w8a16_bf16_cols &&
+        m >= leaves.w8a16_bf16_min_rows) {
+      const int64_t ldxb = (k + 31) / 32 * 32;
+      std::vector<uint16_t> xb(static_cast<size_t>(m * ldxb));
+      const auto round = [&](size_t r0, size_t r1) {
+        leaves.bf16_round_rows(x + static_cast<int64_t>(r0) * k, static_cast<int64_t>(r1 - r0), k,
+                               xb.data() + static_cast<int64_t>(r0) * ldxb, ldxb);
+      };
+      if (pool.size() > 1 && m * k >= (1 << 16)) {
+        pool.parallel_for(static_cast<size_t>(m), 1, round);
+      } else {
+        round(0, static_cast<size_t>(m));
+      }
+      split_columns(pool, y, m, n, 32, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
+        leaves.w8a16_bf16_cols(xb.data(), ldxb, m, k, w.as<int8_t>(), view.scales, n, bias, y, n0, n1);
+      });
+      return;
     }
     const bool slabs = m >= leaves.w8a16_scratch_min_rows;
     std::vector<std::unique_ptr<float[]>> scratch(slabs ? static_cast<size_t>(pool.size()) : 0);

@@ -8,6 +8,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/gemm_epilogue.h"
+#include "kernels/leaf.h"
 
 namespace minfer::kernels {
 
@@ -54,12 +55,22 @@ using QuantizeRowsFn = void (*)(const float* x, int64_t rows, int64_t k, int64_t
 using W8A8ColsFn = void (*)(const QuantizedRows& a, int64_t m, const W8A8View& w, int64_t n, const float* bias,
                             float* y, int64_t n0, int64_t n1);
 
+// Columns [n0, n1) of y = scales[j] * (xb . q_j) + bias[j] for int8 rows q [n, k] with one scale per row
+// (symmetric), xb the activations rounded to bf16 ([m, ldxb], see Bf16RoundRowsFn).
+using W8A16Bf16ColsFn = void (*)(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const int8_t* q,
+                                 const float* scales, int64_t n, const float* bias, float* y, int64_t n0, int64_t n1);
+
 struct QuantLeaves {
   const char* name;
   W8A16ColsFn w8a16_cols;
   int64_t w8a16_scratch_min_rows;  // from this many rows of x the leaf wants scratch (INT64_MAX: never)
   QuantizeRowsFn quantize_rows;
   W8A8ColsFn w8a8_cols;
+  // W8A16 prefill on CPUs with bf16 dot products (null elsewhere): from w8a16_bf16_min_rows rows of x, per-channel
+  // symmetric weights take the packed bf16 GEMM (x rounded to bf16 once, as for bf16 weights; int8 -> bf16 exact).
+  Bf16RoundRowsFn bf16_round_rows = nullptr;
+  W8A16Bf16ColsFn w8a16_bf16_cols = nullptr;
+  int64_t w8a16_bf16_min_rows = INT64_MAX;
 };
 
 // Floats of W8A16 scratch per thread: a slab of 32 dequantized weight rows.

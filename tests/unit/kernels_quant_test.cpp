@@ -196,6 +196,36 @@ TEST(GemmW8A16, VariantsMatchTheDequantizedFloatGemm) {
   }
 }
 
+// W8A16 prefill on CPUs with bf16 dot products: per-channel symmetric weights from 64 rows of x go through the
+// packed bf16 GEMM (x rounded to bf16, int8 -> bf16 exact, the scale applied to the finished sum), so the oracle
+// is the float GEMM of bf16-rounded x and the dequantized weights. Other schemes keep the f32 slab path.
+TEST(GemmW8A16, PrefillOnThePackedBf16Form) {
+  if (!kernel_table(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
+  const QuantLeaves& leaves = quant_leaves(Isa::kAvx512Bf16);
+  ASSERT_NE(leaves.w8a16_bf16_cols, nullptr);
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  for (int64_t k : {3, 33, 600, 1031}) {
+    for (int64_t n : {45, 83}) {
+      const auto wv = random_floats(rng, static_cast<size_t>(n * k));
+      const Tensor w = quantize_matrix(make_tensor(wv, {n, k}, DType::BF16), QuantScheme{});
+      const Tensor deq = make_tensor(dequantized(w), {n, k}, DType::F32);
+      const auto bias = random_floats(rng, static_cast<size_t>(n));
+      for (int64_t m : {64, 70, 200}) {
+        auto x = random_floats(rng, static_cast<size_t>(m * k));
+        std::vector<float> xr(x.size());
+        for (size_t i = 0; i < x.size(); ++i) xr[i] = bf16_to_f32(f32_to_bf16(x[i]));
+        std::vector<float> want(static_cast<size_t>(m * n)), got(want.size(), -7.0f);
+        ref::gemm(xr.data(), m, k, deq, bias.data(), want.data());
+        run_gemm_quantized(leaves, x.data(), m, k, w, bias.data(), got.data(), pool);
+        expect_close(
+            got, want, 1e-5f, 1e-5f * static_cast<float>(k),
+            "w8a16 bf16 packed m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+      }
+    }
+  }
+}
+
 TEST(GemmQ8_0, ReadsBlocksDirectlyAndMatchesRows) {
   std::mt19937 rng(6);
   ThreadPool pool(2);

@@ -169,16 +169,31 @@ inline void transpose16(__m512* v) {
 }
 
 // Where the 32-column block starting at column `col` of weight row `row` is.
+// load(row, col, mask): the (masked) 32 bf16 from column `col` of weight row `row`.
 struct RowMajorRows {
   const uint16_t* w;
   int64_t k;
-  const uint16_t* at(int64_t row, int64_t col) const { return w + row * k + col; }
+  __m512i load(int64_t row, int64_t col, __mmask32 mask) const {
+    return _mm512_maskz_loadu_epi16(mask, w + row * k + col);
+  }
 };
 struct TiledRows {
   const uint16_t* w;
   int64_t kp;  // k rounded up to 32
-  const uint16_t* at(int64_t row, int64_t col) const {
-    return w + (row / kTileRows) * kTileRows * kp + (col / 32) * kTileBlock + (row % kTileRows) * 32;
+  __m512i load(int64_t row, int64_t col, __mmask32 mask) const {
+    return _mm512_maskz_loadu_epi16(
+        mask, w + (row / kTileRows) * kTileRows * kp + (col / 32) * kTileBlock + (row % kTileRows) * 32);
+  }
+};
+// Int8 rows, converted to bf16 exactly (|q| <= 128 needs at most 8 significant bits, bf16 has 8).
+struct Int8Rows {
+  const int8_t* q;
+  int64_t k;
+  __m512i load(int64_t row, int64_t col, __mmask32 mask) const {
+    const __m256i b = _mm256_maskz_loadu_epi8(mask, q + row * k + col);
+    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(b)));
+    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(b, 1)));
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
   }
 };
 
@@ -193,8 +208,7 @@ void pack_panel(const Rows& w, int64_t row0, int64_t col0, int64_t rows, int64_t
       const __mmask32 mask = np >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << np) - 1);
       __m512 v[16];
       for (int64_t r = 0; r < 16; ++r) {
-        v[r] = r < nr ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(mask, w.at(row0 + r0 + r, col0 + p)))
-                      : _mm512_setzero_ps();
+        v[r] = r < nr ? _mm512_castsi512_ps(w.load(row0 + r0 + r, col0 + p, mask)) : _mm512_setzero_ps();
       }
       transpose16(v);
       const int64_t pairs = (np + 1) / 2;
@@ -258,9 +272,15 @@ void gemm_bf16_cols_dot(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, 
 
 namespace {
 
-template <class Rows>
+// No per-row scale: the sums are the result.
+struct NoFinish {
+  void operator()(float*, int64_t, int64_t, int64_t, int64_t) const {}
+};
+
+// finish(y, ldy, rows, col0, cols) runs on each finished block of y (all of k summed) while it is in cache.
+template <class Rows, class Finish = NoFinish>
 void packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const Rows& w, int64_t n, const float* bias,
-                 float* y, int64_t n0, int64_t n1) {
+                 float* y, int64_t n0, int64_t n1, const Finish& finish = {}) {
   alignas(64) uint32_t panel[kKc / 2 * kNr];
   for (int64_t mb = 0; mb < m; mb += kMc) {
     const int64_t mc = m - mb < kMc ? m - mb : kMc;
@@ -277,6 +297,7 @@ void packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const R
           const int64_t mr = mc - i < kMr ? mc - i : kMr;
           kMicro[mr](xb + (mb + i) * ldxb + kb, ldxb, panel, pairs, y + (mb + i) * n + nb, n, m0, m1, bn, kb > 0);
         }
+        if (kb + kc == k) finish(y + mb * n + nb, n, mc, nb, nr);
       }
     }
   }
@@ -306,6 +327,23 @@ void gemm_bf16_tiles_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k
     case 2: return dot_tiles<2>(xb, ldxb, m, k, w, n, bias, y, n0, n1);
     default: return dot_tiles<3>(xb, ldxb, m, k, w, n, bias, y, n0, n1);
   }
+}
+
+void gemm_w8a16_bf16_packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const int8_t* q,
+                                 const float* scales, int64_t n, const float* bias, float* y, int64_t n0, int64_t n1) {
+  // Sums of bf16(x) * q, then y = scale[col] * sum + bias[col]: the scale is exact outside the sum.
+  const auto finish = [scales, bias](float* yb, int64_t ldy, int64_t rows, int64_t col0, int64_t cols) {
+    const __mmask16 m0 = tail_mask(cols), m1 = tail_mask(cols > 16 ? cols - 16 : 0);
+    const __m512 s0 = _mm512_maskz_loadu_ps(m0, scales + col0), s1 = _mm512_maskz_loadu_ps(m1, scales + col0 + 16);
+    const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + col0) : _mm512_setzero_ps();
+    const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + col0 + 16) : _mm512_setzero_ps();
+    for (int64_t i = 0; i < rows; ++i) {
+      float* r = yb + i * ldy;
+      _mm512_mask_storeu_ps(r, m0, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, r), s0, b0));
+      _mm512_mask_storeu_ps(r + 16, m1, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, r + 16), s1, b1));
+    }
+  };
+  packed_cols(xb, ldxb, m, k, Int8Rows{q, k}, n, nullptr, y, n0, n1, finish);
 }
 
 }  // namespace minfer::kernels::avx512

@@ -41,6 +41,10 @@ void gemm_bf16_cols_packed(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t 
 // The same over weights in TensorLayout::kBf16RowTiles (n0 a multiple of 8).
 void gemm_bf16_tiles_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                           const float* bias, float* y, int64_t n0, int64_t n1);
+// W8A16 prefill on the packed form: int8 weight rows [n, k] with one scale per row (symmetric), converted to bf16
+// exactly while packing; y = scales[j] * (Xb . q_j) + bias[j] for columns [n0, n1).
+void gemm_w8a16_bf16_packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const int8_t* q,
+                                 const float* scales, int64_t n, const float* bias, float* y, int64_t n0, int64_t n1);
 }  // namespace minfer::kernels::avx512
 
 #undef MINFER_DECLARE_X86_LEAVES
