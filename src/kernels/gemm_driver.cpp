@@ -92,7 +92,17 @@ uint16_t* bf16_scratch(size_t elems) {
 void run_gemm_bf16(const LeafKernels& leaves, GemmBf16ColsFn leaf, const float* x, int64_t m, int64_t k,
                    const Tensor& w, const float* bias, float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
   const int64_t n = w.dim(0);
-  const int64_t ldxb = (k + 31) / 32 * 32;
+  const int64_t ldxb = bf16_row_stride(k);
+  const uint16_t* xb = round_rows_to_bf16(leaves.bf16_round_rows, x, m, k, pool);
+  const auto* wb = static_cast<const uint16_t*>(w.data);
+  for_column_tiles(pool, m, n, k, y, epilogue,
+                   [=](int64_t n0, int64_t n1) { leaf(xb, ldxb, m, k, wb, n, bias, y, n0, n1); });
+}
+
+}  // namespace
+
+const uint16_t* round_rows_to_bf16(Bf16RoundRowsFn round, const float* x, int64_t m, int64_t k, ThreadPool& pool) {
+  const int64_t ldxb = bf16_row_stride(k);
   uint16_t* xb = bf16_scratch(static_cast<size_t>(m * ldxb));
   if (pool.size() > 1 && m > 1 && m * k >= kMinParallelRound) {
     struct Rows {
@@ -101,7 +111,7 @@ void run_gemm_bf16(const LeafKernels& leaves, GemmBf16ColsFn leaf, const float* 
       uint16_t* xb;
       int64_t m, k, ldxb, chunk;
       std::atomic<int64_t> next{0};
-    } rows{leaves.bf16_round_rows, x, xb, m, k, ldxb, std::max<int64_t>(1, m / (8 * pool.size()))};
+    } rows{round, x, xb, m, k, ldxb, std::max<int64_t>(1, m / (8 * pool.size()))};
     pool.share([&rows] {  // one captured reference: no allocation
       for (int64_t b = rows.next.fetch_add(rows.chunk); b < rows.m; b = rows.next.fetch_add(rows.chunk)) {
         const int64_t e = std::min(rows.m, b + rows.chunk);
@@ -109,14 +119,10 @@ void run_gemm_bf16(const LeafKernels& leaves, GemmBf16ColsFn leaf, const float* 
       }
     });
   } else {
-    leaves.bf16_round_rows(x, m, k, xb, ldxb);
+    round(x, m, k, xb, ldxb);
   }
-  const auto* wb = static_cast<const uint16_t*>(w.data);
-  for_column_tiles(pool, m, n, k, y, epilogue,
-                   [=](int64_t n0, int64_t n1) { leaf(xb, ldxb, m, k, wb, n, bias, y, n0, n1); });
+  return xb;
 }
-
-}  // namespace
 
 void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
               ThreadPool& pool, const GemmEpilogue* epilogue) {

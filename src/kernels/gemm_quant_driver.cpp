@@ -93,19 +93,10 @@ void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, in
     }
     if (w.dtype == DType::I8 && view.groups == 1 && !view.zeros && leaves.w8a16_bf16_cols &&
         m >= leaves.w8a16_bf16_min_rows) {
-      const int64_t ldxb = (k + 31) / 32 * 32;
-      std::vector<uint16_t> xb(static_cast<size_t>(m * ldxb));
-      const auto round = [&](size_t r0, size_t r1) {
-        leaves.bf16_round_rows(x + static_cast<int64_t>(r0) * k, static_cast<int64_t>(r1 - r0), k,
-                               xb.data() + static_cast<int64_t>(r0) * ldxb, ldxb);
-      };
-      if (pool.size() > 1 && m * k >= (1 << 16)) {
-        pool.parallel_for(static_cast<size_t>(m), 1, round);
-      } else {
-        round(0, static_cast<size_t>(m));
-      }
+      const int64_t ldxb = bf16_row_stride(k);
+      const uint16_t* xb = round_rows_to_bf16(leaves.bf16_round_rows, x, m, k, pool);
       split_columns(pool, y, m, n, 32, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
-        leaves.w8a16_bf16_cols(xb.data(), ldxb, m, k, w.as<int8_t>(), view.scales, n, bias, y, n0, n1);
+        leaves.w8a16_bf16_cols(xb, ldxb, m, k, w.as<int8_t>(), view.scales, n, bias, y, n0, n1);
       });
       return;
     }

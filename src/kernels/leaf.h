@@ -90,6 +90,11 @@ extern const LeafKernels kAvx512Leaves;
 extern const LeafKernels kAvx512Bf16Leaves;  // the AVX-512 leaves plus the AVX-512-BF16 GEMM
 
 // Drivers (baseline code): argument checks and the thread split, over any leaf set.
+// Row stride of activations rounded to bf16: k rounded up to a multiple of 32 (the padding is zero).
+constexpr int64_t bf16_row_stride(int64_t k) { return (k + 31) / 32 * 32; }
+// x [m, k] rounded to bf16 into the calling thread's scratch ([m, bf16_row_stride(k)], valid until its next
+// call), split across the pool when large; for the GEMMs that multiply in bf16.
+const uint16_t* round_rows_to_bf16(Bf16RoundRowsFn round, const float* x, int64_t m, int64_t k, ThreadPool& pool);
 // With an epilogue, each column tile is handed to epilogue->apply right after the thread computing it is done.
 void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
               ThreadPool& pool, const GemmEpilogue* epilogue = nullptr);

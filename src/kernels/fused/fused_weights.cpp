@@ -1,6 +1,7 @@
 #include "kernels/fused/fused_weights.h"
 
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "base/error.h"
@@ -47,8 +48,11 @@ Tensor gather_rows(const std::vector<RowCopy>& copies, int64_t rows) {
   Tensor q = Tensor::allocate(DType::I8, {rows, k});
   Tensor scales = Tensor::allocate(DType::F32, {rows, p.groups});
   Tensor zeros = p.symmetric ? Tensor{} : Tensor::allocate(DType::F32, {rows, p.groups});
+  std::map<const Tensor*, Tensor> row_form;  // each source re-laid once (W8A8 panels -> rows), not per copy
   for (const RowCopy& c : copies) {
-    const Tensor src_rows = relayout(*c.src, /*int8_activations=*/false);
+    auto it = row_form.find(c.src);
+    if (it == row_form.end()) it = row_form.emplace(c.src, relayout(*c.src, /*int8_activations=*/false)).first;
+    const Tensor& src_rows = it->second;
     copy_bytes_rows(src_rows, c.r0, c.n, q, c.dst_row);
     copy_bytes_rows(src_rows.quant->scales, c.r0, c.n, scales, c.dst_row);
     if (!p.symmetric) copy_bytes_rows(src_rows.quant->zeros, c.r0, c.n, zeros, c.dst_row);
