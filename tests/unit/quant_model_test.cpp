@@ -14,6 +14,7 @@
 
 #include "base/half.h"
 #include "engine/generator.h"
+#include "generator_test_util.h"
 #include "kernels/quant.h"
 #include "model/model_weights.h"
 #include "model/quant/quantize_model.h"
@@ -27,33 +28,12 @@ namespace fs = std::filesystem;
 
 const std::string kStories = std::string(MINFER_SHARED_DIR) + "/models/stories260K/stories260K.bin";
 
-std::vector<int32_t> greedy(const ModelWeights& w, const std::vector<int32_t>& prompt, int32_t n) {
-  GeneratorOptions o;
-  o.num_threads = 2;
-  Generator g(w, o);
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return g.generate(prompt, p, {}, [](int32_t) { return true; }).token_ids;
-}
+using testing::greedy;
 
 // Teacher-forced top-1 agreement: the fraction of positions of `tokens` where both models predict the same next
 // token.
 double top1_agreement(const ModelWeights& a, const ModelWeights& b, const std::vector<int32_t>& tokens) {
-  auto logits = [&](const ModelWeights& w) {
-    GeneratorOptions o;
-    o.num_threads = 2;
-    Generator g(w, o);
-    SamplingParams p;
-    p.temperature = 0.0f;
-    p.max_tokens = 1;
-    std::vector<float> out;
-    g.generate(
-        tokens, p, {}, [](int32_t) { return false; }, &out);
-    return out;
-  };
-  const std::vector<float> la = logits(a), lb = logits(b);
+  const std::vector<float> la = testing::prompt_logits(a, tokens), lb = testing::prompt_logits(b, tokens);
   const size_t vocab = la.size() / tokens.size();
   size_t agree = 0;
   for (size_t t = 0; t < tokens.size(); ++t) {

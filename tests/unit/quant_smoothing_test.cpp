@@ -14,7 +14,7 @@
 
 #include "base/error.h"
 #include "engine/calibration.h"
-#include "engine/generator.h"
+#include "generator_test_util.h"
 #include "model/model_weights.h"
 #include "model/quant/quantize_model.h"
 #include "model/quant/smoothing.h"
@@ -26,33 +26,8 @@ namespace fs = std::filesystem;
 
 const std::string kStories = std::string(MINFER_SHARED_DIR) + "/models/stories260K/stories260K.bin";
 
-Generator make_generator(const ModelWeights& w) {
-  GeneratorOptions o;
-  o.num_threads = 2;
-  o.max_seq_len = 256;
-  return Generator(w, o);
-}
-
-std::vector<int32_t> greedy(const ModelWeights& w, int32_t n) {
-  Generator g = make_generator(w);
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = n;
-  p.ignore_eos = true;
-  return g.generate({1}, p, {}, [](int32_t) { return true; }).token_ids;
-}
-
-// Logits of every position of `tokens` ([tokens.size(), vocab]).
-std::vector<float> logits(const ModelWeights& w, const std::vector<int32_t>& tokens) {
-  Generator g = make_generator(w);
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = 1;
-  std::vector<float> out;
-  g.generate(
-      tokens, p, {}, [](int32_t) { return false; }, &out);
-  return out;
-}
+using testing::greedy;
+using testing::prompt_logits;
 
 // Mean over positions of KL(softmax(a) || softmax(b)).
 double mean_kl(const std::vector<float>& a, const std::vector<float>& b, size_t vocab) {
@@ -115,7 +90,7 @@ class Smoothing : public ::testing::Test {
     if (!fs::exists(kStories)) GTEST_SKIP() << kStories << " not found";
     base_ = load_model(kStories);
     story_ = {1};
-    const std::vector<int32_t> gen = greedy(base_, 120);
+    const std::vector<int32_t> gen = greedy(base_, {1}, 120);
     story_.insert(story_.end(), gen.begin(), gen.end());
   }
   ModelWeights base_;
@@ -138,12 +113,12 @@ TEST_F(Smoothing, CalibrationRecordsTheInputRangeOfEveryLinear) {
 }
 
 TEST_F(Smoothing, FoldedFactorsKeepTheFloatFunction) {
-  const std::vector<float> ref = logits(base_, story_);
+  const std::vector<float> ref = prompt_logits(base_, story_);
   ModelWeights smoothed = base_;
   const SmoothingPlan plan = smooth_model(smoothed, calibrate_activation_ranges(base_, story_, 64, 2));
   ASSERT_EQ(plan.size(), static_cast<size_t>(6 * base_.config.num_layers));  // wq wk wv w_gate w_up w_down
   apply_plan_in_float(smoothed, plan);
-  const std::vector<float> got = logits(smoothed, story_);
+  const std::vector<float> got = prompt_logits(smoothed, story_);
   ASSERT_EQ(got.size(), ref.size());
   float max_ref = 0.0f, max_diff = 0.0f;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -157,19 +132,19 @@ TEST_F(Smoothing, CutsTheW8A8ErrorOfOutlierChannels) {
   ModelWeights outliers = base_;
   inject_outliers(outliers);
   const size_t vocab = static_cast<size_t>(base_.config.vocab_size);
-  const std::vector<float> ref = logits(outliers, story_);
+  const std::vector<float> ref = prompt_logits(outliers, story_);
   // The injection itself is function-preserving.
-  EXPECT_LT(mean_kl(logits(base_, story_), ref, vocab), 1e-8);
+  EXPECT_LT(mean_kl(prompt_logits(base_, story_), ref, vocab), 1e-8);
 
   const QuantConfig w8a8 = parse_quantization("w8a8");
   ModelWeights plain = outliers;
   quantize_model(plain, w8a8, 2);
-  const double kl_plain = mean_kl(ref, logits(plain, story_), vocab);
+  const double kl_plain = mean_kl(ref, prompt_logits(plain, story_), vocab);
 
   ModelWeights smooth = outliers;
   const SmoothingPlan plan = smooth_model(smooth, calibrate_activation_ranges(outliers, story_, 64, 2));
   quantize_model(smooth, w8a8, 2, {}, &plan);
-  const double kl_smooth = mean_kl(ref, logits(smooth, story_), vocab);
+  const double kl_smooth = mean_kl(ref, prompt_logits(smooth, story_), vocab);
   std::printf("W8A8 KL with outlier channels: plain %.3g, smoothquant %.3g\n", kl_plain, kl_smooth);
   EXPECT_LT(kl_smooth, kl_plain / 4);
 }
