@@ -29,9 +29,10 @@ struct OpsArgs {
   std::string model;
   int threads = 2;
   std::vector<int> batches = {1, 32};
-  int context = 64;   // tokens already cached per sequence when decode steps are timed
-  int prefill = 128;  // tokens of the timed prefill step
-  int repeat = 8;     // timed steps per mode and scenario (median reported)
+  int context = 64;     // tokens already cached per sequence when decode steps are timed
+  int prefill = 128;    // tokens of the timed prefill step
+  int mix_decodes = 0;  // > 0: also time a step of the prefill beside this many decodes (continuous batching)
+  int repeat = 8;       // timed steps per mode and scenario (median reported)
   bool list_passes = false;
   bool profile = false;         // also time every node and print the time per operator
   graph::FusionOptions fusion;  // the "auto" column (honours --disable-pass)
@@ -60,11 +61,17 @@ struct Scenario {
   std::string name;
   std::vector<std::vector<int32_t>> tokens;  // per sequence: the step's tokens
   std::vector<int32_t> start;                // per sequence
+  bool last_uses_spare_table = false;
 };
 
+// Sequence i uses block table i; the mixed step's prefill (its last sequence) takes the spare last table so
+// that it does not overwrite a decoding sequence's context.
 std::vector<SequenceChunk> chunks_of(const Scenario& s, const std::vector<std::vector<int32_t>>& tables) {
   std::vector<SequenceChunk> c;
-  for (size_t i = 0; i < s.tokens.size(); ++i) c.push_back(SequenceChunk{s.tokens[i], s.start[i], tables[i], true});
+  for (size_t i = 0; i < s.tokens.size(); ++i) {
+    const bool spare = s.last_uses_spare_table && i + 1 == s.tokens.size();
+    c.push_back(SequenceChunk{s.tokens[i], s.start[i], spare ? tables.back() : tables[i], true});
+  }
   return c;
 }
 
@@ -129,18 +136,19 @@ void run_ops(const OpsArgs& a) {
   const ModelWeights weights = load_model(a.model);
   const ModelConfig& m = weights.config;
   ThreadPool pool(a.threads);
-  const int max_batch = std::max(1, *std::max_element(a.batches.begin(), a.batches.end()));
+  const int max_batch = std::max({1, a.mix_decodes, *std::max_element(a.batches.begin(), a.batches.end())});
   const int64_t page = 16;
-  const int64_t max_tokens = std::max<int64_t>(a.context + 1, a.prefill);
+  const int64_t max_tokens = std::max<int64_t>(a.context + 1, a.prefill + a.mix_decodes);
   const int64_t pages_per_seq = (max_tokens + page - 1) / page;
   KvCacheShape shape{.num_layers = m.num_layers,
                      .kv_heads = m.num_kv_heads,
                      .head_dim = m.head_dim,
                      .page_size = page,
-                     .num_pages = 1 + max_batch * pages_per_seq};
+                     .num_pages = 1 + (max_batch + 1) * pages_per_seq};
   shape.dtype = m.dtype == DType::BF16 ? DType::BF16 : DType::F32;
-  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(max_batch));
-  for (int s = 0; s < max_batch; ++s)
+  // One block table per decoding sequence, and the last one for the prefill of the mixed step.
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(max_batch) + 1);
+  for (int s = 0; s <= max_batch; ++s)
     for (int64_t p = 0; p < pages_per_seq; ++p)
       tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(1 + s * pages_per_seq + p));
 
@@ -161,6 +169,21 @@ void run_ops(const OpsArgs& a) {
   };
   std::vector<Scenario> scenarios;
   scenarios.push_back(Scenario{fmt::format("prefill {} tokens", a.prefill), {random_tokens(a.prefill)}, {0}});
+  if (a.mix_decodes > 0) {
+    // What continuous batching runs while prompts wait: a prefill chunk beside the running decodes; and the
+    // prefill-only step of the same row count to compare its time per row with.
+    const int rows = a.prefill + a.mix_decodes;
+    scenarios.push_back(Scenario{fmt::format("prefill {} tokens", rows), {random_tokens(rows)}, {0}});
+    Scenario mixed{fmt::format("prefill {} + decode {}", a.prefill, a.mix_decodes), {}, {}};
+    for (int i = 0; i < a.mix_decodes; ++i) {
+      mixed.tokens.push_back(random_tokens(1));
+      mixed.start.push_back(a.context);
+    }
+    mixed.tokens.push_back(random_tokens(a.prefill));
+    mixed.start.push_back(0);
+    mixed.last_uses_spare_table = true;
+    scenarios.push_back(std::move(mixed));
+  }
   for (int b : a.batches) {
     Scenario s{fmt::format("decode batch {}", b), {}, {}};
     for (int i = 0; i < b; ++i) {
@@ -244,6 +267,9 @@ void add_bench_ops_command(CLI::App& bench) {
   cmd->add_option("--repeat", args->repeat, "Timed steps per mode (median reported)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--mix-decodes", args->mix_decodes,
+                  "Also time the prefill beside this many decodes at --context (a continuous-batching step)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--list-passes", args->list_passes, "List the fusion passes and exit");
   cmd->add_flag("--profile", args->profile, "Also time each operator (separate runs) and print ms per operator");
   add_fusion_flags(*cmd, args->fusion);
