@@ -13,14 +13,19 @@ namespace {
 
 constexpr int64_t kHeads = 14, kKvHeads = 2, kHeadDim = 64, kPage = 16, kHidden = 896;
 
-// Decode (q_len 1) or a prefill chunk (q_len = chunk) for `seqs` sequences with `ctx` tokens of context each.
-void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, int64_t q_len) {
+// Decode (q_len 1) or a prefill chunk (q_len = chunk) for `seqs` sequences with `ctx` tokens of context each,
+// f32 or bf16 KV, over `layers` layers of their own KV (24, as in a model step, so that the cache does not fit
+// the CPU's caches and streams from memory as it does in the engine).
+void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, int64_t q_len, DType kv_dtype,
+                  int layers) {
   const KernelTable* t = kernel_table(isa);
   if (!t) return state.SkipWithError("ISA not supported on this CPU");
   ThreadPool pool(static_cast<int>(state.range(0)));
   const int64_t pages_per_seq = (ctx + kPage - 1) / kPage;
   const size_t row = kKvHeads * kHeadDim;
-  std::vector<float> kp(static_cast<size_t>(seqs * pages_per_seq * kPage) * row, 0.01f), vp = kp;
+  const size_t pool_elems = static_cast<size_t>(layers * seqs * pages_per_seq * kPage) * row;
+  std::vector<float> kp(pool_elems, 0.01f), vp = kp;
+  std::vector<uint16_t> kp16(pool_elems, 0x3c24), vp16 = kp16;  // bf16 0.01
   std::vector<int32_t> q_start, q_lens, ctx_lens, tables;
   for (int64_t s = 0; s < seqs; ++s) {
     q_start.push_back(static_cast<int32_t>(s * q_len));
@@ -29,19 +34,27 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, i
     for (int64_t p = 0; p < pages_per_seq; ++p) tables.push_back(static_cast<int32_t>(s * pages_per_seq + p));
   }
   std::vector<float> q(static_cast<size_t>(seqs * q_len * kHeads * kHeadDim), 0.1f), out(q.size());
-  const KvLayerView cache{kp.data(), vp.data(), kPage, kKvHeads, kHeadDim};
+  std::vector<KvLayerView> caches;
+  for (int l = 0; l < layers; ++l) {
+    const size_t at = pool_elems / static_cast<size_t>(layers) * static_cast<size_t>(l);
+    caches.push_back(kv_dtype == DType::BF16
+                         ? KvLayerView{kp16.data() + at, vp16.data() + at, kPage, kKvHeads, kHeadDim, DType::BF16}
+                         : KvLayerView{kp.data() + at, vp.data() + at, kPage, kKvHeads, kHeadDim});
+  }
   const AttentionBatch batch{seqs, q_start.data(), q_lens.data(), ctx_lens.data(), tables.data(), pages_per_seq};
   for (auto _ : state) {
-    t->paged_attention(q.data(), out.data(), kHeads, cache, batch, 0.125f, pool);
+    for (const KvLayerView& cache : caches)
+      t->paged_attention(q.data(), out.data(), kHeads, cache, batch, 0.125f, pool);
     benchmark::DoNotOptimize(out.data());
   }
   // K and V bytes each sequence reads (once per kv-head span; what bounds decode), and the flops (QK^T and PV,
   // causal; what bounds prefill).
-  state.SetBytesProcessed(state.iterations() * seqs * ctx * static_cast<int64_t>(2 * row * sizeof(float)));
+  state.SetBytesProcessed(state.iterations() * layers * seqs * ctx *
+                          static_cast<int64_t>(dtype_bytes(kv_dtype, 2 * row)));
   double flops = 0;
   for (int64_t pos = ctx - q_len; pos < ctx; ++pos) flops += 4.0 * kHeads * kHeadDim * static_cast<double>(pos + 1);
-  state.counters["GFLOPS"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * seqs * flops * 1e-9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] = benchmark::Counter(static_cast<double>(state.iterations()) * layers * seqs * flops * 1e-9,
+                                                benchmark::Counter::kIsRate);
 }
 
 void BM_Rmsnorm(benchmark::State& state, Isa isa) {
@@ -86,21 +99,27 @@ void BM_Softmax(benchmark::State& state, Isa isa) {
 int register_all() {
   for (Isa isa : kAllIsas) {
     const std::string s = isa_name(isa);
-    benchmark::RegisterBenchmark(("attention_decode/" + s + "/seqs1_ctx4096").c_str(), BM_Attention, isa, 1, 4096, 1)
-        ->Arg(1)
-        ->Arg(2)
-        ->UseRealTime()
-        ->MinTime(0.1);
-    benchmark::RegisterBenchmark(("attention_decode/" + s + "/seqs8_ctx1024").c_str(), BM_Attention, isa, 8, 1024, 1)
-        ->Arg(1)
-        ->Arg(2)
-        ->UseRealTime()
-        ->MinTime(0.1);
-    benchmark::RegisterBenchmark(("attention_prefill/" + s + "/chunk256_ctx512").c_str(), BM_Attention, isa, 1, 512,
-                                 256)
-        ->Arg(2)
-        ->UseRealTime()
-        ->MinTime(0.1);
+    for (DType kv : {DType::F32, DType::BF16}) {
+      const std::string d = kv == DType::BF16 ? "_bf16" : "_f32";
+      benchmark::RegisterBenchmark(("attention_decode/" + s + "/seqs1_ctx4096" + d).c_str(), BM_Attention, isa, 1, 4096,
+                                   1, kv, 1)
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->MinTime(0.1);
+      // The engine's batched decode: 32 sequences of a few hundred tokens, 24 layers (from memory).
+      benchmark::RegisterBenchmark(("attention_decode/" + s + "/seqs32_ctx400_24layers" + d).c_str(), BM_Attention, isa,
+                                   32, 400, 1, kv, 24)
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->MinTime(0.1);
+      benchmark::RegisterBenchmark(("attention_prefill/" + s + "/chunk256_ctx512" + d).c_str(), BM_Attention, isa, 1,
+                                   512, 256, kv, 1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->MinTime(0.1);
+    }
     benchmark::RegisterBenchmark(("rmsnorm_896/" + s).c_str(), BM_Rmsnorm, isa)->Arg(1)->Arg(256)->MinTime(0.05);
     benchmark::RegisterBenchmark(("silu_mul/" + s).c_str(), BM_SiluMul, isa)->Arg(4864)->MinTime(0.05);
     benchmark::RegisterBenchmark(("softmax/" + s).c_str(), BM_Softmax, isa)->Arg(151936)->MinTime(0.05);
