@@ -51,6 +51,7 @@ struct BenchArgs {
   int decode_steps = 8;
   int prefill_tokens = 512;  // prefill section: prompt length
   int repeat = 1;
+  double peak_gflops = 0;  // the machine's measured GEMM peak, if given: fraction of it and the bound it sets
   bool log_steps = false;  // batching section: runs of each policy, alternated (ABBA...) against load drift
   std::string json_out;
   graph::FusionOptions fusion;
@@ -84,6 +85,27 @@ struct RunResult {
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Floating-point operations of the model (2 per multiply-add): the matmuls of every layer per token run
+// through them, the lm_head per sampled row, and causal attention (QK^T and PV) per (query, key) pair.
+struct ModelFlops {
+  double per_token = 0, lm_head = 0, per_query_key = 0;
+  explicit ModelFlops(const ModelConfig& m) {
+    const double h = static_cast<double>(m.hidden_size), hd = static_cast<double>(m.head_dim);
+    const double q = static_cast<double>(m.num_heads) * hd, kv = static_cast<double>(m.num_kv_heads) * hd;
+    per_token = 2.0 * static_cast<double>(m.num_layers) *
+                (h * (q + 2 * kv) + q * h + 3.0 * h * static_cast<double>(m.intermediate_size));
+    lm_head = 2.0 * h * static_cast<double>(m.vocab_size);
+    per_query_key = 4.0 * static_cast<double>(m.num_layers) * q;
+  }
+  // A prompt of `prompt` tokens prefilled and `output` tokens generated from it (greedy, exact length): every
+  // token but the last output runs through the layers, attending to itself and all before it; one lm_head
+  // row per output token.
+  double request(int64_t prompt, int64_t output) const {
+    const double n = static_cast<double>(prompt + output - 1);
+    return per_token * n + per_query_key * n * (n + 1) / 2.0 + lm_head * static_cast<double>(output);
+  }
+};
 
 EngineConfig base_config(const BenchArgs& a) {
   EngineConfig c;
@@ -176,13 +198,8 @@ std::pair<double, double> prefill_throughput(const BenchArgs& a, int64_t vocab, 
   config.max_num_batched_tokens = std::max<int64_t>(config.max_num_batched_tokens, tokens);
   config.max_model_len = std::max<int64_t>(config.max_model_len, tokens + 8);
   Engine engine(config);
-  const ModelConfig& m = engine.core().model_config();
-  const double h = static_cast<double>(m.hidden_size), hd = static_cast<double>(m.head_dim);
-  const double q = static_cast<double>(m.num_heads) * hd, kv = static_cast<double>(m.num_kv_heads) * hd;
-  const double per_token = 2.0 * static_cast<double>(m.num_layers) *
-                           (h * (q + 2 * kv) + q * h + 3.0 * h * static_cast<double>(m.intermediate_size));
-  const double attention = 4.0 * static_cast<double>(m.num_layers) * q * tokens * (tokens + 1) / 2.0;
-  const double flops = per_token * tokens + attention + 2.0 * h * static_cast<double>(vocab);
+  const ModelFlops model_flops(engine.core().model_config());
+  const double flops = model_flops.request(tokens, 1);
   BenchArgs w = a;
   w.num_requests = 1;
   w.prompt_min = w.prompt_max = tokens;
@@ -223,11 +240,13 @@ void print_run_table(const std::vector<RunResult>& runs) {
 void run_bench(const BenchArgs& a) {
   if (a.log_steps) spdlog::set_level(spdlog::level::debug);
   int64_t vocab = 0;
+  ModelConfig model_config;
   {
     EngineConfig probe = base_config(a);
     probe.max_num_seqs = 1;
     Engine engine(probe);
-    vocab = engine.core().model_config().vocab_size;
+    model_config = engine.core().model_config();
+    vocab = model_config.vocab_size;
     // Warm-up: reads every weight once (page cache) so the first timed run does not pay for the disk.
     std::vector<int32_t> warm(64, 100);
     engine.generate(std::vector<std::vector<int32_t>>{warm}, params_for(2));
@@ -238,6 +257,7 @@ void run_bench(const BenchArgs& a) {
                 kv_cache_dtype_name(engine.config().kv_cache_dtype), kernels::active_isa(), a.threads);
   }
   const std::vector<Request> work = make_workload(a, vocab);
+  const ModelFlops flops(model_config);
   std::printf(
       "workload: %d requests, prompts %d-%d tokens, outputs %d-%d tokens (seed %lu); KV budget %ld MiB, "
       "max_model_len %ld, max_num_seqs %ld, max_num_batched_tokens %ld, page_size %ld\n\n",
@@ -266,8 +286,23 @@ void run_bench(const BenchArgs& a) {
     print_run_table(b);
     std::sort(tc.begin(), tc.end());
     std::sort(ts.begin(), ts.end());
-    std::printf("\ncontinuous / static output tokens/s: best %.2fx (%.2f vs %.2f), median %.2fx, over %d runs each\n\n",
+    std::printf("\ncontinuous / static output tokens/s: best %.2fx (%.2f vs %.2f), median %.2fx, over %d runs each\n",
                 tc.back() / ts.back(), tc.back(), ts.back(), tc[tc.size() / 2] / ts[ts.size() / 2], a.repeat);
+    // Both policies do the same arithmetic; how fast it runs bounds what any schedule can gain.
+    double work_flops = 0;
+    for (const Request& r : work) work_flops += flops.request(static_cast<int64_t>(r.prompt.size()), r.output_len);
+    const double best_static_s = static_cast<double>(b[0].output_tokens) / ts.back();
+    const double best_cont_s = static_cast<double>(b[0].output_tokens) / tc.back();
+    std::printf("workload arithmetic: %.2f TFLOP; continuous %.0f GFLOP/s, static %.0f GFLOP/s (best runs)\n",
+                work_flops * 1e-12, work_flops / best_cont_s * 1e-9, work_flops / best_static_s * 1e-9);
+    if (a.peak_gflops > 0) {
+      const double floor_s = work_flops / (a.peak_gflops * 1e9);
+      std::printf(
+          "at the %.0f GFLOP/s peak the workload takes at least %.1f s: static runs at %.0f%% of the peak, so no "
+          "schedule can exceed %.2fx static's output tokens/s here\n",
+          a.peak_gflops, floor_s, 100 * floor_s / best_static_s, best_static_s / floor_s);
+    }
+    std::printf("\n");
     std::fflush(stdout);
     runs.insert(runs.end(), b.begin(), b.end());
   }
@@ -355,6 +390,9 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--concurrency", args->concurrency, "Decode concurrencies")->capture_default_str();
   cmd->add_option("--decode-steps", args->decode_steps, "Timed decode steps per concurrency")->capture_default_str();
+  cmd->add_option("--peak-gflops", args->peak_gflops,
+                  "The machine's measured GEMM peak (minfer_micro_bench --benchmark_filter=peak): report the fraction "
+                  "of it each batching policy reaches and the bound it puts on their ratio");
   cmd->add_flag("--log-steps", args->log_steps, "Log every step's size and time");
   cmd->add_option("--repeat", args->repeat, "Runs of each batching policy (alternated)")->capture_default_str();
   cmd->add_option("--json", args->json_out, "Also write the results as JSON lines to this file");
