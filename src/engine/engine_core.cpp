@@ -186,6 +186,7 @@ std::vector<RequestOutput> EngineCore::abort_all(const std::string& error) {
 }
 
 std::vector<RequestOutput> EngineCore::step() {
+  const auto step_start = std::chrono::steady_clock::now();
   std::vector<RequestOutput> outputs = std::move(pending_);
   pending_.clear();
   if (!scheduler_->has_unfinished()) return outputs;
@@ -205,13 +206,7 @@ std::vector<RequestOutput> EngineCore::step() {
   }
   const auto t0 = std::chrono::steady_clock::now();
   const std::span<const float> logits = runner_->execute(chunks_, *cache_);
-  if (spdlog::should_log(spdlog::level::debug)) {
-    int64_t decodes = 0;
-    for (const ScheduledChunk& c : sched.chunks) decodes += c.num_tokens == 1 ? 1 : 0;
-    spdlog::debug("step {}: {} tokens, {} decodes, {} prefill chunks, {:.1f} ms", num_steps_, sched.num_tokens, decodes,
-                  static_cast<int64_t>(sched.chunks.size()) - decodes,
-                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
+  const auto run_end = std::chrono::steady_clock::now();
   scheduler_->on_step_done(sched);
   ++num_steps_;
   computed_tokens_ += sched.num_tokens;
@@ -241,7 +236,27 @@ std::vector<RequestOutput> EngineCore::step() {
     outputs.push_back(std::move(o));
     if (st.finish != FinishReason::kNone) seqs_.erase(seq->id);
   }
+  if (spdlog::should_log(spdlog::level::debug)) log_step(sched, step_start, t0, run_end);
   return outputs;
+}
+
+// One line per step (--log-steps): its shape (tokens, decodes, prefill chunks, sampled rows, the (query, key)
+// pairs attention computes), the model's time, and the step's whole time (scheduling and sampling included).
+void EngineCore::log_step(const SchedulerOutput& sched, Clock::time_point start, Clock::time_point run_start,
+                          Clock::time_point run_end) const {
+  int64_t decodes = 0, sampled = 0, pairs = 0;
+  for (const SequenceChunk& c : chunks_) {
+    const int64_t n = static_cast<int64_t>(c.tokens.size());
+    decodes += n == 1 ? 1 : 0;
+    sampled += c.sample ? 1 : 0;
+    pairs += n * c.start_position + n * (n + 1) / 2;
+  }
+  const auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  spdlog::debug(
+      "step {}: {} tokens, {} decodes, {} prefill chunks, {} sampled, {} attention pairs, {:.1f} ms model, "
+      "{:.1f} ms step",
+      num_steps_, sched.num_tokens, decodes, static_cast<int64_t>(chunks_.size()) - decodes, sampled, pairs,
+      ms(run_end - run_start), ms(Clock::now() - start));
 }
 
 EngineStats EngineCore::stats() const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -57,7 +58,10 @@ class EngineCore {
   const ModelRunner& runner() const { return *runner_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   void finish(Sequence* seq, FinishReason reason);
+  void log_step(const SchedulerOutput& sched, Clock::time_point start, Clock::time_point run_start,
+                Clock::time_point run_end) const;
   RequestOutput make_output(const Sequence& seq) const;
 
   EngineConfig config_;
