@@ -22,34 +22,6 @@ constexpr int kValueVecs = 4;       // head-dim vectors per value pass (4 x 4 ac
 
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
-// In-register transpose of a 16 x 16 block of floats: r[i] holds row i in, column i out.
-inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  // Now each 128-bit lane L of u[4i + c] holds column 4L + c of rows 4i .. 4i + 3.
-  __m512 u[16];
-  for (int i = 0; i < 4; ++i) {
-    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
-    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
-    u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-    u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-    u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-    u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xee);
-    const __m512 y0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
-    const __m512 y1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xee);
-    r[c] = _mm512_shuffle_f32x4(x0, y0, 0x88);
-    r[4 + c] = _mm512_shuffle_f32x4(x0, y0, 0xdd);
-    r[8 + c] = _mm512_shuffle_f32x4(x1, y1, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(x1, y1, 0xdd);
-  }
-}
-
 // kt[d * 16 + j] = key j's element d, for keys j < nk (zero beyond) of a group whose first key is at `k`.
 template <class L>
 void transpose_keys(const typename L::Elem* k, int64_t stride, int64_t nk, int64_t hd, float* kt) {

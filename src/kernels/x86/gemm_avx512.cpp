@@ -23,33 +23,6 @@ constexpr int64_t kMc = kMr * 20;  // rows of X per block: 240 x kKc x 4 B = 240
 // (+15-25%).
 int64_t packed_min_rows(DType wtype) { return wtype == DType::F32 ? 32 : 64; }
 
-// In-register transpose of a 16x16 block: on return v[c] holds column c of the input rows.
-inline void transpose16(__m512* v) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-  }
-  __m512 u[16];  // u[4b + c]: column 4L + c of rows 4b..4b+3, in each 128-bit lane L
-  for (int b = 0; b < 4; ++b) {
-    const __m512* tb = t + 4 * b;
-    u[4 * b + 0] = _mm512_shuffle_ps(tb[0], tb[2], 0x44);
-    u[4 * b + 1] = _mm512_shuffle_ps(tb[0], tb[2], 0xee);
-    u[4 * b + 2] = _mm512_shuffle_ps(tb[1], tb[3], 0x44);
-    u[4 * b + 3] = _mm512_shuffle_ps(tb[1], tb[3], 0xee);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 a0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-    const __m512 a1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
-    const __m512 b0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 b1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
-    v[c] = _mm512_shuffle_f32x4(a0, b0, 0x88);
-    v[8 + c] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
-    v[4 + c] = _mm512_shuffle_f32x4(a1, b1, 0x88);
-    v[12 + c] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
-  }
-}
-
 // buf[p * 32 + r] = W[r, p] for r < rows (zero beyond), p < kc.
 template <class W>
 void pack_panel(const typename W::Elem* w, int64_t k, int64_t rows, int64_t kc, float* buf) {

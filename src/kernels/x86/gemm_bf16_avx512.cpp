@@ -141,33 +141,6 @@ constexpr int kNr = 32;            // weight rows per panel (two vectors of Y)
 constexpr int64_t kKc = 512;       // k per panel: 32 x 512 bf16 = 32 KiB, within L1
 constexpr int64_t kMc = kMr * 16;  // rows of X per block: 192 x 512 x 2 B = 192 KiB of L2
 
-// In-register transpose of a 16x16 block of 32-bit elements: on return v[c] holds column c of the input rows.
-inline void transpose16(__m512* v) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-  }
-  __m512 u[16];
-  for (int b = 0; b < 4; ++b) {
-    const __m512* tb = t + 4 * b;
-    u[4 * b + 0] = _mm512_shuffle_ps(tb[0], tb[2], 0x44);
-    u[4 * b + 1] = _mm512_shuffle_ps(tb[0], tb[2], 0xee);
-    u[4 * b + 2] = _mm512_shuffle_ps(tb[1], tb[3], 0x44);
-    u[4 * b + 3] = _mm512_shuffle_ps(tb[1], tb[3], 0xee);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 a0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-    const __m512 a1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
-    const __m512 b0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 b1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
-    v[c] = _mm512_shuffle_f32x4(a0, b0, 0x88);
-    v[8 + c] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
-    v[4 + c] = _mm512_shuffle_f32x4(a1, b1, 0x88);
-    v[12 + c] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
-  }
-}
-
 // Where the 32-column block starting at column `col` of weight row `row` is.
 // load(row, col, mask): the (masked) 32 bf16 from column `col` of weight row `row`.
 struct RowMajorRows {
