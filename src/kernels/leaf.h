@@ -60,12 +60,12 @@ struct AttentionSpan {
 inline constexpr int64_t kAttentionMaxSpanTokens = 16;
 // scratch: attention_scratch_floats(...) floats, 64-byte aligned, owned by the calling thread.
 using AttentionSpanFn = void (*)(const KvLayerView& cache, const AttentionSpan& span, float* scratch);
-// Scratch the driver gives a leaf for a span of `rows` = tokens x heads: room for a running max, sum and
-// correction, an accumulator and 16 key weights per row, two pages of scores, and a 16-key block of keys
-// and one of values. Leaves lay it out themselves within this size.
+// Scratch the driver gives a leaf for a span of `rows` = tokens x heads: room for a running max and sum, an
+// accumulator and 16 key weights per row, two pages of scores, and a 16-key block of keys and one of values.
+// Leaves lay it out themselves within this size.
 constexpr size_t attention_scratch_floats(int64_t rows, int64_t head_dim, int64_t page_size) {
   const auto pad = [](int64_t v) { return static_cast<size_t>((v + 15) / 16 * 16); };
-  return pad(rows) * (3 + pad(head_dim) + 16) + pad(page_size) * 2 + pad(head_dim) * 16 * 2;
+  return pad(rows) * (2 + pad(head_dim) + 16) + pad(page_size) * 2 + pad(head_dim) * 16 * 2;
 }
 
 struct LeafKernels {

@@ -66,20 +66,26 @@ void score_rows(const float* const* q, const float* kt, int64_t hd, __m512* s) {
   for (int i = 0; i < NR; ++i) s[i] = a[i];
 }
 
-// acc_i[0:16NV] = acc_i * corr_i + sum_j p_i[j] * v_j[0:16NV] for NR rows (the last vector masked by `last`).
+// acc_i[0:16NV] = acc_i * corr_i + sum_j p_i[j] * v_j[0:16NV] for NR rows (the last vector masked by `last`);
+// corr_i is lane lane0 + i of `corr`. Row weights and corrections are taken from vectors by permutes rather
+// than as scalars from memory: they were just stored as whole vectors, and a scalar load from a recent vector
+// store cannot be forwarded (it waits for the store to reach the cache).
 template <int NR, int NV>
-void value_rows(float* const* acc, const float* corr, const float* const* p, const float* vf, int64_t hdp, int64_t nk,
-                __mmask16 last) {
+void value_rows(float* const* acc, __m512 corr, int lane0, const float* const* p, const float* vf, int64_t hdp,
+                int64_t nk, __mmask16 last) {
   __m512 a[NR][NV];
+  __m512 pv[NR];
   for (int i = 0; i < NR; ++i) {
-    const __m512 c = _mm512_set1_ps(corr[i]);
+    const __m512 c = _mm512_permutexvar_ps(_mm512_set1_epi32(lane0 + i), corr);
     for (int v = 0; v < NV; ++v) a[i][v] = _mm512_mul_ps(_mm512_loadu_ps(acc[i] + 16 * v), c);
+    pv[i] = _mm512_loadu_ps(p[i]);
   }
   for (int64_t j = 0; j < nk; ++j) {
     __m512 vv[NV];
     for (int v = 0; v < NV; ++v) vv[v] = _mm512_loadu_ps(vf + j * hdp + 16 * v);
+    const __m512i lane = _mm512_set1_epi32(static_cast<int>(j));
     for (int i = 0; i < NR; ++i) {
-      const __m512 pj = _mm512_set1_ps(p[i][j]);
+      const __m512 pj = _mm512_permutexvar_ps(lane, pv[i]);
       for (int v = 0; v < NV; ++v) a[i][v] = _mm512_fmadd_ps(pj, vv[v], a[i][v]);
     }
   }
@@ -91,7 +97,7 @@ void value_rows(float* const* acc, const float* corr, const float* const* p, con
 using ScoreFn = void (*)(const float* const*, const float*, int64_t, __m512*);
 constexpr ScoreFn kScore[kScoreRows + 1] = {nullptr,       score_rows<1>, score_rows<2>, score_rows<3>, score_rows<4>,
                                             score_rows<5>, score_rows<6>, score_rows<7>, score_rows<8>};
-using ValueFn = void (*)(float* const*, const float*, const float* const*, const float*, int64_t, int64_t, __mmask16);
+using ValueFn = void (*)(float* const*, __m512, int, const float* const*, const float*, int64_t, int64_t, __mmask16);
 template <int NR>
 struct ValueFns {
   static constexpr ValueFn kFor[kValueVecs + 1] = {nullptr, value_rows<NR, 1>, value_rows<NR, 2>, value_rows<NR, 3>,
@@ -109,12 +115,11 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
   const int64_t stride = cache.kv_heads * hd;  // between consecutive tokens of a page
   const int64_t nh = sp.head_end - sp.head_begin;
   const int64_t rows = sp.ntok * nh;
-  // Scratch (see attention_scratch_floats): per row max, sum, correction, accumulator and page weights; the
+  // Scratch (see attention_scratch_floats): per row max, sum, accumulator and page weights; the
   // group's transposed keys and widened values.
   float* run_max = scratch;
   float* run_sum = run_max + pad16(rows);
-  float* corr = run_sum + pad16(rows);
-  float* acc = corr + pad16(rows);
+  float* acc = run_sum + pad16(rows);
   float* p = acc + pad16(rows) * hdp;
   float* kt = p + pad16(rows) * kGroupKeys;
   float* vf = kt + hdp * kGroupKeys;
@@ -168,36 +173,42 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
       __m512 sc[kScoreRows];
       kScore[nr](q, kt, hd, sc);
       __mmask16 seen[kScoreRows];  // the keys each row may see (causal)
-      alignas(64) float group_max[16] = {};
+      __m512 group_max = _mm512_setzero_ps();
       for (int i = 0; i < nr; ++i) {
         const int64_t cnt = pos[i] - key0 + 1 < nk ? pos[i] - key0 + 1 : nk;
         seen[i] = _mm512_cmp_ps_mask(lane, _mm512_set1_ps(static_cast<float>(cnt)), _CMP_LT_OQ);
         sc[i] = _mm512_mul_ps(sc[i], scale);
-        group_max[i] = _mm512_mask_reduce_max_ps(seen[i], sc[i]);
+        group_max = _mm512_mask_mov_ps(group_max, __mmask16(1u << i),
+                                       _mm512_set1_ps(_mm512_mask_reduce_max_ps(seen[i], sc[i])));
       }
-      // Online softmax over the block's rows at once: new running max and the correction of the old sums.
+      // Online softmax over the block's rows at once (lane i = row r0 + i): new running max, the correction of
+      // the old sums and accumulators, and the new sums.
       const __mmask16 block = tail_mask(nr);
       const __m512 old_max = _mm512_maskz_loadu_ps(block, run_max + r0);
-      const __m512 new_max = _mm512_max_ps(old_max, _mm512_load_ps(group_max));
-      _mm512_mask_storeu_ps(corr + r0, block, exp_ps(_mm512_sub_ps(old_max, new_max)));
-      _mm512_mask_storeu_ps(run_max + r0, block, new_max);
+      const __m512 new_max = _mm512_max_ps(old_max, group_max);
+      const __m512 corr = exp_ps(_mm512_sub_ps(old_max, new_max));
+      __m512 sums = _mm512_setzero_ps();
+      const float* pr[kScoreRows];
       for (int i = 0; i < nr; ++i) {
-        const int64_t r = r0 + i;
-        const __m512 e = _mm512_maskz_mov_ps(seen[i], exp_ps(_mm512_sub_ps(sc[i], _mm512_set1_ps(run_max[r]))));
-        run_sum[r] = run_sum[r] * corr[r] + _mm512_reduce_add_ps(e);
-        _mm512_storeu_ps(p + r * kGroupKeys, e);
+        const __m512 row_max = _mm512_permutexvar_ps(_mm512_set1_epi32(i), new_max);
+        const __m512 e = _mm512_maskz_mov_ps(seen[i], exp_ps(_mm512_sub_ps(sc[i], row_max)));
+        sums = _mm512_mask_mov_ps(sums, __mmask16(1u << i), _mm512_set1_ps(_mm512_reduce_add_ps(e)));
+        _mm512_storeu_ps(p + (r0 + i) * kGroupKeys, e);
+        pr[i] = p + (r0 + i) * kGroupKeys;
       }
-    }
-    for (int64_t r0 = r_first; r0 < rows; r0 += kValueRows) {
-      const int nr = static_cast<int>(rows - r0 < kValueRows ? rows - r0 : kValueRows);
-      const float* pr[kValueRows];
-      for (int i = 0; i < nr; ++i) pr[i] = p + (r0 + i) * kGroupKeys;
-      for (int64_t d0 = 0; d0 < hd; d0 += 16 * kValueVecs) {
-        const int64_t nv = (hd - d0 + 15) / 16 < kValueVecs ? (hd - d0 + 15) / 16 : kValueVecs;
-        const __mmask16 last = tail_mask(hd - d0 - 16 * (nv - 1));
-        float* ar[kValueRows];
-        for (int i = 0; i < nr; ++i) ar[i] = acc + (r0 + i) * hdp + d0;
-        kValue[nr][nv](ar, corr + r0, pr, vf + d0, hdp, nk, last);
+      _mm512_mask_storeu_ps(run_max + r0, block, new_max);
+      _mm512_mask_storeu_ps(run_sum + r0, block,
+                            _mm512_fmadd_ps(_mm512_maskz_loadu_ps(block, run_sum + r0), corr, sums));
+      // The block's values, kValueRows rows at a time.
+      for (int i0 = 0; i0 < nr; i0 += kValueRows) {
+        const int nv_rows = nr - i0 < kValueRows ? nr - i0 : kValueRows;
+        for (int64_t d0 = 0; d0 < hd; d0 += 16 * kValueVecs) {
+          const int64_t nv = (hd - d0 + 15) / 16 < kValueVecs ? (hd - d0 + 15) / 16 : kValueVecs;
+          const __mmask16 last = tail_mask(hd - d0 - 16 * (nv - 1));
+          float* ar[kValueRows];
+          for (int i = 0; i < nv_rows; ++i) ar[i] = acc + (r0 + i0 + i) * hdp + d0;
+          kValue[nv_rows][nv](ar, corr, i0, pr + i0, vf + d0, hdp, nk, last);
+        }
       }
     }
   }
