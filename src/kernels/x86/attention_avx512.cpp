@@ -129,7 +129,6 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
     for (int64_t d = 0; d < hdp; ++d) acc[r * hdp + d] = 0.0f;
   }
   const __m512 scale = _mm512_set1_ps(sp.scale);
-  const __m512 lane = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const int64_t last_pos = sp.first_pos + sp.ntok - 1;
   const int64_t end = sp.ctx_end < last_pos + 1 ? sp.ctx_end : last_pos + 1;  // keys [ctx_begin, end) are read
   const int64_t step = kGroupKeys < ps ? kGroupKeys : ps;
@@ -176,7 +175,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
       __m512 group_max = _mm512_setzero_ps();
       for (int i = 0; i < nr; ++i) {
         const int64_t cnt = pos[i] - key0 + 1 < nk ? pos[i] - key0 + 1 : nk;
-        seen[i] = _mm512_cmp_ps_mask(lane, _mm512_set1_ps(static_cast<float>(cnt)), _CMP_LT_OQ);
+        seen[i] = tail_mask(cnt);
         sc[i] = _mm512_mul_ps(sc[i], scale);
         group_max = _mm512_mask_mov_ps(group_max, __mmask16(1u << i),
                                        _mm512_set1_ps(_mm512_mask_reduce_max_ps(seen[i], sc[i])));
