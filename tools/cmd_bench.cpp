@@ -254,7 +254,7 @@ void run_bench(const BenchArgs& a) {
     std::printf("model %s: %s, %ld layers, hidden %ld, vocab %ld, %s weights, %s KV cache; kernels %s; %d threads\n",
                 a.model.c_str(), m.arch_name().c_str(), static_cast<long>(m.num_layers),
                 static_cast<long>(m.hidden_size), static_cast<long>(vocab), std::string(dtype_name(m.dtype)).c_str(),
-                kv_cache_dtype_name(engine.config().kv_cache_dtype), kernels::active_isa(), a.threads);
+                kv_cache_dtype_name(engine.config().kv_cache_dtype), kernels::kernels_summary().c_str(), a.threads);
   }
   const std::vector<Request> work = make_workload(a, vocab);
   const ModelFlops flops(model_config);

@@ -202,7 +202,7 @@ void run_ops(const OpsArgs& a) {
 
   std::printf("model %s: %s, %ld layers, hidden %ld, %s weights; kernels %s; %d threads\n\n", a.model.c_str(),
               m.arch_name().c_str(), static_cast<long>(m.num_layers), static_cast<long>(m.hidden_size),
-              std::string(dtype_name(m.dtype)).c_str(), kernels::active_isa(), a.threads);
+              std::string(dtype_name(m.dtype)).c_str(), kernels::kernels_summary().c_str(), a.threads);
   std::printf("A dispatch is one graph node run by the executor (one kernel call, at most one fork-join).\n\n");
   for (const Mode& mode : modes) {
     const auto ops = layer0_ops(mode.runner->graph());

@@ -83,7 +83,7 @@ void run_generate(const GenerateArgs& args) {
   Generator generator(weights, options);
   spdlog::info("{} model, {} layers, hidden {}, {} weights, kernels: {}, {} threads, {} prompt tokens",
                weights.config.arch_name(), weights.config.num_layers, weights.config.hidden_size,
-               dtype_name(weights.config.dtype), kernels::active_isa(), options.num_threads, prompt.size());
+               dtype_name(weights.config.dtype), kernels::kernels_summary(), options.num_threads, prompt.size());
   spdlog::info("weights in memory: {:.1f} MiB (quantization: {})",
                static_cast<double>(weight_bytes(weights)) / (1 << 20), quantization_name(weights.quant));
 

@@ -4,6 +4,7 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "kernels/leaf.h"
+#include "kernels/onednn_gemm.h"
 #include "kernels/quant.h"
 #include "kernels/ref/ref_kernels.h"
 
@@ -126,5 +127,13 @@ void paged_attention(const float* q, float* out, int64_t heads, const KvLayerVie
   active_kernels().paged_attention(q, out, heads, cache, batch, scale, pool);
 }
 const char* active_isa() { return active_kernels().name; }
+
+std::string kernels_summary() {
+  std::string summary = active_isa();
+  if (gemm_prefers_bf16_blocked()) {
+    summary += fmt::format(" (bf16 matmul from {} rows: oneDNN {})", kOneDnnMinRows, onednn_gemm_impl(64, 1024, 1024));
+  }
+  return summary;
+}
 
 }  // namespace minfer::kernels

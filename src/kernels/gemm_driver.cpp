@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "kernels/leaf.h"
+#include "kernels/onednn_gemm.h"
 #include "kernels/quant.h"
 
 namespace minfer::kernels {
@@ -21,16 +22,17 @@ constexpr int64_t kMinParallelMacs = 1 << 16;
 // Rounding the activations to bf16 is split across the pool from this many elements on (prefill).
 constexpr int64_t kMinParallelRound = 1 << 16;
 
-// Column chunks are multiples of 16 and of the epilogue's alignment (see gemm_epilogue.h).
-size_t epilogue_grain(const GemmEpilogue* epilogue) {
-  return epilogue ? static_cast<size_t>(std::lcm<int64_t>(16, std::max<int64_t>(1, epilogue->col_align))) : 16;
+// Column chunks are multiples of `grain` (16; 64 for blocked weights) and of the epilogue's alignment (see
+// gemm_epilogue.h).
+size_t chunk_grain(int64_t grain, const GemmEpilogue* epilogue) {
+  return static_cast<size_t>(epilogue ? std::lcm<int64_t>(grain, std::max<int64_t>(1, epilogue->col_align)) : grain);
 }
 
 void check_operands(int64_t k, const Tensor& w) {
   if (w.rank() != 2 || w.dim(1) != k) {
     fail("gemm: weight of shape {} does not fit inputs of width {}", w.shape_string(), k);
   }
-  if (w.layout != TensorLayout::kRowMajor) fail("gemm: bf16 row-tile weights need the AVX-512-BF16 GEMM");
+  if (w.layout != TensorLayout::kRowMajor) fail("gemm: bf16 blocked weights need the AVX-512-BF16 GEMM");
   if (w.dtype != DType::F32 && w.dtype != DType::F16 && w.dtype != DType::BF16) {
     fail("gemm: weights of type {} need a quantised kernel (have f32, f16, bf16)", dtype_name(w.dtype));
   }
@@ -54,7 +56,7 @@ void bias_only(int64_t m, int64_t n, const float* bias, float* y, const GemmEpil
 // started).
 template <class Compute>
 void for_column_tiles(ThreadPool& pool, int64_t m, int64_t n, int64_t k, float* y, const GemmEpilogue* epilogue,
-                      const Compute& compute) {
+                      const Compute& compute, int64_t grain = 16) {
   if (pool.size() == 1 || n < 32 || m * n * k < kMinParallelMacs) {
     compute(int64_t{0}, n);
     if (epilogue) epilogue->apply(epilogue->ctx, y, m, n, 0, n);
@@ -67,9 +69,10 @@ void for_column_tiles(ThreadPool& pool, int64_t m, int64_t n, int64_t k, float* 
     float* y;
     int64_t m, n, chunk;
     std::atomic<int64_t> next{0};
-  } shared{compute, epilogue,
-           y,       m,
-           n,       static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), epilogue_grain(epilogue), pool.size()))};
+  } shared{
+      compute, epilogue,
+      y,       m,
+      n,       static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), chunk_grain(grain, epilogue), pool.size()))};
   pool.share([&shared] {
     for (int64_t begin = shared.next.fetch_add(shared.chunk); begin < shared.n;
          begin = shared.next.fetch_add(shared.chunk)) {
@@ -89,21 +92,30 @@ uint16_t* bf16_scratch(size_t elems) {
   return buf.data() + ((64 - addr % 64) % 64) / sizeof(uint16_t);
 }
 
-void run_gemm_bf16(const LeafKernels& leaves, GemmBf16ColsFn leaf, const float* x, int64_t m, int64_t k,
-                   const Tensor& w, const float* bias, float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
+// Blocked weights go to the own GEMV for a few rows and to oneDNN's matmul for more (given whole row buckets:
+// kernels/onednn_gemm.h); row-major ones to the leaf's GEMM.
+void run_gemm_bf16(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
+                   float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
   const int64_t n = w.dim(0);
   const int64_t ldxb = bf16_row_stride(k);
-  const uint16_t* xb = round_rows_to_bf16(leaves.bf16_round_rows, x, m, k, pool);
+  const bool blocked = w.layout == TensorLayout::kBf16Blocked64;
+  const bool onednn = blocked && m >= kOneDnnMinRows;
+  const GemmBf16ColsFn leaf =
+      onednn ? onednn_gemm_bf16_blocked_cols : (blocked ? leaves.gemm_bf16_blocked_cols : leaves.gemm_bf16_cols);
+  const uint16_t* xb = round_rows_to_bf16(leaves.bf16_round_rows, x, m, k, pool, onednn ? onednn_rows(m) : m);
   const auto* wb = static_cast<const uint16_t*>(w.data);
-  for_column_tiles(pool, m, n, k, y, epilogue,
-                   [=](int64_t n0, int64_t n1) { leaf(xb, ldxb, m, k, wb, n, bias, y, n0, n1); });
+  for_column_tiles(
+      pool, m, n, k, y, epilogue, [=](int64_t n0, int64_t n1) { leaf(xb, ldxb, m, k, wb, n, bias, y, n0, n1); },
+      blocked ? 64 : 16);
 }
 
 }  // namespace
 
-const uint16_t* round_rows_to_bf16(Bf16RoundRowsFn round, const float* x, int64_t m, int64_t k, ThreadPool& pool) {
+const uint16_t* round_rows_to_bf16(Bf16RoundRowsFn round, const float* x, int64_t m, int64_t k, ThreadPool& pool,
+                                   int64_t padded_rows) {
   const int64_t ldxb = bf16_row_stride(k);
-  uint16_t* xb = bf16_scratch(static_cast<size_t>(m * ldxb));
+  uint16_t* xb = bf16_scratch(static_cast<size_t>(std::max(m, padded_rows) * ldxb));
+  if (padded_rows > m) std::fill(xb + m * ldxb, xb + padded_rows * ldxb, uint16_t{0});
   if (pool.size() > 1 && m > 1 && m * k >= kMinParallelRound) {
     struct Rows {
       Bf16RoundRowsFn round;
@@ -140,10 +152,10 @@ void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tenso
 void run_gemm(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
               float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
   const GemmBf16ColsFn leaf =
-      w.layout == TensorLayout::kBf16RowTiles ? leaves.gemm_bf16_tiles_cols : leaves.gemm_bf16_cols;
+      w.layout == TensorLayout::kBf16Blocked64 ? leaves.gemm_bf16_blocked_cols : leaves.gemm_bf16_cols;
   if (w.dtype == DType::BF16 && leaf && leaves.bf16_round_rows && k > 0 && m > 0 && w.rank() == 2 && w.dim(1) == k &&
       w.dim(0) > 0) {
-    return run_gemm_bf16(leaves, leaf, x, m, k, w, bias, y, pool, epilogue);
+    return run_gemm_bf16(leaves, x, m, k, w, bias, y, pool, epilogue);
   }
   run_gemm(leaves.gemm_cols, x, m, k, w, bias, y, pool, epilogue);
 }

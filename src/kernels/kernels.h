@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "base/thread_pool.h"
 #include "tensor/tensor.h"
@@ -79,12 +80,15 @@ void paged_attention(const float* q, float* out, int64_t heads, const KvLayerVie
 
 // Which instruction set the dispatcher chose ("avx512", "avx2" or "scalar").
 const char* active_isa();
+// active_isa() and, where bf16 GEMMs go to oneDNN, the implementation oneDNN runs (e.g. "brg:avx512_core_bf16";
+// "brg:avx512_core_amx" on AMX machines), for logs and benchmark headers.
+std::string kernels_summary();
 
-// Whether the active GEMM reads bf16 weights in TensorLayout::kBf16RowTiles (the AVX-512-BF16 kernels do: their
-// decode GEMV streams a tiled matrix at close to the read bandwidth, a row-major one ~25% slower).
-bool gemm_prefers_bf16_row_tiles();
-// A copy of a row-major bf16 matrix [N, K] in the kBf16RowTiles layout (for kernels::gemm only: the embedding
+// Whether the active GEMM reads bf16 weights in TensorLayout::kBf16Blocked64 (the AVX-512-BF16 kernels do: their
+// decode GEMV streams it at the read bandwidth and oneDNN's matmul takes it as its packed weights).
+bool gemm_prefers_bf16_blocked();
+// A copy of a row-major bf16 matrix [N, K] in the kBf16Blocked64 layout (for kernels::gemm only: the embedding
 // lookup and the other kernels read row-major weights). Throws Error for anything else.
-Tensor to_bf16_row_tiles(const Tensor& w);
+Tensor to_bf16_blocked(const Tensor& w);
 
 }  // namespace minfer::kernels

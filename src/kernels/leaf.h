@@ -81,8 +81,9 @@ struct LeafKernels {
   // Null where the leaf set has no bf16-activation GEMM: bf16 weights then go through gemm_cols (f32 activations).
   Bf16RoundRowsFn bf16_round_rows = nullptr;
   GemmBf16ColsFn gemm_bf16_cols = nullptr;
-  // The same GEMM over weights in TensorLayout::kBf16RowTiles (w is the tiled data; n0 a multiple of 8).
-  GemmBf16ColsFn gemm_bf16_tiles_cols = nullptr;
+  // The same GEMM over weights in TensorLayout::kBf16Blocked64 (w is the blocked data; n0 a multiple of 64). The
+  // driver calls it for a few rows and oneDNN's matmul for more (kernels/onednn_gemm.h).
+  GemmBf16ColsFn gemm_bf16_blocked_cols = nullptr;
 };
 
 extern const LeafKernels kRefLeaves;
@@ -95,7 +96,9 @@ extern const LeafKernels kAvx512Bf16Leaves;  // the AVX-512 leaves plus the AVX-
 constexpr int64_t bf16_row_stride(int64_t k) { return (k + 31) / 32 * 32; }
 // x [m, k] rounded to bf16 into the calling thread's scratch ([m, bf16_row_stride(k)], valid until its next
 // call), split across the pool when large; for the GEMMs that multiply in bf16.
-const uint16_t* round_rows_to_bf16(Bf16RoundRowsFn round, const float* x, int64_t m, int64_t k, ThreadPool& pool);
+// With padded_rows > m the scratch holds that many rows, those past m zero (oneDNN is given whole row buckets).
+const uint16_t* round_rows_to_bf16(Bf16RoundRowsFn round, const float* x, int64_t m, int64_t k, ThreadPool& pool,
+                                   int64_t padded_rows = 0);
 // With an epilogue, each column tile is handed to epilogue->apply right after the thread computing it is done.
 void run_gemm(GemmColsFn leaf, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
               ThreadPool& pool, const GemmEpilogue* epilogue = nullptr);

@@ -18,8 +18,8 @@ int64_t Tensor::numel() const {
 }
 
 size_t Tensor::nbytes() const {
-  if (layout == TensorLayout::kBf16RowTiles) {
-    const int64_t rows = (dim(0) + 7) / 8 * 8, cols = (dim(1) + 31) / 32 * 32;
+  if (layout == TensorLayout::kBf16Blocked64) {
+    const int64_t rows = (dim(0) + 63) / 64 * 64, cols = (dim(1) + 31) / 32 * 32;
     return dtype_bytes(dtype, static_cast<size_t>(rows * cols));
   }
   return dtype_bytes(dtype, static_cast<size_t>(numel()));

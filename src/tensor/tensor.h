@@ -16,11 +16,12 @@ struct QuantParams;  // tensor/quant_params.h
 // How the elements of a 2-D weight [N, K] sit in `data`.
 enum class TensorLayout : uint8_t {
   kRowMajor,
-  // bf16 only: tiles of 8 rows, tile t holding rows 8t..8t+7 as ceil(K/32) blocks of [8 rows][32 columns], zero
-  // past N and K. A GEMV then streams the matrix front to back instead of 8 short rows at once, which the
-  // hardware prefetcher follows far better (docs/DESIGN.md, "Weight layout"). Made by kernels::to_bf16_row_tiles
-  // for the AVX-512-BF16 GEMM, the only kernel that reads it.
-  kBf16RowTiles,
+  // bf16 only: oneDNN's blocked weight format BA16a64b2a for the matrix W^T [K, N]. Columns of W^T (rows of W) in
+  // blocks of 64; block b holds ceil(Kp / 16) sub-blocks of [8 k-pairs][64 rows][2], Kp = K rounded up to 32;
+  // zero past N and K. oneDNN's matmul (prefill, batched decode) reads it directly, and the decode GEMV streams
+  // each block front to back, so one copy serves both (docs/DESIGN.md, "Weight layout"). Made by
+  // kernels::to_bf16_blocked for the AVX-512-BF16 GEMM, the only kernel that reads it.
+  kBf16Blocked64,
 };
 
 struct Tensor {

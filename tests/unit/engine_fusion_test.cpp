@@ -130,15 +130,25 @@ TEST_F(FusionOnTestModels, QuantizedWeightsFuseToo) {
   }
 }
 
-// bf16 weights in row tiles (the layout pass) vs row-major: the same arithmetic in the same order per output.
-TEST_F(FusionOnTestModels, Bf16RowTilesMatchRowMajor) {
+// bf16 weights in the blocked layout (the layout pass: own GEMV and oneDNN's matmul) vs row-major (own GEMMs):
+// the same exact products, summed in another order. Every GEMM rounds its input activations to bf16, so an f32
+// difference in the last bit can flip a rounding (2^-9 of that element) and the layers amplify it: the same tokens,
+// every logit within 2e-3 of the largest (measured: 7.5e-4 on tiny-qwen2, 4e-7 on tiny-llama).
+TEST_F(FusionOnTestModels, Bf16BlockedMatchesRowMajor) {
   for (const char* preset : {"tiny-qwen2", "tiny-llama"}) {
     SCOPED_TRACE(preset);
     const ModelWeights weights = load_model(write(preset, DType::BF16));
     for (FusionStrategy strategy : {FusionStrategy::kAuto, FusionStrategy::kNone}) {
-      const GenerationRun tiles = generate(weights, {strategy, {}}, kPrompt);
-      const GenerationRun rows = generate(weights, {strategy, {"bf16-row-tiles"}}, kPrompt);
-      expect_same_results(tiles, rows);
+      const GenerationRun blocked = generate(weights, {strategy, {}}, kPrompt);
+      const GenerationRun rows = generate(weights, {strategy, {"bf16-blocked"}}, kPrompt);
+      EXPECT_EQ(blocked.tokens, rows.tokens);
+      ASSERT_EQ(blocked.prompt_logits.size(), rows.prompt_logits.size());
+      float max_abs = 0.0f, max_diff = 0.0f;
+      for (size_t i = 0; i < rows.prompt_logits.size(); ++i) {
+        max_abs = std::max(max_abs, std::fabs(rows.prompt_logits[i]));
+        max_diff = std::max(max_diff, std::fabs(blocked.prompt_logits[i] - rows.prompt_logits[i]));
+      }
+      EXPECT_LE(max_diff, 2e-3f * max_abs);
     }
   }
 }

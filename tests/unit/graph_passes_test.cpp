@@ -76,7 +76,7 @@ TEST_F(Passes, UnfusedGraphIsSixteenPrimitivesPerLayer) {
   Graph none = build_decoder_graph(*weights_);
   const FusionReport r = run_fusion_passes(none, FusionOptions{FusionStrategy::kNone, {}});
   // Only the layout passes run (f32 weights: nothing to re-lay).
-  EXPECT_EQ(r.rewrites, (std::vector<std::pair<std::string, int>>{{"bf16-row-tiles", 0}}));
+  EXPECT_EQ(r.rewrites, (std::vector<std::pair<std::string, int>>{{"bf16-blocked", 0}}));
   EXPECT_EQ(none.nodes().size(), g.nodes().size());
 }
 
@@ -161,19 +161,19 @@ TEST_F(Passes, AutoPipelineLeavesFiveNodesPerLayer) {
   EXPECT_EQ(static_cast<int64_t>(g.nodes().size()), 5 * layers + 2);
   ASSERT_EQ(r.rewrites.size(), fusion_passes().size() + layout_passes().size());
   EXPECT_EQ(r.rewrites[0], (std::pair<std::string, int>{"qkv", static_cast<int>(layers)}));
-  EXPECT_EQ(r.rewrites.back().first, "bf16-row-tiles");
+  EXPECT_EQ(r.rewrites.back().first, "bf16-blocked");
 }
 
-// bf16 GEMM weights are re-laid out (when the kernels read row tiles) under any strategy; the embedding keeps
+// bf16 GEMM weights are re-laid out (when the kernels read the blocked layout) under any strategy; the embedding keeps
 // the original; disabling the pass by name keeps every weight row-major.
-TEST_F(Passes, Bf16RowTilesForEveryGemmWeight) {
+TEST_F(Passes, Bf16BlockedForEveryGemmWeight) {
   for (FusionStrategy strategy : {FusionStrategy::kAuto, FusionStrategy::kNone}) {
     for (bool disabled : {false, true}) {
       Graph g = build_decoder_graph(*bf16_weights_);
       FusionOptions options{strategy, {}};
-      if (disabled) options.disabled_passes = {"bf16-row-tiles"};
+      if (disabled) options.disabled_passes = {"bf16-blocked"};
       const FusionReport r = run_fusion_passes(g, options);
-      const bool tiles = !disabled && kernels::gemm_prefers_bf16_row_tiles();
+      const bool blocked = !disabled && kernels::gemm_prefers_bf16_blocked();
       int gemms = 0;
       for (const Node& n : g.nodes()) {
         if (n.kind == OpKind::kEmbedding) {
@@ -181,12 +181,12 @@ TEST_F(Passes, Bf16RowTilesForEveryGemmWeight) {
         }
         if (n.kind != OpKind::kMatMul && n.kind != OpKind::kFusedMatMul) continue;
         ++gemms;
-        EXPECT_EQ(n.weight->layout, tiles ? TensorLayout::kBf16RowTiles : TensorLayout::kRowMajor) << node_label(n);
+        EXPECT_EQ(n.weight->layout, blocked ? TensorLayout::kBf16Blocked64 : TensorLayout::kRowMajor) << node_label(n);
       }
       EXPECT_GT(gemms, 0);
       const auto entry =
-          std::find_if(r.rewrites.begin(), r.rewrites.end(), [](const auto& e) { return e.first == "bf16-row-tiles"; });
-      EXPECT_EQ(entry == r.rewrites.end() ? 0 : entry->second, tiles ? gemms : 0);
+          std::find_if(r.rewrites.begin(), r.rewrites.end(), [](const auto& e) { return e.first == "bf16-blocked"; });
+      EXPECT_EQ(entry == r.rewrites.end() ? 0 : entry->second, blocked ? gemms : 0);
       EXPECT_EQ(entry == r.rewrites.end(), disabled);
     }
   }

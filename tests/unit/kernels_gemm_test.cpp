@@ -2,12 +2,15 @@
 // on random inputs of awkward sizes, weight types and column ranges.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/half.h"
+#include "kernels/onednn_gemm.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/x86/x86_kernels.h"
 #include "kernels_test_util.h"
@@ -189,53 +192,98 @@ TEST(KernelsGemm, Bf16ActivationStrategiesOnColumnRanges) {
   }
 }
 
-// The row-tile layout: to_bf16_row_tiles keeps every element (and zero padding), and the tiled GEMM, directly
-// on column ranges (n0 on the tile grid, n1 anywhere) for both its forms (m < 64 dot tiles, m >= 64 packed) and
-// through the dispatcher on the pool, matches the reference on bf16-rounded X.
-TEST(KernelsGemm, Bf16RowTilesMatchReference) {
+// The blocked layout (oneDNN's BA16a64b2a): to_bf16_blocked puts every element where that format says (and zero
+// padding); the own GEMV (any m) and oneDNN's matmul (m from kOneDnnMinRows on, given whole row buckets), each
+// directly on column ranges (n0 on the 64-row grid, n1 anywhere), and the dispatcher on the pool (GEMV or oneDNN
+// by m) match the reference on bf16-rounded X. k covers odd sizes, a partial 16-column sub-block and a partial
+// 32-column pad; m covers the GEMV's row groups, the oneDNN threshold and a padded row bucket.
+TEST(KernelsGemm, Bf16BlockedMatchesReference) {
   if (!kernel_table(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
   std::mt19937 rng(12);
   ThreadPool pool(2);
-  for (int64_t m : {1, 2, 3, 4, 7, 64, 70}) {
-    for (int64_t k : {1, 31, 33, 95, 600}) {
-      for (int64_t n : {5, 8, 83}) {
+  for (int64_t m : {1, 2, 3, 4, 5, 7, 9, 64, 70}) {
+    for (int64_t k : {1, 17, 31, 33, 95, 600}) {
+      for (int64_t n : {5, 64, 83, 200}) {
         const Problem p = make_problem(rng, m, k, n, DType::BF16, true);
-        const Tensor tiled = to_bf16_row_tiles(p.w);
-        ASSERT_EQ(tiled.layout, TensorLayout::kBf16RowTiles);
-        const int64_t kp = (k + 31) / 32 * 32;
-        ASSERT_EQ(tiled.nbytes(), static_cast<size_t>((n + 7) / 8 * 8 * kp * 2));
-        for (int64_t r = 0; r < (n + 7) / 8 * 8; ++r) {
-          for (int64_t c = 0; c < kp; ++c) {
-            const uint16_t got = tiled.as<uint16_t>()[(r / 8) * 8 * kp + (c / 32) * 256 + (r % 8) * 32 + c % 32];
-            const uint16_t want = r < n && c < k ? p.w.as<uint16_t>()[r * k + c] : 0;
-            ASSERT_EQ(got, want) << "row " << r << " col " << c;
+        const Tensor blocked = to_bf16_blocked(p.w);
+        ASSERT_EQ(blocked.layout, TensorLayout::kBf16Blocked64);
+        const int64_t kp = (k + 31) / 32 * 32, np = (n + 63) / 64 * 64;
+        ASSERT_EQ(blocked.nbytes(), static_cast<size_t>(np * kp * 2));
+        if (m == 1) {
+          for (int64_t r = 0; r < np; ++r) {
+            for (int64_t c = 0; c < kp; ++c) {
+              const size_t at =
+                  static_cast<size_t>((r / 64) * 64 * kp + (c / 16) * 1024 + (c % 16) / 2 * 128 + (r % 64) * 2 + c % 2);
+              const uint16_t want = r < n && c < k ? p.w.as<uint16_t>()[r * k + c] : 0;
+              ASSERT_EQ(blocked.as<uint16_t>()[at], want) << "row " << r << " col " << c;
+            }
           }
         }
         const int64_t ldxb = kp;
-        std::vector<uint16_t> xb(static_cast<size_t>(m * ldxb));
+        std::vector<uint16_t> xb(static_cast<size_t>(onednn_rows(m) * ldxb), 0);
         avx512::bf16_round_rows(p.x.data(), m, k, xb.data(), ldxb);
-        const int64_t n0 = n > 8 ? 8 : 0, n1 = n > 8 ? n - 2 : n;
-        std::vector<float> want = p.want_bf16_x, y(p.want.size(), -7.0f);
+        const int64_t n0 = n > 64 ? 64 : 0, n1 = n > 64 ? n - 2 : n;
+        std::vector<float> want = p.want_bf16_x;
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
             if (j < n0 || j >= n1) want[static_cast<size_t>(i * n + j)] = -7.0f;
           }
         }
-        avx512::gemm_bf16_tiles_cols(xb.data(), ldxb, m, k, tiled.as<uint16_t>(), n, p.bias.data(), y.data(), n0, n1);
-        expect_close(y, want, rtol_for(k), 1e-30f, label("avx512_bf16 tiles", p, DType::BF16, true), &p.scale);
+        std::vector<float> y(p.want.size(), -7.0f);
+        avx512::gemm_bf16_blocked_cols(xb.data(), ldxb, m, k, blocked.as<uint16_t>(), n, p.bias.data(), y.data(), n0,
+                                       n1);
+        expect_close(y, want, rtol_for(k), 1e-30f, label("avx512_bf16 blocked GEMV", p, DType::BF16, true), &p.scale);
+        if (m >= kOneDnnMinRows) {
+          std::vector<float> yd(p.want.size(), -7.0f);
+          onednn_gemm_bf16_blocked_cols(xb.data(), ldxb, m, k, blocked.as<uint16_t>(), n, p.bias.data(), yd.data(), n0,
+                                        n1);
+          expect_close(yd, want, rtol_for(k), 1e-30f, label("oneDNN blocked", p, DType::BF16, true), &p.scale);
+        }
         std::vector<float> whole(p.want.size(), -7.0f);
-        kernel_table(Isa::kAvx512Bf16)->gemm(p.x.data(), m, k, tiled, p.bias.data(), whole.data(), pool);
-        expect_close(whole, p.want_bf16_x, rtol_for(k), 1e-30f, label("tiles via table", p, DType::BF16, true),
+        kernel_table(Isa::kAvx512Bf16)->gemm(p.x.data(), m, k, blocked, p.bias.data(), whole.data(), pool);
+        expect_close(whole, p.want_bf16_x, rtol_for(k), 1e-30f, label("blocked via table", p, DType::BF16, true),
                      &p.scale);
       }
     }
   }
   // Only the AVX-512-BF16 GEMM reads the layout; the others refuse it.
   const Problem p = make_problem(rng, 2, 40, 16, DType::BF16, false);
-  const Tensor tiled = to_bf16_row_tiles(p.w);
+  const Tensor blocked = to_bf16_blocked(p.w);
   std::vector<float> y(32);
-  EXPECT_THROW(kernel_table(Isa::kScalar)->gemm(p.x.data(), 2, 40, tiled, nullptr, y.data(), pool), Error);
-  EXPECT_THROW(to_bf16_row_tiles(to_f32(p.w)), Error);
+  EXPECT_THROW(kernel_table(Isa::kScalar)->gemm(p.x.data(), 2, 40, blocked, nullptr, y.data(), pool), Error);
+  EXPECT_THROW(to_bf16_blocked(to_f32(p.w)), Error);
+}
+
+// oneDNN's matmul from several threads at once (each keeps its own primitives and scratch), on shapes the other
+// threads also use, against the reference.
+TEST(KernelsGemm, OneDnnFromManyThreads) {
+  if (!kernel_table(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
+  std::mt19937 rng(13);
+  const int64_t k = 96, n = 192;
+  std::vector<Problem> problems;
+  for (int64_t m : {5, 16, 33, 100}) problems.push_back(make_problem(rng, m, k, n, DType::BF16, false));
+  std::vector<Tensor> blocked;
+  for (const Problem& p : problems) blocked.push_back(to_bf16_blocked(p.w));
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 20; ++round) {
+        const size_t i = static_cast<size_t>((t + round) % 4);
+        const Problem& p = problems[i];
+        const int64_t m = p.m;
+        std::vector<uint16_t> xb(static_cast<size_t>(onednn_rows(m) * k), 0);
+        avx512::bf16_round_rows(p.x.data(), m, k, xb.data(), k);
+        std::vector<float> y(p.want.size());
+        onednn_gemm_bf16_blocked_cols(xb.data(), k, m, k, blocked[i].as<uint16_t>(), n, nullptr, y.data(), 0, n);
+        for (size_t e = 0; e < y.size(); ++e) {
+          if (std::fabs(y[e] - p.want_bf16_x[e]) > 1e-4f * (1.0f + p.scale[e])) ++failures;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 TEST(KernelsGemm, Bf16RoundingMatchesScalar) {

@@ -36,9 +36,9 @@ int fuse_lm_head_rows(Graph& graph);
 // that no GEMM can (none in the Llama/Qwen2 graph; it is kept for graphs and debugging runs that have them).
 const std::vector<FusionPass>& fusion_passes();
 
-// bf16 GEMM weights -> copies in TensorLayout::kBf16RowTiles owned by the graph, when the active kernels read that
-// layout (kernels::gemm_prefers_bf16_row_tiles); the embedding keeps reading the row-major original.
-int tile_bf16_weights(Graph& graph);
+// bf16 GEMM weights -> copies in TensorLayout::kBf16Blocked64 owned by the graph, when the active kernels read that
+// layout (kernels::gemm_prefers_bf16_blocked); the embedding keeps reading the row-major original.
+int block_bf16_weights(Graph& graph);
 // Passes that lay weights out for the kernels rather than rewrite the graph. They run after the fusion passes
 // whatever the strategy (so fusion auto vs none compares the fusion alone) and can be disabled the same way.
 const std::vector<FusionPass>& layout_passes();

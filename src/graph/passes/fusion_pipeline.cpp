@@ -20,8 +20,8 @@ const std::vector<FusionPass>& fusion_passes() {
 
 const std::vector<FusionPass>& layout_passes() {
   static const std::vector<FusionPass> passes = {
-      {"bf16-row-tiles", "bf16 GEMM weights laid out in tiles of 8 rows (one front-to-back stream per GEMV)",
-       tile_bf16_weights},
+      {"bf16-blocked", "bf16 GEMM weights in oneDNN's blocked layout (oneDNN matmul + one stream per GEMV)",
+       block_bf16_weights},
   };
   return passes;
 }

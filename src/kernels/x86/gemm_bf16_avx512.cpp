@@ -9,6 +9,8 @@
 //  * packed form (prefill): a panel of 32 weight rows x kKc is transposed once into an L1-sized buffer of
 //    k-pairs (pair p of row r at [p][r]), then a 12 x 32 register tile accumulates outer products: one
 //    broadcast pair of X (an embedded {1to16} memory operand) times two panel vectors per pair of vdpbf16ps.
+// And the decode GEMV over weights already in oneDNN's blocked layout (TensorLayout::kBf16Blocked64), whose
+// larger batches oneDNN's matmul takes (kernels/onednn_gemm.cpp).
 #include "kernels/x86/avx512_util.h"
 #include "kernels/x86/x86_kernels.h"
 
@@ -83,50 +85,49 @@ void dot_many(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint
   }
 }
 
-// ---- dot form over row tiles (TensorLayout::kBf16RowTiles) ----------------------------------------------
-// Row j of a tile has its block b at tile + b * 256 + j * 32; kp = k rounded up to 32 (the padding is zero, so
-// no masking). One tile is one contiguous stream, read front to back.
-constexpr int64_t kTileRows = 8;
-constexpr int64_t kTileBlock = kTileRows * 32;
+// ---- GEMV over blocked weights (TensorLayout::kBf16Blocked64) ------------------------------------------
+// Block j / 64 (64 weight rows) starts at w + j * kp and holds kp / 2 k-pairs of [64 rows][2] = 256 bytes, read
+// front to back: every pair is 4 vectors of 16 rows x 2 k, multiplied by one broadcast pair of each X row. No
+// horizontal sums; the padding (rows past n, columns past k) is zero, so no masking but on the store.
+constexpr int64_t kBlockRows = 64;
 
-// y[i, j] (i < MR, j < 8) over one tile; only rows j < valid are stored (the last tile may be partial).
 template <int MR>
-inline void dot_tile_tiled(const uint16_t* xb, int64_t ldxb, int64_t kp, const uint16_t* tile, float* y, int64_t ldy,
-                           const float* bias, int64_t valid) {
-  __m512 acc[MR][kTileRows];
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < kTileRows; ++j) acc[i][j] = _mm512_setzero_ps();
-  }
-  for (int64_t p = 0; p < kp; p += 32, tile += kTileBlock) {
-    __m512i xv[MR];
-    for (int i = 0; i < MR; ++i) xv[i] = _mm512_loadu_si512(xb + i * ldxb + p);
-    for (int j = 0; j < kTileRows; ++j) {
-      const __m512i wv = _mm512_load_si512(tile + j * 32);
-      for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], as_bh(wv), as_bh(xv[i]));
+void blocked_rows(const uint16_t* xb, int64_t ldxb, int64_t kp, const uint16_t* w, int64_t n, const float* bias,
+                  float* y, int64_t n0, int64_t n1) {
+  // One or two rows of X leave 4-8 accumulators, too few chains to cover vdpbf16ps's latency: they get a second
+  // set for the odd pairs, added at the end.
+  constexpr int kSets = MR <= 2 ? 2 : 1;
+  const auto* x32 = reinterpret_cast<const uint32_t*>(xb);
+  const int64_t ld32 = ldxb / 2, pairs = kp / 2;
+  for (int64_t j = n0; j < n1; j += kBlockRows) {
+    const uint16_t* block = w + j * kp;
+    __m512 acc[kSets][MR][4];
+    for (int s = 0; s < kSets; ++s) {
+      for (int i = 0; i < MR; ++i) {
+        for (int c = 0; c < 4; ++c) acc[s][i][c] = _mm512_setzero_ps();
+      }
     }
-  }
-  for (int i = 0; i < MR; ++i) {
-    if (valid == kTileRows) {
-      store_sums<kTileRows>(acc[i], y + i * ldy, bias);
-    } else {
-      for (int64_t j = 0; j < valid; ++j) y[i * ldy + j] = hsum(acc[i][j]) + (bias ? bias[j] : 0.0f);
+    for (int64_t p = 0; p < pairs; p += kSets, block += kSets * 2 * kBlockRows) {
+      for (int s = 0; s < kSets; ++s) {
+        __m512i wv[4];
+        for (int c = 0; c < 4; ++c) wv[c] = _mm512_load_si512(block + s * 2 * kBlockRows + c * 32);
+        for (int i = 0; i < MR; ++i) {
+          const __m512i xv = _mm512_set1_epi32(static_cast<int>(x32[i * ld32 + p + s]));
+          for (int c = 0; c < 4; ++c) acc[s][i][c] = _mm512_dpbf16_ps(acc[s][i][c], as_bh(wv[c]), as_bh(xv));
+        }
+      }
     }
-  }
-}
-
-// Rows of X in groups of MR against the tiles of weight rows [n0, n1) (n0 a multiple of 8). A tile (8 x k bf16:
-// 14 KiB at k = 896) stays in L1/L2 while every group of X rows reads it.
-template <int MR>
-void dot_tiles(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n, const float* bias,
-               float* y, int64_t n0, int64_t n1) {
-  const int64_t kp = (k + 31) / 32 * 32;
-  for (int64_t j = n0; j < n1; j += kTileRows) {
-    const uint16_t* tile = w + j * kp;  // tile j / 8 starts at (j / 8) * 8 * kp
-    const int64_t valid = n1 - j < kTileRows ? n1 - j : kTileRows;
-    const float* bj = bias ? bias + j : nullptr;
-    int64_t i = 0;
-    for (; i + MR <= m; i += MR) dot_tile_tiled<MR>(xb + i * ldxb, ldxb, kp, tile, y + i * n + j, n, bj, valid);
-    for (; i < m; ++i) dot_tile_tiled<1>(xb + i * ldxb, ldxb, kp, tile, y + i * n + j, n, bj, valid);
+    for (int c = 0; c < 4; ++c) {
+      const int64_t col = j + c * 16;
+      if (col >= n1) break;
+      const __mmask16 mask = tail_mask(n1 - col >= 16 ? 16 : n1 - col);
+      const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + col) : _mm512_setzero_ps();
+      for (int i = 0; i < MR; ++i) {
+        __m512 v = acc[0][i][c];
+        if constexpr (kSets == 2) v = _mm512_add_ps(v, acc[1][i][c]);
+        _mm512_mask_storeu_ps(y + i * n + col, mask, _mm512_add_ps(v, b));
+      }
+    }
   }
 }
 
@@ -148,14 +149,6 @@ struct RowMajorRows {
   int64_t k;
   __m512i load(int64_t row, int64_t col, __mmask32 mask) const {
     return _mm512_maskz_loadu_epi16(mask, w + row * k + col);
-  }
-};
-struct TiledRows {
-  const uint16_t* w;
-  int64_t kp;  // k rounded up to 32
-  __m512i load(int64_t row, int64_t col, __mmask32 mask) const {
-    return _mm512_maskz_loadu_epi16(
-        mask, w + (row / kTileRows) * kTileRows * kp + (col / 32) * kTileBlock + (row % kTileRows) * 32);
   }
 };
 // Int8 rows, converted to bf16 exactly (|q| <= 128 needs at most 8 significant bits, bf16 has 8).
@@ -292,13 +285,26 @@ void gemm_bf16_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, cons
   }
 }
 
-void gemm_bf16_tiles_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
-                          const float* bias, float* y, int64_t n0, int64_t n1) {
-  if (m >= kPackedMinRows) return packed_cols(xb, ldxb, m, k, TiledRows{w, (k + 31) / 32 * 32}, n, bias, y, n0, n1);
-  switch (m) {
-    case 1: return dot_tiles<1>(xb, ldxb, m, k, w, n, bias, y, n0, n1);
-    case 2: return dot_tiles<2>(xb, ldxb, m, k, w, n, bias, y, n0, n1);
-    default: return dot_tiles<3>(xb, ldxb, m, k, w, n, bias, y, n0, n1);
+void gemm_bf16_blocked_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                            const float* bias, float* y, int64_t n0, int64_t n1) {
+  const int64_t kp = (k + 31) / 32 * 32;
+  // Up to 7 rows in one pass over the weights (28 accumulators); more (only when oneDNN is not used) in passes
+  // of 4 rows.
+  int64_t i = 0;
+  if (m > 7) {
+    for (; m - i >= 4; i += 4) blocked_rows<4>(xb + i * ldxb, ldxb, kp, w, n, bias, y + i * n, n0, n1);
+  }
+  const uint16_t* x = xb + i * ldxb;
+  float* yi = y + i * n;
+  switch (m - i) {
+    case 7: return blocked_rows<7>(x, ldxb, kp, w, n, bias, yi, n0, n1);
+    case 6: return blocked_rows<6>(x, ldxb, kp, w, n, bias, yi, n0, n1);
+    case 5: return blocked_rows<5>(x, ldxb, kp, w, n, bias, yi, n0, n1);
+    case 4: return blocked_rows<4>(x, ldxb, kp, w, n, bias, yi, n0, n1);
+    case 3: return blocked_rows<3>(x, ldxb, kp, w, n, bias, yi, n0, n1);
+    case 2: return blocked_rows<2>(x, ldxb, kp, w, n, bias, yi, n0, n1);
+    case 1: return blocked_rows<1>(x, ldxb, kp, w, n, bias, yi, n0, n1);
+    default: return;
   }
 }
 

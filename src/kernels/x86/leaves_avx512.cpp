@@ -32,7 +32,7 @@ const LeafKernels kAvx512Bf16Leaves = {
     .attention_span = avx512::attention_span,
     .bf16_round_rows = avx512::bf16_round_rows,
     .gemm_bf16_cols = avx512::gemm_bf16_cols,
-    .gemm_bf16_tiles_cols = avx512::gemm_bf16_tiles_cols,
+    .gemm_bf16_blocked_cols = avx512::gemm_bf16_blocked_cols,
 };
 
 }  // namespace minfer::kernels

@@ -38,9 +38,10 @@ void gemm_bf16_cols_dot(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, 
                         const float* bias, float* y, int64_t n0, int64_t n1);
 void gemm_bf16_cols_packed(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                            const float* bias, float* y, int64_t n0, int64_t n1);
-// The same over weights in TensorLayout::kBf16RowTiles (n0 a multiple of 8).
-void gemm_bf16_tiles_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
-                          const float* bias, float* y, int64_t n0, int64_t n1);
+// The same over weights in TensorLayout::kBf16Blocked64 (n0 a multiple of 64): the decode GEMV, fastest for a
+// few rows (each block of weights is streamed once per group of 4 rows).
+void gemm_bf16_blocked_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
+                            const float* bias, float* y, int64_t n0, int64_t n1);
 // W8A16 prefill on the packed form: int8 weight rows [n, k] with one scale per row (symmetric), converted to bf16
 // exactly while packing; y = scales[j] * (Xb . q_j) + bias[j] for columns [n0, n1).
 void gemm_w8a16_bf16_packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const int8_t* q,
