@@ -21,7 +21,7 @@ namespace {
 
 constexpr size_t kColdBytes = size_t{256} << 20;
 
-std::vector<Tensor> make_weights(int64_t n, int64_t k, DType dtype, bool cold) {
+std::vector<Tensor> make_weights(int64_t n, int64_t k, DType dtype, bool cold, bool blocked = false) {
   const size_t bytes = dtype_bytes(dtype, static_cast<size_t>(n * k));
   const size_t copies = cold ? std::max<size_t>(1, kColdBytes / bytes) : 1;
   std::vector<Tensor> ws;
@@ -29,12 +29,12 @@ std::vector<Tensor> make_weights(int64_t n, int64_t k, DType dtype, bool cold) {
     Tensor w = Tensor::allocate(dtype, {n, k});
     auto* p = w.mutable_as<uint16_t>();
     for (size_t i = 0; i < static_cast<size_t>(n * k); ++i) p[i] = static_cast<uint16_t>(0x3c00u + (i * 7 + c) % 97);
-    ws.push_back(std::move(w));
+    ws.push_back(blocked ? to_bf16_blocked(w) : std::move(w));
   }
   return ws;
 }
 
-void BM_Gemm(benchmark::State& state, Isa isa, int64_t m, int64_t n, int64_t k, bool cold) {
+void BM_Gemm(benchmark::State& state, Isa isa, int64_t m, int64_t n, int64_t k, bool cold, bool blocked) {
   const KernelTable* table = kernel_table(isa);
   if (!table) {
     state.SkipWithError("ISA not supported on this CPU");
@@ -42,7 +42,7 @@ void BM_Gemm(benchmark::State& state, Isa isa, int64_t m, int64_t n, int64_t k, 
   }
   const int threads = static_cast<int>(state.range(0));
   ThreadPool pool(threads);
-  const std::vector<Tensor> ws = make_weights(n, k, DType::BF16, cold);
+  const std::vector<Tensor> ws = make_weights(n, k, DType::BF16, cold, blocked);
   std::vector<float> x(static_cast<size_t>(m * k), 0.01f), bias(static_cast<size_t>(n), 0.5f);
   std::vector<float> y(static_cast<size_t>(m * n));
   size_t c = 0;
@@ -110,17 +110,17 @@ int register_all() {
   for (Isa isa : {Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2}) {
     const std::string isa_s = isa_name(isa);
     for (const Shape& s : kShapes) {
-      benchmark::RegisterBenchmark(("gemv_bf16/" + isa_s + "/" + s.name).c_str(), BM_Gemm, isa, 1, s.n, s.k, true)
+      benchmark::RegisterBenchmark(("gemv_bf16/" + isa_s + "/" + s.name).c_str(), BM_Gemm, isa, 1, s.n, s.k, true, false)
           ->Arg(1)
           ->Arg(2)
           ->UseRealTime()
           ->MinTime(0.2);
     }
-    benchmark::RegisterBenchmark(("gemv_bf16_hot/" + isa_s + "/q_o").c_str(), BM_Gemm, isa, 1, 896, 896, false)
+    benchmark::RegisterBenchmark(("gemv_bf16_hot/" + isa_s + "/q_o").c_str(), BM_Gemm, isa, 1, 896, 896, false, false)
         ->Arg(1)
         ->UseRealTime()
         ->MinTime(0.2);
-    benchmark::RegisterBenchmark(("gemm_bf16_m512/" + isa_s + "/gate_up").c_str(), BM_Gemm, isa, 512, 4864, 896, false)
+    benchmark::RegisterBenchmark(("gemm_bf16_m512/" + isa_s + "/gate_up").c_str(), BM_Gemm, isa, 512, 4864, 896, false, false)
         ->Arg(1)
         ->Arg(2)
         ->UseRealTime()
@@ -128,10 +128,25 @@ int register_all() {
     // Batched decode: 8 and 32 rows of X against weights from DRAM (each weight byte should be read once).
     for (int64_t m : {8, 32}) {
       benchmark::RegisterBenchmark(("gemm_bf16_m" + std::to_string(m) + "/" + isa_s + "/gate_up").c_str(), BM_Gemm, isa,
-                                   m, 4864, 896, true)
+                                   m, 4864, 896, true, false)
           ->Arg(2)
           ->UseRealTime()
           ->MinTime(0.2);
+    }
+  }
+  // The engine's bf16 path: weights in the blocked layout (the bf16-blocked pass), own GEMV below 8 rows and
+  // oneDNN's matmul from 8, through the driver's column split (weights from DRAM except at 512 rows).
+  if (kernel_table(Isa::kAvx512Bf16)) {
+    for (int64_t m : {1, 4, 8, 16, 32, 64, 512}) {
+      for (const Shape& s : {kShapes[0], kShapes[3], kShapes[4]}) {
+        if (m == 512 && s.n > 10000) continue;  // the lm_head only runs on sampled rows
+        benchmark::RegisterBenchmark(("gemm_bf16_blocked/m" + std::to_string(m) + "/" + s.name).c_str(), BM_Gemm,
+                                     Isa::kAvx512Bf16, m, s.n, s.k, m != 512, true)
+            ->Arg(1)
+            ->Arg(2)
+            ->UseRealTime()
+            ->MinTime(0.2);
+      }
     }
   }
   for (bool packed : {false, true}) {
