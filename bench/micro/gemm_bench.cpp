@@ -110,7 +110,8 @@ int register_all() {
   for (Isa isa : {Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2}) {
     const std::string isa_s = isa_name(isa);
     for (const Shape& s : kShapes) {
-      benchmark::RegisterBenchmark(("gemv_bf16/" + isa_s + "/" + s.name).c_str(), BM_Gemm, isa, 1, s.n, s.k, true, false)
+      benchmark::RegisterBenchmark(("gemv_bf16/" + isa_s + "/" + s.name).c_str(), BM_Gemm, isa, 1, s.n, s.k, true,
+                                   false)
           ->Arg(1)
           ->Arg(2)
           ->UseRealTime()
@@ -120,7 +121,8 @@ int register_all() {
         ->Arg(1)
         ->UseRealTime()
         ->MinTime(0.2);
-    benchmark::RegisterBenchmark(("gemm_bf16_m512/" + isa_s + "/gate_up").c_str(), BM_Gemm, isa, 512, 4864, 896, false, false)
+    benchmark::RegisterBenchmark(("gemm_bf16_m512/" + isa_s + "/gate_up").c_str(), BM_Gemm, isa, 512, 4864, 896, false,
+                                 false)
         ->Arg(1)
         ->Arg(2)
         ->UseRealTime()

@@ -1,7 +1,8 @@
 // GEMM driver: checks the operands and splits the output columns (weight rows) across the pool in chunks
-// (multiples of 16), so each weight row is streamed exactly once, by whichever thread claims it. For bf16
-// weights on a leaf set with a bf16-activation GEMM, the activations are first rounded to bf16 once per call
-// (into a per-thread scratch that only grows), then every column chunk reads them from cache.
+// (multiples of 16; of 64 for blocked weights), so each weight row is streamed exactly once, by whichever thread
+// claims it. For bf16 weights on a leaf set with a bf16-activation GEMM, the activations are first rounded to
+// bf16 once per call (into a per-thread scratch that only grows), then every column chunk reads them from cache;
+// blocked weights go to the own GEMV or, from kOneDnnMinRows rows, to oneDNN's matmul per chunk.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
