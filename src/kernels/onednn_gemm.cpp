@@ -6,10 +6,13 @@
 #include "kernels/onednn_gemm.h"
 
 #include <omp.h>
+#include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <dnnl.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -78,7 +81,15 @@ Prepared& prepare(ThreadState& state, const Shape& shape) {
   auto& slot = state.prepared[shape];
   if (!slot) {
     try {
-      slot = std::make_unique<Prepared>(describe(shape.rows, shape.kp, shape.cols));
+      const auto pd = describe(shape.rows, shape.kp, shape.cols);
+      // oneDNN falls back to its reference loops where no optimised implementation takes the shape: correct but
+      // ~100x slower, so say so once instead of running slow in silence.
+      static std::atomic<bool> warned{false};
+      if (std::string_view(pd.impl_info_str()).starts_with("ref") && !warned.exchange(true)) {
+        spdlog::warn("oneDNN runs its reference matmul ({}) for {} x {} x {} bf16: expect slow prefill",
+                     pd.impl_info_str(), shape.rows, shape.kp, shape.cols);
+      }
+      slot = std::make_unique<Prepared>(pd);
     } catch (const dnnl::error& e) {
       fail("oneDNN matmul {} x {} x {} (bf16, blocked weights): {}", shape.rows, shape.kp, shape.cols, e.what());
     }

@@ -2,8 +2,10 @@
 // on random inputs of awkward sizes, weight types and column ranges.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -252,6 +254,22 @@ TEST(KernelsGemm, Bf16BlockedMatchesReference) {
   std::vector<float> y(32);
   EXPECT_THROW(kernel_table(Isa::kScalar)->gemm(p.x.data(), 2, 40, blocked, nullptr, y.data(), pool), Error);
   EXPECT_THROW(to_bf16_blocked(to_f32(p.w)), Error);
+}
+
+// Row buckets for oneDNN: never fewer rows than asked, exact up to 64, and few distinct shapes up to the largest
+// prefill chunk (each is a JIT-compiled primitive per thread).
+TEST(KernelsGemm, OneDnnRowBuckets) {
+  std::set<int64_t> shapes;
+  for (int64_t m = 1; m <= 8192; ++m) {
+    const int64_t rows = onednn_rows(m);
+    ASSERT_GE(rows, m);
+    if (m <= 64) {
+      ASSERT_EQ(rows, m);
+    }
+    ASSERT_LE(rows - m, std::max<int64_t>(15, m / 8)) << m;  // at most 1/5 padding from 65 rows on
+    shapes.insert(rows);
+  }
+  EXPECT_LE(shapes.size(), 64u + 28u + 120u);
 }
 
 // oneDNN's matmul from several threads at once (each keeps its own primitives and scratch), on shapes the other
