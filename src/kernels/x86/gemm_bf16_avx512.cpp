@@ -91,42 +91,73 @@ void dot_many(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint
 // horizontal sums; the padding (rows past n, columns past k) is zero, so no masking but on the store.
 constexpr int64_t kBlockRows = 64;
 
+// y[i, j..min(j + 64, n1)) for i < MR from the 64-row block at `block`. With `prefetch`, the next block's line at
+// the same offset is fetched into L2 as each pair row is read (the block-major loop below).
 template <int MR>
-void blocked_rows(const uint16_t* xb, int64_t ldxb, int64_t kp, const uint16_t* w, int64_t n, const float* bias,
-                  float* y, int64_t n0, int64_t n1) {
+inline void block_tile(const uint16_t* xb, int64_t ldxb, int64_t pairs, const uint16_t* block, const float* bias,
+                       float* y, int64_t n, int64_t j, int64_t n1, const uint16_t* prefetch) {
   // One or two rows of X leave 4-8 accumulators, too few chains to cover vdpbf16ps's latency: they get a second
   // set for the odd pairs, added at the end.
   constexpr int kSets = MR <= 2 ? 2 : 1;
   const auto* x32 = reinterpret_cast<const uint32_t*>(xb);
-  const int64_t ld32 = ldxb / 2, pairs = kp / 2;
+  const int64_t ld32 = ldxb / 2;
+  __m512 acc[kSets][MR][4];
+  for (int s = 0; s < kSets; ++s) {
+    for (int i = 0; i < MR; ++i) {
+      for (int c = 0; c < 4; ++c) acc[s][i][c] = _mm512_setzero_ps();
+    }
+  }
+  for (int64_t p = 0; p < pairs; p += kSets, block += kSets * 2 * kBlockRows) {
+    if (prefetch) {
+      for (int l = 0; l < 4 * kSets; ++l) _mm_prefetch(reinterpret_cast<const char*>(prefetch + l * 32), _MM_HINT_T1);
+      prefetch += kSets * 2 * kBlockRows;
+    }
+    for (int s = 0; s < kSets; ++s) {
+      __m512i wv[4];
+      for (int c = 0; c < 4; ++c) wv[c] = _mm512_load_si512(block + s * 2 * kBlockRows + c * 32);
+      for (int i = 0; i < MR; ++i) {
+        const __m512i xv = _mm512_set1_epi32(static_cast<int>(x32[i * ld32 + p + s]));
+        for (int c = 0; c < 4; ++c) acc[s][i][c] = _mm512_dpbf16_ps(acc[s][i][c], as_bh(wv[c]), as_bh(xv));
+      }
+    }
+  }
+  for (int c = 0; c < 4; ++c) {
+    const int64_t col = j + c * 16;
+    if (col >= n1) break;
+    const __mmask16 mask = tail_mask(n1 - col >= 16 ? 16 : n1 - col);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + col) : _mm512_setzero_ps();
+    for (int i = 0; i < MR; ++i) {
+      __m512 v = acc[0][i][c];
+      if constexpr (kSets == 2) v = _mm512_add_ps(v, acc[1][i][c]);
+      _mm512_mask_storeu_ps(y + i * n + col, mask, _mm512_add_ps(v, b));
+    }
+  }
+}
+
+// Row-group-major: MR (<= 7) rows of X in one pass over the weights [n0, n1), each block read once.
+template <int MR>
+void blocked_rows(const uint16_t* xb, int64_t ldxb, int64_t kp, const uint16_t* w, int64_t n, const float* bias,
+                  float* y, int64_t n0, int64_t n1) {
+  for (int64_t j = n0; j < n1; j += kBlockRows)
+    block_tile<MR>(xb, ldxb, kp / 2, w + j * kp, bias, y, n, j, n1, nullptr);
+}
+
+using BlockTileFn = void (*)(const uint16_t*, int64_t, int64_t, const uint16_t*, const float*, float*, int64_t, int64_t,
+                             int64_t, const uint16_t*);
+constexpr int kGroupRows = 6;  // 24 accumulators: 7 rows (28) measured slower once the block is re-read from L2
+constexpr BlockTileFn kBlockTile[kGroupRows + 1] = {nullptr,       block_tile<1>, block_tile<2>, block_tile<3>,
+                                                    block_tile<4>, block_tile<5>, block_tile<6>};
+
+// Block-major, for more rows than one pass holds: each 64-row block is read from memory once, by the first
+// group of 6 X rows (which also prefetches the next block into L2), and from L2 by the other groups.
+void blocked_many(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t kp, const uint16_t* w, int64_t n,
+                  const float* bias, float* y, int64_t n0, int64_t n1) {
   for (int64_t j = n0; j < n1; j += kBlockRows) {
     const uint16_t* block = w + j * kp;
-    __m512 acc[kSets][MR][4];
-    for (int s = 0; s < kSets; ++s) {
-      for (int i = 0; i < MR; ++i) {
-        for (int c = 0; c < 4; ++c) acc[s][i][c] = _mm512_setzero_ps();
-      }
-    }
-    for (int64_t p = 0; p < pairs; p += kSets, block += kSets * 2 * kBlockRows) {
-      for (int s = 0; s < kSets; ++s) {
-        __m512i wv[4];
-        for (int c = 0; c < 4; ++c) wv[c] = _mm512_load_si512(block + s * 2 * kBlockRows + c * 32);
-        for (int i = 0; i < MR; ++i) {
-          const __m512i xv = _mm512_set1_epi32(static_cast<int>(x32[i * ld32 + p + s]));
-          for (int c = 0; c < 4; ++c) acc[s][i][c] = _mm512_dpbf16_ps(acc[s][i][c], as_bh(wv[c]), as_bh(xv));
-        }
-      }
-    }
-    for (int c = 0; c < 4; ++c) {
-      const int64_t col = j + c * 16;
-      if (col >= n1) break;
-      const __mmask16 mask = tail_mask(n1 - col >= 16 ? 16 : n1 - col);
-      const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + col) : _mm512_setzero_ps();
-      for (int i = 0; i < MR; ++i) {
-        __m512 v = acc[0][i][c];
-        if constexpr (kSets == 2) v = _mm512_add_ps(v, acc[1][i][c]);
-        _mm512_mask_storeu_ps(y + i * n + col, mask, _mm512_add_ps(v, b));
-      }
+    const uint16_t* next = j + kBlockRows < n1 ? block + kBlockRows * kp : nullptr;
+    for (int64_t i = 0; i < m; i += kGroupRows) {
+      const int64_t rows = m - i < kGroupRows ? m - i : kGroupRows;
+      kBlockTile[rows](xb + i * ldxb, ldxb, kp / 2, block, bias, y + i * n, n, j, n1, i == 0 ? next : nullptr);
     }
   }
 }
@@ -288,23 +319,15 @@ void gemm_bf16_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, cons
 void gemm_bf16_blocked_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                             const float* bias, float* y, int64_t n0, int64_t n1) {
   const int64_t kp = (k + 31) / 32 * 32;
-  // Up to 7 rows in one pass over the weights (28 accumulators); more (only when oneDNN is not used) in passes
-  // of 4 rows.
-  int64_t i = 0;
-  if (m > 7) {
-    for (; m - i >= 4; i += 4) blocked_rows<4>(xb + i * ldxb, ldxb, kp, w, n, bias, y + i * n, n0, n1);
-  }
-  const uint16_t* x = xb + i * ldxb;
-  float* yi = y + i * n;
-  switch (m - i) {
-    case 7: return blocked_rows<7>(x, ldxb, kp, w, n, bias, yi, n0, n1);
-    case 6: return blocked_rows<6>(x, ldxb, kp, w, n, bias, yi, n0, n1);
-    case 5: return blocked_rows<5>(x, ldxb, kp, w, n, bias, yi, n0, n1);
-    case 4: return blocked_rows<4>(x, ldxb, kp, w, n, bias, yi, n0, n1);
-    case 3: return blocked_rows<3>(x, ldxb, kp, w, n, bias, yi, n0, n1);
-    case 2: return blocked_rows<2>(x, ldxb, kp, w, n, bias, yi, n0, n1);
-    case 1: return blocked_rows<1>(x, ldxb, kp, w, n, bias, yi, n0, n1);
-    default: return;
+  switch (m) {  // up to 7 rows in one pass over the weights (28 accumulators)
+    case 7: return blocked_rows<7>(xb, ldxb, kp, w, n, bias, y, n0, n1);
+    case 6: return blocked_rows<6>(xb, ldxb, kp, w, n, bias, y, n0, n1);
+    case 5: return blocked_rows<5>(xb, ldxb, kp, w, n, bias, y, n0, n1);
+    case 4: return blocked_rows<4>(xb, ldxb, kp, w, n, bias, y, n0, n1);
+    case 3: return blocked_rows<3>(xb, ldxb, kp, w, n, bias, y, n0, n1);
+    case 2: return blocked_rows<2>(xb, ldxb, kp, w, n, bias, y, n0, n1);
+    case 1: return blocked_rows<1>(xb, ldxb, kp, w, n, bias, y, n0, n1);
+    default: return blocked_many(xb, ldxb, m, kp, w, n, bias, y, n0, n1);
   }
 }
 
