@@ -82,8 +82,8 @@ Prepared& prepare(ThreadState& state, const Shape& shape) {
   if (!slot) {
     try {
       const auto pd = describe(shape.rows, shape.kp, shape.cols);
-      // oneDNN falls back to its reference loops where no optimised implementation takes the shape: correct but
-      // ~100x slower, so say so once instead of running slow in silence.
+      // oneDNN falls back to its reference loops where no optimised implementation takes the shape (strided
+      // operands did in oneDNN 2.6): correct but far slower, so say so once instead of running slow in silence.
       static std::atomic<bool> warned{false};
       if (std::string_view(pd.impl_info_str()).starts_with("ref") && !warned.exchange(true)) {
         spdlog::warn("oneDNN runs its reference matmul ({}) for {} x {} x {} bf16: expect slow prefill",
