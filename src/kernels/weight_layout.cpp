@@ -1,4 +1,6 @@
 // Re-laying bf16 weights for the GEMM that reads them fastest (TensorLayout, tensor/tensor.h).
+#include <algorithm>
+
 #include "base/error.h"
 #include "kernels/dispatch.h"
 #include "kernels/kernels.h"
@@ -15,12 +17,24 @@ Tensor to_bf16_blocked(const Tensor& w) {
   const int64_t kp = (k + 31) / 32 * 32;
   Tensor t = Tensor::allocate(DType::BF16, {(n + 63) / 64 * 64, kp});  // zero-filled: the padding stays 0
   const auto* src = w.as<uint16_t>();
-  auto* dst = t.mutable_as<uint16_t>();
-  // oneDNN's BA16a64b2a for W^T [kp, n]: element (row r of W, column c) sits in the block of rows r / 64, the
-  // sub-block of columns c / 16, at pair (c % 16) / 2, row r % 64, half c % 2.
-  for (int64_t r = 0; r < n; ++r) {
-    uint16_t* block = dst + (r / 64) * 64 * kp + (r % 64) * 2;
-    for (int64_t c = 0; c < k; ++c) block[(c / 16) * 1024 + (c % 16) / 2 * 128 + c % 2] = src[r * k + c];
+  auto* dst = reinterpret_cast<uint32_t*>(t.mutable_as<uint16_t>());
+  // oneDNN's BA16a64b2a for W^T [kp, n]: the pair (W[r, 2q], W[r, 2q + 1]) of row r sits in the block of rows
+  // r / 64, at pair q, row r % 64; the output is written front to back, pair by pair (the block's 64 source
+  // rows, 64 x k bf16, stay in cache meanwhile).
+  const int64_t pairs = k / 2;  // whole pairs; an odd k leaves a last column whose partner is padding
+  for (int64_t b = 0; b < (n + 63) / 64; ++b) {
+    const int64_t rows = std::min<int64_t>(64, n - b * 64);
+    uint32_t* out = dst + b * 64 * (kp / 2);
+    for (int64_t q = 0; q < kp / 2; ++q, out += 64) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const uint16_t* row = src + (b * 64 + r) * k;
+        if (q < pairs) {
+          out[r] = uint32_t{row[2 * q]} | (uint32_t{row[2 * q + 1]} << 16);
+        } else if (2 * q < k) {
+          out[r] = row[2 * q];  // odd k: the last column beside a zero
+        }
+      }
+    }
   }
   t.shape = {n, k};
   t.layout = TensorLayout::kBf16Blocked64;
