@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/leaf.h"
 
 namespace minfer::kernels {
 namespace {
@@ -107,7 +108,7 @@ int64_t onednn_rows(int64_t m) {
 
 void onednn_gemm_bf16_blocked_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                                    const float* bias, float* y, int64_t n0, int64_t n1) {
-  const int64_t kp = (k + 31) / 32 * 32;
+  const int64_t kp = bf16_row_stride(k);
   MINFER_CHECK(ldxb == kp && n0 % 64 == 0 && n0 < n1 && n1 <= n, "columns [{}, {}) of {}, ldxb {}", n0, n1, n, ldxb);
   const Shape shape{onednn_rows(m), kp, n1 - n0};
   ThreadState& state = thread_state();
@@ -134,7 +135,7 @@ void onednn_gemm_bf16_blocked_cols(const uint16_t* xb, int64_t ldxb, int64_t m, 
 
 const char* onednn_gemm_impl(int64_t m, int64_t k, int64_t n) {
   thread_local std::string name;
-  name = describe(onednn_rows(m), (k + 31) / 32 * 32, n).impl_info_str();
+  name = describe(onednn_rows(m), bf16_row_stride(k), n).impl_info_str();
   return name.c_str();
 }
 

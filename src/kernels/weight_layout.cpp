@@ -14,7 +14,7 @@ Tensor to_bf16_blocked(const Tensor& w) {
   if (w.dtype != DType::BF16 || w.rank() != 2 || w.layout != TensorLayout::kRowMajor || w.quant)
     fail("to_bf16_blocked: needs a row-major bf16 matrix, got {} {}", dtype_name(w.dtype), w.shape_string());
   const int64_t n = w.dim(0), k = w.dim(1);
-  const int64_t kp = (k + 31) / 32 * 32;
+  const int64_t kp = bf16_row_stride(k);
   Tensor t = Tensor::allocate(DType::BF16, {(n + 63) / 64 * 64, kp});  // zero-filled: the padding stays 0
   const auto* src = w.as<uint16_t>();
   auto* dst = reinterpret_cast<uint32_t*>(t.mutable_as<uint16_t>());

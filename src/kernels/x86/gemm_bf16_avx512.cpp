@@ -134,19 +134,12 @@ inline void block_tile(const uint16_t* xb, int64_t ldxb, int64_t pairs, const ui
   }
 }
 
-// Row-group-major: MR (<= 7) rows of X in one pass over the weights [n0, n1), each block read once.
-template <int MR>
-void blocked_rows(const uint16_t* xb, int64_t ldxb, int64_t kp, const uint16_t* w, int64_t n, const float* bias,
-                  float* y, int64_t n0, int64_t n1) {
-  for (int64_t j = n0; j < n1; j += kBlockRows)
-    block_tile<MR>(xb, ldxb, kp / 2, w + j * kp, bias, y, n, j, n1, nullptr);
-}
-
 using BlockTileFn = void (*)(const uint16_t*, int64_t, int64_t, const uint16_t*, const float*, float*, int64_t, int64_t,
                              int64_t, const uint16_t*);
-constexpr int kGroupRows = 6;  // 24 accumulators: 7 rows (28) measured slower once the block is re-read from L2
-constexpr BlockTileFn kBlockTile[kGroupRows + 1] = {nullptr,       block_tile<1>, block_tile<2>, block_tile<3>,
-                                                    block_tile<4>, block_tile<5>, block_tile<6>};
+constexpr int kOnePassRows = 7;  // 28 accumulators: up to 7 X rows read each block once, in one pass
+constexpr BlockTileFn kBlockTile[kOnePassRows + 1] = {nullptr,       block_tile<1>, block_tile<2>, block_tile<3>,
+                                                      block_tile<4>, block_tile<5>, block_tile<6>, block_tile<7>};
+constexpr int kGroupRows = 6;  // block-major groups: 7 rows measured slower once the block is re-read from L2
 
 // Block-major, for more rows than one pass holds: each 64-row block is read from memory once, by the first
 // group of 6 X rows (which also prefetches the next block into L2), and from L2 by the other groups.
@@ -319,16 +312,9 @@ void gemm_bf16_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, cons
 void gemm_bf16_blocked_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                             const float* bias, float* y, int64_t n0, int64_t n1) {
   const int64_t kp = (k + 31) / 32 * 32;
-  switch (m) {  // up to 7 rows in one pass over the weights (28 accumulators)
-    case 7: return blocked_rows<7>(xb, ldxb, kp, w, n, bias, y, n0, n1);
-    case 6: return blocked_rows<6>(xb, ldxb, kp, w, n, bias, y, n0, n1);
-    case 5: return blocked_rows<5>(xb, ldxb, kp, w, n, bias, y, n0, n1);
-    case 4: return blocked_rows<4>(xb, ldxb, kp, w, n, bias, y, n0, n1);
-    case 3: return blocked_rows<3>(xb, ldxb, kp, w, n, bias, y, n0, n1);
-    case 2: return blocked_rows<2>(xb, ldxb, kp, w, n, bias, y, n0, n1);
-    case 1: return blocked_rows<1>(xb, ldxb, kp, w, n, bias, y, n0, n1);
-    default: return blocked_many(xb, ldxb, m, kp, w, n, bias, y, n0, n1);
-  }
+  if (m <= 0) return;
+  if (m > kOnePassRows) return blocked_many(xb, ldxb, m, kp, w, n, bias, y, n0, n1);
+  for (int64_t j = n0; j < n1; j += kBlockRows) kBlockTile[m](xb, ldxb, kp / 2, w + j * kp, bias, y, n, j, n1, nullptr);
 }
 
 void gemm_w8a16_bf16_packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const int8_t* q,
