@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/leaf.h"
+#include "kernels/onednn_gemm.h"
 #include "kernels/x86/x86_kernels.h"
 #include "tensor/tensor.h"
 
@@ -106,6 +108,27 @@ void BM_StrategyBf16(benchmark::State& state, bool packed) {
                          benchmark::Counter::kIsRate);
 }
 
+// The two leaves over the blocked layout on one thread, all columns, weights from DRAM: the own block-major
+// kernel against oneDNN's matmul at batched-decode row counts (which one the driver picks: kOneDnnMinRows).
+void BM_BlockedLeaf(benchmark::State& state, bool onednn, int64_t n, int64_t k, bool cold = true) {
+  if (!kernel_table(Isa::kAvx512Bf16)) return state.SkipWithError("needs AVX-512-BF16");
+  const int64_t m = state.range(0), ldxb = bf16_row_stride(k), rows = onednn ? onednn_rows(m) : m;
+  const std::vector<Tensor> ws = make_weights(n, k, DType::BF16, cold, true);
+  std::vector<float> x(static_cast<size_t>(m * k), 0.01f), y(static_cast<size_t>(m * n));
+  std::vector<uint16_t> xb(static_cast<size_t>(rows * ldxb));
+  avx512::bf16_round_rows(x.data(), m, k, xb.data(), ldxb);
+  const auto fn = onednn ? onednn_gemm_bf16_blocked_cols : avx512::gemm_bf16_blocked_cols;
+  size_t c = 0;
+  for (auto _ : state) {
+    fn(xb.data(), ldxb, m, k, static_cast<const uint16_t*>(ws[c].data), n, nullptr, y.data(), 0, n);
+    benchmark::DoNotOptimize(y.data());
+    c = c + 1 == ws.size() ? 0 : c + 1;
+  }
+  state.counters["GFLOPS"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(m * n * k) * 1e-9,
+                         benchmark::Counter::kIsRate);
+}
+
 int register_all() {
   for (Isa isa : {Isa::kAvx512Bf16, Isa::kAvx512, Isa::kAvx2}) {
     const std::string isa_s = isa_name(isa);
@@ -150,6 +173,23 @@ int register_all() {
             ->MinTime(0.2);
       }
     }
+  }
+  for (bool onednn : {false, true}) {
+    for (const Shape& s : {kShapes[0], kShapes[4]}) {
+      benchmark::RegisterBenchmark((std::string("blocked_leaf/") + (onednn ? "onednn/" : "own/") + s.name).c_str(),
+                                   BM_BlockedLeaf, onednn, s.n, s.k, true)
+          ->Arg(8)
+          ->Arg(16)
+          ->Arg(32)
+          ->Arg(64)
+          ->UseRealTime()
+          ->MinTime(0.2);
+    }
+    benchmark::RegisterBenchmark((std::string("blocked_leaf_hot/") + (onednn ? "onednn" : "own")).c_str(),
+                                 BM_BlockedLeaf, onednn, 512, 896, false)
+        ->Arg(32)
+        ->UseRealTime()
+        ->MinTime(0.2);
   }
   for (bool packed : {false, true}) {
     benchmark::RegisterBenchmark(packed ? "strategy_bf16/packed" : "strategy_bf16/dot", BM_StrategyBf16, packed)

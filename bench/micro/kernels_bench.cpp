@@ -2,6 +2,7 @@
 // long context and a prefill chunk), RMSNorm, SiLU*mul, softmax over the vocabulary.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,18 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, i
   const int64_t pages_per_seq = (ctx + kPage - 1) / kPage;
   const size_t row = kKvHeads * kHeadDim;
   const size_t pool_elems = static_cast<size_t>(layers * seqs * pages_per_seq * kPage) * row;
-  std::vector<float> kp(pool_elems, 0.01f), vp = kp;
-  std::vector<uint16_t> kp16(pool_elems, 0x3c24), vp16 = kp16;  // bf16 0.01
+  // Pools as the engine's KvCache holds them: on transparent huge pages.
+  const auto elems = static_cast<int64_t>(pool_elems);
+  Tensor kpt = Tensor::allocate(DType::F32, {elems}), vpt = Tensor::allocate(DType::F32, {elems});
+  Tensor kpt16 = Tensor::allocate(DType::BF16, {elems}), vpt16 = Tensor::allocate(DType::BF16, {elems});
+  float* kp = kpt.mutable_as<float>();
+  float* vp = vpt.mutable_as<float>();
+  auto* kp16 = kpt16.mutable_as<uint16_t>();
+  auto* vp16 = vpt16.mutable_as<uint16_t>();
+  std::fill(kp, kp + pool_elems, 0.01f);
+  std::fill(vp, vp + pool_elems, 0.01f);
+  std::fill(kp16, kp16 + pool_elems, uint16_t{0x3c24});  // bf16 0.01
+  std::fill(vp16, vp16 + pool_elems, uint16_t{0x3c24});
   std::vector<int32_t> q_start, q_lens, ctx_lens, tables;
   for (int64_t s = 0; s < seqs; ++s) {
     q_start.push_back(static_cast<int32_t>(s * q_len));
@@ -37,9 +48,8 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, i
   std::vector<KvLayerView> caches;
   for (int l = 0; l < layers; ++l) {
     const size_t at = pool_elems / static_cast<size_t>(layers) * static_cast<size_t>(l);
-    caches.push_back(kv_dtype == DType::BF16
-                         ? KvLayerView{kp16.data() + at, vp16.data() + at, kPage, kKvHeads, kHeadDim, DType::BF16}
-                         : KvLayerView{kp.data() + at, vp.data() + at, kPage, kKvHeads, kHeadDim});
+    caches.push_back(kv_dtype == DType::BF16 ? KvLayerView{kp16 + at, vp16 + at, kPage, kKvHeads, kHeadDim, DType::BF16}
+                                             : KvLayerView{kp + at, vp + at, kPage, kKvHeads, kHeadDim});
   }
   const AttentionBatch batch{seqs, q_start.data(), q_lens.data(), ctx_lens.data(), tables.data(), pages_per_seq};
   for (auto _ : state) {
@@ -112,6 +122,11 @@ int register_all() {
                                    32, 400, 1, kv, 24)
           ->Arg(1)
           ->Arg(2)
+          ->UseRealTime()
+          ->MinTime(0.1);
+      benchmark::RegisterBenchmark(("attention_decode/" + s + "/seqs32_ctx400_1layer" + d).c_str(), BM_Attention, isa,
+                                   32, 400, 1, kv, 1)
+          ->Arg(1)
           ->UseRealTime()
           ->MinTime(0.1);
       benchmark::RegisterBenchmark(("attention_prefill/" + s + "/chunk256_ctx512" + d).c_str(), BM_Attention, isa, 1,

@@ -129,29 +129,43 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
   const Item* const item_list = items.data();
   std::atomic<int64_t> next{0};
 
+  // Fills `span` for item i.
+  auto make_span = [&](int64_t i, AttentionSpan& span) {
+    const Item& it = item_list[i];
+    const int64_t q_len = batch.q_len[it.seq];
+    const int64_t row = batch.q_start[it.seq] + it.t0;
+    span.q = q + row * heads * hd;
+    span.out = out + row * heads * hd;
+    span.heads = heads;
+    span.kv_head = it.kv_head;
+    span.head_begin = it.head_begin;
+    span.head_end = it.head_end;
+    span.first_pos = batch.context_len[it.seq] - q_len + it.t0;
+    span.ntok = it.ntok;
+    span.block_table = batch.block_tables + it.seq * batch.max_blocks_per_seq;
+    span.scale = scale;
+    span.ctx_begin = it.ctx_begin;
+    span.ctx_end = it.ctx_end;
+    span.partial = it.partial >= 0 ? partial_base + it.partial : nullptr;
+  };
   auto body = [&]() {
     thread_local std::vector<float> scratch;
     const size_t need = attention_scratch_floats(kAttentionMaxSpanTokens * heads_per_part, hd, ps);
     if (scratch.size() < need) scratch.resize(need);
-    for (int64_t i = next.fetch_add(1); i < num_items; i = next.fetch_add(1)) {
-      const Item& it = item_list[i];
-      const int64_t q_len = batch.q_len[it.seq];
-      const int64_t row = batch.q_start[it.seq] + it.t0;
-      AttentionSpan span;
-      span.q = q + row * heads * hd;
-      span.out = out + row * heads * hd;
-      span.heads = heads;
-      span.kv_head = it.kv_head;
-      span.head_begin = it.head_begin;
-      span.head_end = it.head_end;
-      span.first_pos = batch.context_len[it.seq] - q_len + it.t0;
-      span.ntok = it.ntok;
-      span.block_table = batch.block_tables + it.seq * batch.max_blocks_per_seq;
-      span.scale = scale;
-      span.ctx_begin = it.ctx_begin;
-      span.ctx_end = it.ctx_end;
-      span.partial = it.partial >= 0 ? partial_base + it.partial : nullptr;
+    // Each thread claims its next item one ahead, so the leaf can prefetch that item's first keys.
+    AttentionSpan spans[2];
+    int64_t i = next.fetch_add(1);
+    if (i < num_items) make_span(i, spans[0]);
+    for (int cur = 0; i < num_items; cur ^= 1) {
+      const int64_t j = next.fetch_add(1);
+      AttentionSpan& span = spans[cur];
+      span.next = nullptr;
+      if (j < num_items) {
+        make_span(j, spans[cur ^ 1]);
+        span.next = &spans[cur ^ 1];
+      }
       leaf(cache, span, scratch.data());
+      i = j;
     }
   };
   if (num_items == 1 || threads == 1) {

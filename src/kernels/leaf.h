@@ -55,17 +55,22 @@ struct AttentionSpan {
   // the scaled scores, the sum of exp(score - max), then head_dim floats of sum exp(score - max) * v. A row
   // with no position in the range gets max -inf and zero sums. The driver merges the parts.
   float* partial = nullptr;
+  // The span this thread runs next, if known: a leaf may request its first keys while finishing this one (its
+  // pages lie elsewhere in the pool, where no hardware prefetcher would look). A hint only.
+  const AttentionSpan* next = nullptr;
 };
 // Spans are at most this many tokens, so a leaf's per-row state fits its scratch.
 inline constexpr int64_t kAttentionMaxSpanTokens = 16;
 // scratch: attention_scratch_floats(...) floats, 64-byte aligned, owned by the calling thread.
 using AttentionSpanFn = void (*)(const KvLayerView& cache, const AttentionSpan& span, float* scratch);
-// Scratch the driver gives a leaf for a span of `rows` = tokens x heads: room for a running max and sum, an
-// accumulator and 16 key weights per row, two pages of scores, and a 16-key block of keys and one of values.
-// Leaves lay it out themselves within this size.
+// Keys per online-softmax step of the AVX-512 leaf: it keeps this many scores (then weights) per row.
+inline constexpr int64_t kAttentionBlockKeys = 128;
+// Scratch the driver gives a leaf for a span of `rows` = tokens x heads: room for a running max, sum and
+// correction, an accumulator and kAttentionBlockKeys scores per row, two pages of scores, and two 16-key
+// blocks of keys or values. Leaves lay it out themselves within this size.
 constexpr size_t attention_scratch_floats(int64_t rows, int64_t head_dim, int64_t page_size) {
   const auto pad = [](int64_t v) { return static_cast<size_t>((v + 15) / 16 * 16); };
-  return pad(rows) * (2 + pad(head_dim) + 16) + pad(page_size) * 2 + pad(head_dim) * 16 * 2;
+  return pad(rows) * (3 + pad(head_dim) + kAttentionBlockKeys) + pad(page_size) * 2 + pad(head_dim) * 16 * 2;
 }
 
 struct LeafKernels {

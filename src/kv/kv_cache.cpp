@@ -1,5 +1,9 @@
 #include "kv/kv_cache.h"
 
+#include <sys/mman.h>
+
+#include <cstdint>
+
 #include "base/error.h"
 
 namespace minfer {
@@ -11,20 +15,31 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   const int64_t per_layer =
       shape.num_pages * shape.page_size * shape.kv_heads * shape.head_dim * shape.element_bytes();  // bytes
   const size_t bytes = static_cast<size_t>(2 * shape.num_layers * per_layer);
-  storage_.reset(static_cast<unsigned char*>(std::calloc(bytes, 1)));
-  if (!storage_)
+  constexpr size_t kHugePage = size_t{2} << 20;
+  storage_.bytes = bytes + kHugePage;
+  void* base =
+      ::mmap(nullptr, storage_.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED)
     fail("cannot allocate the KV cache: {} MiB ({} pages); lower the KV budget or max_model_len", bytes >> 20,
          shape.num_pages);
+  storage_.base = base;
+  const auto addr = reinterpret_cast<uintptr_t>(base);
+  data_ = static_cast<unsigned char*>(base) + (kHugePage - addr % kHugePage) % kHugePage;
+  ::madvise(data_, bytes, MADV_HUGEPAGE);  // advice only: ignored where THP is off
   for (int64_t l = 0; l < shape.num_layers; ++l) {
     kernels::KvLayerView v;
-    v.k = storage_.get() + (2 * l) * per_layer;
-    v.v = storage_.get() + (2 * l + 1) * per_layer;
+    v.k = data_ + (2 * l) * per_layer;
+    v.v = data_ + (2 * l + 1) * per_layer;
     v.page_size = shape.page_size;
     v.kv_heads = shape.kv_heads;
     v.head_dim = shape.head_dim;
     v.dtype = shape.dtype;
     views_.push_back(v);
   }
+}
+
+KvCache::Mapping::~Mapping() {
+  if (base) ::munmap(base, bytes);
 }
 
 PageAllocator::PageAllocator(int64_t num_pages)

@@ -4,8 +4,8 @@
 // live page.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -33,13 +33,21 @@ class KvCache {
   const std::vector<kernels::KvLayerView>& layers() const { return views_; }
 
  private:
-  struct FreeDeleter {
-    void operator()(unsigned char* p) const { std::free(p); }
+  // The pool's memory: an anonymous mapping, zero-filled by the OS and committed only as pages are first
+  // written (a generous budget costs no start-up time and no memory until it is used), on 2 MiB boundaries
+  // with transparent huge pages requested: a step's attention reads pages scattered over the whole pool, and
+  // with 4 KiB pages every 16-token page of a layer would be a TLB miss (a two-level walk under a hypervisor).
+  struct Mapping {
+    void* base = nullptr;
+    size_t bytes = 0;
+    Mapping() = default;
+    Mapping(const Mapping&) = delete;
+    Mapping& operator=(const Mapping&) = delete;
+    ~Mapping();
   };
   KvCacheShape shape_;
-  // calloc: a large pool is mapped zero-filled by the OS and committed only as pages are first written, so
-  // a generous budget costs no start-up time and no memory until it is used.
-  std::unique_ptr<unsigned char[], FreeDeleter> storage_;
+  Mapping storage_;
+  unsigned char* data_ = nullptr;  // storage_.base rounded up to 2 MiB
   std::vector<kernels::KvLayerView> views_;
 };
 
