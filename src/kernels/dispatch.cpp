@@ -40,7 +40,7 @@ struct Ops {
     run_paged_attention(L->attention_span, q, out, heads, cache, batch, scale, pool);
   }
   static KernelTable table(Isa isa) {
-    // kv_write is a pair of memcpy per token: one implementation serves every ISA.
+    // kv_write only stores (K scattered by the transposed layout, V a copy): one implementation serves every ISA.
     return KernelTable{.isa = isa,
                        .name = L->name,
                        .gemm = gemm,
@@ -121,6 +121,9 @@ void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out) {
 }
 void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens) {
   active_kernels().kv_write(cache, k, v, slot_mapping, tokens);
+}
+void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, const float* v, int64_t slot) {
+  ref::kv_write_head(cache, kv_head, k, v, slot);  // stores only: one implementation serves every ISA
 }
 void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
                      float scale, ThreadPool& pool) {

@@ -44,9 +44,13 @@ void softmax(float* x, int64_t rows, int64_t cols);
 void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);
 
 // ---- Paged KV cache and attention --------------------------------------------------------------------
-// One layer's cache: k and v pools of [num_pages, page_size, kv_heads, head_dim] elements of `dtype` (F32, or
+// One layer's cache: k and v pools of num_pages pages of page_size token slots, elements of `dtype` (F32, or
 // BF16 to halve the KV memory; attention always computes in f32). Token slot s lives in page s / page_size at
-// offset s % page_size.
+// offset t = s % page_size. Within a page every kv head has its own block of page_size x head_dim elements
+// (head_block), so one head's keys of a page are contiguous for the attention that reads them:
+//  * keys transposed: element d of key t at d * page_size + t, so one vector load reads a dimension of 16
+//    consecutive keys and the scores of 16 keys are 16-wide FMAs with no transpose or horizontal sum;
+//  * values row by row: element d of value t at t * head_dim + d, the row a weighted sum of values adds.
 struct KvLayerView {
   void* k = nullptr;
   void* v = nullptr;
@@ -54,11 +58,17 @@ struct KvLayerView {
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   DType dtype = DType::F32;
+
+  // Element offset of kv head g's block in page `page` (the same in the k and v pools).
+  int64_t head_block(int64_t page, int64_t g) const { return (page * kv_heads + g) * page_size * head_dim; }
 };
 
 // Writes k, v [tokens, kv_heads, head_dim] (f32; rounded to nearest even for a bf16 cache) into the cache at
 // slot_mapping[t] (negative slot: skip).
 void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens);
+// Writes one kv head's K and V vectors (head_dim f32 each) of one token at `slot` (negative: skip), rounded as
+// kv_write rounds: the fused QKV GEMM's epilogue writes each head as its columns are done.
+void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, const float* v, int64_t slot);
 
 // The sequences of one batch, as flat arrays of length num_seqs. Sequence s owns queries
 // [q_start[s], q_start[s] + q_len[s]) of q; they sit at absolute positions

@@ -1,5 +1,6 @@
-// The paged KV cache pool: for every layer, K and V arrays of [num_pages, page_size, kv_heads, head_dim] f32
-// or bf16 (half the memory; attention still computes in f32), allocated once. Sequences address it through block tables
+// The paged KV cache pool: for every layer, K and V pools of num_pages pages (each page_size x kv_heads x
+// head_dim elements in the layout of kernels::KvLayerView) of f32 or bf16 (half the memory; attention still
+// computes in f32), allocated once. Sequences address it through block tables
 // of page ids; page 0 is a reserved null page that is never handed out, so a zeroed block table entry can never alias a
 // live page.
 #pragma once

@@ -30,7 +30,7 @@ struct Batch {
   std::vector<int32_t> q_start, q_len, context_len, block_tables;
   int64_t max_blocks = 0;
   int64_t tokens = 0;
-  // Per sequence, its whole context [ctx, kv_heads, head_dim] as the cache holds it (bf16-rounded for bf16).
+  // Per sequence, its whole context [ctx, kv_heads, head_dim] (bf16-rounded for bf16): what the cache holds.
   std::vector<std::vector<float>> dense_k, dense_v;
   KvLayerView view() {
     if (dtype == DType::BF16) return KvLayerView{k_bf16.data(), v_bf16.data(), page_size, kv_heads, head_dim, dtype};
@@ -252,35 +252,43 @@ TEST(KernelsAttention, KvWriteRoundsToBf16) {
   std::vector<uint16_t> kp(static_cast<size_t>(2 * page_size * head_dim), 0), vp = kp;
   const KvLayerView view{kp.data(), vp.data(), page_size, kv_heads, head_dim, DType::BF16};
   const std::vector<float> k = {1.0f, 1.00390625f, -3.3f, 65504.0f}, v = {0.1f, -0.2f, 0.3f, 1e-3f};
-  const std::vector<int64_t> slots = {9};
+  const std::vector<int64_t> slots = {9};  // page 1, place 1
   for (const KernelTable* t : available_tables()) {
     t->kv_write(view, k.data(), v.data(), slots.data(), 1);
     for (int d = 0; d < 4; ++d) {
-      EXPECT_EQ(kp[static_cast<size_t>(9 * 4 + d)], f32_to_bf16(k[static_cast<size_t>(d)])) << t->name;
-      EXPECT_EQ(vp[static_cast<size_t>(9 * 4 + d)], f32_to_bf16(v[static_cast<size_t>(d)])) << t->name;
+      EXPECT_EQ(kp[static_cast<size_t>(32 + d * 8 + 1)], f32_to_bf16(k[static_cast<size_t>(d)])) << t->name;
+      EXPECT_EQ(vp[static_cast<size_t>(32 + 1 * 4 + d)], f32_to_bf16(v[static_cast<size_t>(d)])) << t->name;
     }
   }
 }
 
-TEST(KernelsAttention, KvWriteSkipsNegativeSlots) {
+// The page layout, element by element: per page and kv head a block of page_size x head_dim, keys transposed
+// (element d of the page's key t at d * page_size + t), values row by row (t * head_dim + d).
+TEST(KernelsAttention, KvWriteLaysOutPagesByHead) {
   const int64_t kv_heads = 2, head_dim = 3, page_size = 4, pages = 2;
   std::vector<float> kp(static_cast<size_t>(pages * page_size * kv_heads * head_dim), 0.0f);
   std::vector<float> vp = kp;
   const KvLayerView view{kp.data(), vp.data(), page_size, kv_heads, head_dim};
-  std::vector<float> k(3 * 6), v(3 * 6);
+  std::vector<float> k(3 * 6), v(3 * 6);  // 3 tokens x 2 heads x 3
   std::iota(k.begin(), k.end(), 1.0f);
   std::iota(v.begin(), v.end(), 100.0f);
-  const std::vector<int64_t> slots = {5, -1, 0};
+  const std::vector<int64_t> slots = {5, -1, 0};  // token 0 -> page 1 place 1; token 1 skipped; token 2 -> page 0
   for (const KernelTable* t : available_tables()) {
     std::fill(kp.begin(), kp.end(), 0.0f);
     std::fill(vp.begin(), vp.end(), 0.0f);
     t->kv_write(view, k.data(), v.data(), slots.data(), 3);
-    for (int d = 0; d < 6; ++d) {
-      EXPECT_EQ(kp[static_cast<size_t>(5 * 6 + d)], k[static_cast<size_t>(d)]);
-      EXPECT_EQ(vp[static_cast<size_t>(5 * 6 + d)], v[static_cast<size_t>(d)]);
-      EXPECT_EQ(kp[static_cast<size_t>(d)], k[static_cast<size_t>(12 + d)]);
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      for (int64_t d = 0; d < head_dim; ++d) {
+        const auto src = static_cast<size_t>(g * head_dim + d);
+        EXPECT_EQ(kp[static_cast<size_t>(view.head_block(1, g) + d * page_size + 1)], k[src]) << t->name;
+        EXPECT_EQ(vp[static_cast<size_t>(view.head_block(1, g) + 1 * head_dim + d)], v[src]) << t->name;
+        EXPECT_EQ(kp[static_cast<size_t>(view.head_block(0, g) + d * page_size + 0)], k[12 + src]) << t->name;
+        EXPECT_EQ(vp[static_cast<size_t>(view.head_block(0, g) + d)], v[12 + src]) << t->name;
+      }
     }
+    EXPECT_EQ(view.head_block(1, 1), 36);
     EXPECT_EQ(std::count(kp.begin(), kp.end(), 0.0f), static_cast<long>(kp.size()) - 12) << t->name;
+    EXPECT_EQ(std::count(vp.begin(), vp.end(), 0.0f), static_cast<long>(vp.size()) - 12) << t->name;
   }
 }
 

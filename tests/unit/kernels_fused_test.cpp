@@ -269,8 +269,8 @@ TEST(FusedKernels, WriteKvHeadEqualsWholeRowWrite) {
     heads.v = vh.data();
     const int64_t slot = 7;
     t->kv_write(whole, k.data(), v.data(), &slot, 1);
-    for (int64_t g = 0; g < kv_heads; ++g) write_kv_head(*t, heads, g, k.data() + g * hd, v.data() + g * hd, slot);
-    write_kv_head(*t, heads, 0, k.data(), v.data(), -1);  // negative slot: nothing written
+    for (int64_t g = 0; g < kv_heads; ++g) kv_write_head(heads, g, k.data() + g * hd, v.data() + g * hd, slot);
+    kv_write_head(heads, 0, k.data(), v.data(), -1);  // negative slot: nothing written
     EXPECT_EQ(kh, kw);
     EXPECT_EQ(vh, vw);
   }

@@ -99,11 +99,12 @@ TEST(KernelsReference, AttentionByHand) {
   // One kv head of dim 2, pages of 2 tokens, pages stored out of order (table {1, 0}).
   // Keys: k0 = (0, 0), k1 = (ln 3, 0), k2 = (0, 0); values v_j = (j, 10 j).
   std::vector<float> kp(8, 0.0f), vp(8, 0.0f);
+  // Page p, place t: key element d at p * 4 + d * 2 + t (transposed), value element d at p * 4 + t * 2 + d.
   auto put = [&](int pos, float k0, float v0, float v1) {
-    const int slot = (pos / 2 == 0 ? 1 : 0) * 2 + pos % 2;
-    kp[static_cast<size_t>(slot * 2)] = k0;
-    vp[static_cast<size_t>(slot * 2)] = v0;
-    vp[static_cast<size_t>(slot * 2 + 1)] = v1;
+    const int page = pos / 2 == 0 ? 1 : 0, t = pos % 2;
+    kp[static_cast<size_t>(page * 4 + t)] = k0;
+    vp[static_cast<size_t>(page * 4 + t * 2)] = v0;
+    vp[static_cast<size_t>(page * 4 + t * 2 + 1)] = v1;
   };
   put(0, 0.0f, 0.0f, 0.0f);
   put(1, std::log(3.0f), 1.0f, 10.0f);

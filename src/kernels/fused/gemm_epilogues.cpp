@@ -35,7 +35,7 @@ void apply_rope_kv_write(const void* ctx, float* y, int64_t m, int64_t n, int64_
     for (int64_t r = 0; r < m; ++r) {
       float* k = y + r * n + c;
       rope(k, e.positions + r, 1, 1, hd, e.inv_freq, e.half_rot, e.style);
-      write_kv_head(*e.table, e.cache, g, k, k + hd, e.slot_mapping[r]);
+      kv_write_head(e.cache, g, k, k + hd, e.slot_mapping[r]);
     }
   }
   // Query heads [h0, h1) of this tile.
@@ -57,16 +57,5 @@ GemmEpilogue ResidualEpilogue::as_epilogue() const { return GemmEpilogue{apply_r
 GemmEpilogue SiluMulEpilogue::as_epilogue() const { return GemmEpilogue{apply_silu_mul, this, 2 * block}; }
 
 GemmEpilogue RopeKvWriteEpilogue::as_epilogue() const { return GemmEpilogue{apply_rope_kv_write, this, 2 * head_dim}; }
-
-void write_kv_head(const KernelTable& table, const KvLayerView& cache, int64_t kv_head, const float* k, const float* v,
-                   int64_t slot) {
-  if (slot < 0) return;
-  // Slot s, head g of a [slots, kv_heads, head_dim] pool is slot s * kv_heads + g of a one-head pool.
-  KvLayerView one = cache;
-  one.kv_heads = 1;
-  one.page_size = cache.page_size * cache.kv_heads;
-  const int64_t head_slot = slot * cache.kv_heads + kv_head;
-  table.kv_write(one, k, v, &head_slot, 1);
-}
 
 }  // namespace minfer::kernels::fused

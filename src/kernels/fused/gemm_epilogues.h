@@ -35,7 +35,7 @@ struct SiluMulEpilogue {
 // K and Q heads at the rows' positions, K and V written to the paged cache at the rows' slots, roped Q copied
 // to q_out [m, heads * head_dim] (the layout paged attention reads).
 struct RopeKvWriteEpilogue {
-  const KernelTable* table = nullptr;     // rope leaf and kv_write
+  const KernelTable* table = nullptr;     // the rope leaf
   const int32_t* positions = nullptr;     // [m]
   const int64_t* slot_mapping = nullptr;  // [m], negative = do not cache
   KvLayerView cache;
@@ -47,10 +47,5 @@ struct RopeKvWriteEpilogue {
   float* q_out = nullptr;
   GemmEpilogue as_epilogue() const;
 };
-
-// Writes one kv head's K and V vectors (head_dim f32 each) of one token into the cache at `slot`, through the
-// cache's own kv_write (so a bf16 cache rounds the same way), by viewing the head as a one-head cache.
-void write_kv_head(const KernelTable& table, const KvLayerView& cache, int64_t kv_head, const float* k, const float* v,
-                   int64_t slot);
 
 }  // namespace minfer::kernels::fused

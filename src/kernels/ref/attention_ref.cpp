@@ -1,5 +1,6 @@
 // Reference paged attention: for each (token, head) all scores over the context (or the span's range of it),
-// then a two-pass softmax and the weighted sum of values; f32 or bf16 KV. Also the reference KV-cache write.
+// then a two-pass softmax and the weighted sum of values; f32 or bf16 KV, in the page layout of KvLayerView.
+// Also the KV-cache write (the only one: it only stores).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,32 +19,40 @@ float kv_at(const void* pool, DType dtype, int64_t i) {
   return dtype == DType::BF16 ? bf16_to_f32(static_cast<const uint16_t*>(pool)[i]) : static_cast<const float*>(pool)[i];
 }
 
-void put_row(void* pool, DType dtype, int64_t slot_offset, const float* src, int64_t n) {
-  if (dtype == DType::BF16) {
-    uint16_t* dst = static_cast<uint16_t*>(pool) + slot_offset;
-    for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
-  } else {
-    std::memcpy(static_cast<float*>(pool) + slot_offset, src, static_cast<size_t>(n) * sizeof(float));
+// pool[offset + i * step] = src[i] for i < n, rounded to bf16 for a bf16 pool.
+void put(void* pool, DType dtype, int64_t offset, int64_t step, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (dtype == DType::BF16) {
+      static_cast<uint16_t*>(pool)[offset + i * step] = f32_to_bf16(src[i]);
+    } else {
+      static_cast<float*>(pool)[offset + i * step] = src[i];
+    }
   }
 }
 
 }  // namespace
 
-void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens) {
+void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, const float* v, int64_t slot) {
   MINFER_CHECK(cache.dtype == DType::F32 || cache.dtype == DType::BF16, "kv_write: KV cache of {}",
                dtype_name(cache.dtype));
-  const int64_t row = cache.kv_heads * cache.head_dim;
+  if (slot < 0) return;
+  const int64_t ps = cache.page_size, hd = cache.head_dim, t = slot % ps;
+  const int64_t block = cache.head_block(slot / ps, kv_head);
+  put(cache.k, cache.dtype, block + t, ps, k, hd);  // transposed: element d at d * page_size + t
+  put(cache.v, cache.dtype, block + t * hd, 1, v, hd);
+}
+
+void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens) {
+  const int64_t hd = cache.head_dim, row = cache.kv_heads * hd;
   for (int64_t t = 0; t < tokens; ++t) {
-    if (slot_mapping[t] < 0) continue;
-    put_row(cache.k, cache.dtype, slot_mapping[t] * row, k + t * row, row);
-    put_row(cache.v, cache.dtype, slot_mapping[t] * row, v + t * row, row);
+    for (int64_t g = 0; g < cache.kv_heads; ++g)
+      ref::kv_write_head(cache, g, k + t * row + g * hd, v + t * row + g * hd, slot_mapping[t]);
   }
 }
 
 void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* /*scratch*/) {
   const int64_t hd = cache.head_dim;
   const int64_t ps = cache.page_size;
-  const int64_t row = cache.kv_heads * hd;
   const int64_t nh = span.head_end - span.head_begin;
   std::vector<float> scores(static_cast<size_t>(span.first_pos + span.ntok));
   std::vector<float> acc(static_cast<size_t>(hd));
@@ -55,10 +64,9 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
       const float* qv = span.q + (t * span.heads + h) * hd;
       float mx = -INFINITY;
       for (int64_t j = begin; j < end; ++j) {
-        const int64_t slot = static_cast<int64_t>(span.block_table[j / ps]) * ps + j % ps;
-        const int64_t base = slot * row + span.kv_head * hd;
+        const int64_t block = cache.head_block(span.block_table[j / ps], span.kv_head);
         float dot = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv_at(cache.k, cache.dtype, base + d);
+        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv_at(cache.k, cache.dtype, block + d * ps + j % ps);
         scores[static_cast<size_t>(j)] = dot * span.scale;
         mx = scores[static_cast<size_t>(j)] > mx ? scores[static_cast<size_t>(j)] : mx;
       }
@@ -69,8 +77,7 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = begin; j < end; ++j) {
-        const int64_t slot = static_cast<int64_t>(span.block_table[j / ps]) * ps + j % ps;
-        const int64_t base = slot * row + span.kv_head * hd;
+        const int64_t base = cache.head_block(span.block_table[j / ps], span.kv_head) + (j % ps) * hd;
         const float p = scores[static_cast<size_t>(j)];
         for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += p * kv_at(cache.v, cache.dtype, base + d);
       }

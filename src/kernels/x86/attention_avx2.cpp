@@ -1,5 +1,6 @@
-// AVX2 paged attention for one span: the page-outer online-softmax scheme of attention_avx512.cpp with 8-wide
-// vectors (head dims in register chunks of up to 64 floats), f32 or bf16 KV.
+// AVX2 paged attention for one span: page by page online softmax, f32 or bf16 KV in the page layout of
+// KvLayerView: the scores of 8 keys are one vector (keys are stored transposed), values are accumulated in
+// head-dim register chunks of up to 64 floats.
 #include <cmath>
 
 #include "kernels/x86/avx2_util.h"
@@ -18,31 +19,25 @@ inline __m256 load_kv(const typename L::Elem* p, int64_t n) {
   return n >= 8 ? L::load(p) : L::load(p, n);
 }
 
-// s[j] (+)= q[0:8NV] . k_j[0:8NV] for j < cnt; the last vector holds `last` valid lanes. L loads K (f32/bf16).
-template <class L, int NV>
-void score_chunk(const float* q, const void* kv, int64_t stride, int64_t cnt, int64_t last, float* s, bool add) {
-  const auto* k = static_cast<const typename L::Elem*>(kv);
-  __m256i mask[NV];
-  __m256 qv[NV];
-  for (int v = 0; v < NV; ++v) {
-    mask[v] = lane_mask(v == NV - 1 ? last : 8);
-    qv[v] = _mm256_maskload_ps(q + 8 * v, mask[v]);
-  }
-  auto dot = [&](const typename L::Elem* kr) {
-    __m256 a = _mm256_mul_ps(qv[0], load_kv<L>(kr, NV == 1 ? last : 8));
-    for (int v = 1; v < NV; ++v) a = _mm256_fmadd_ps(qv[v], load_kv<L>(kr + 8 * v, v == NV - 1 ? last : 8), a);
-    return a;
-  };
+// s[j] = q . k_j for the page's keys j < cnt, keys transposed (element d of key j at k[d * ps + j]): 8 keys per
+// vector, four vectors (32 keys) at a time for independent FMA chains. L loads K (f32 or bf16).
+template <class L>
+void score_page(const float* q, const typename L::Elem* k, int64_t ps, int64_t hd, int64_t cnt, float* s) {
   int64_t j = 0;
-  for (; j + 4 <= cnt; j += 4) {
-    __m128 r =
-        hsum4(dot(k + j * stride), dot(k + (j + 1) * stride), dot(k + (j + 2) * stride), dot(k + (j + 3) * stride));
-    if (add) r = _mm_add_ps(r, _mm_loadu_ps(s + j));
-    _mm_storeu_ps(s + j, r);
+  for (; j + 32 <= cnt; j += 32) {
+    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t d = 0; d < hd; ++d) {
+      const __m256 qd = _mm256_set1_ps(q[d]);
+      const typename L::Elem* row = k + d * ps + j;
+      for (int c = 0; c < 4; ++c) a[c] = _mm256_fmadd_ps(qd, L::load(row + 8 * c), a[c]);
+    }
+    for (int c = 0; c < 4; ++c) _mm256_storeu_ps(s + j + 8 * c, a[c]);
   }
-  for (; j < cnt; ++j) {
-    const float d = hsum(dot(k + j * stride));
-    s[j] = add ? s[j] + d : d;
+  for (; j < cnt; j += 8) {
+    const int64_t n = cnt - j < 8 ? cnt - j : 8;
+    __m256 a = _mm256_setzero_ps();
+    for (int64_t d = 0; d < hd; ++d) a = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), load_kv<L>(k + d * ps + j, n), a);
+    _mm256_maskstore_ps(s + j, lane_mask(n), a);
   }
 }
 
@@ -65,13 +60,9 @@ void value_chunk(const void* vv, int64_t stride, const float* p, int64_t cnt, in
   for (int v = 0; v < NV; ++v) _mm256_maskstore_ps(acc + 8 * v, mask[v], a[v]);
 }
 
-using ScoreFn = void (*)(const float*, const void*, int64_t, int64_t, int64_t, float*, bool);
 using ValueFn = void (*)(const void*, int64_t, const float*, int64_t, int64_t, float, float*);
 template <class L>
 struct ChunkFns {
-  static constexpr ScoreFn kScore[kChunk + 1] = {nullptr,           score_chunk<L, 1>, score_chunk<L, 2>,
-                                                 score_chunk<L, 3>, score_chunk<L, 4>, score_chunk<L, 5>,
-                                                 score_chunk<L, 6>, score_chunk<L, 7>, score_chunk<L, 8>};
   static constexpr ValueFn kValue[kChunk + 1] = {nullptr,           value_chunk<L, 1>, value_chunk<L, 2>,
                                                  value_chunk<L, 3>, value_chunk<L, 4>, value_chunk<L, 5>,
                                                  value_chunk<L, 6>, value_chunk<L, 7>, value_chunk<L, 8>};
@@ -82,7 +73,6 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
   using Elem = typename L::Elem;
   const int64_t hd = cache.head_dim;
   const int64_t ps = cache.page_size;
-  const int64_t stride = cache.kv_heads * hd;
   const int64_t nh = sp.head_end - sp.head_begin;
   const int64_t rows = sp.ntok * nh;
   float* run_max = scratch;
@@ -97,9 +87,9 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
   const int64_t last_pos = sp.first_pos + sp.ntok - 1;
   for (int64_t pg = sp.ctx_begin / ps; pg * ps <= last_pos && pg * ps < sp.ctx_end; ++pg) {
     const int64_t page_first = pg * ps;
-    const int64_t page_slot = static_cast<int64_t>(sp.block_table[pg]) * ps;
-    const Elem* kpage = static_cast<const Elem*>(cache.k) + page_slot * stride + sp.kv_head * hd;
-    const Elem* vpage = static_cast<const Elem*>(cache.v) + page_slot * stride + sp.kv_head * hd;
+    const int64_t block = cache.head_block(sp.block_table[pg], sp.kv_head);
+    const Elem* kpage = static_cast<const Elem*>(cache.k) + block;  // keys transposed: [head_dim][page_size]
+    const Elem* vpage = static_cast<const Elem*>(cache.v) + block;  // values: [page_size][head_dim]
     const int64_t page_end = sp.ctx_end - page_first < ps ? sp.ctx_end - page_first : ps;  // keys of the range
     for (int64_t t = 0; t < sp.ntok; ++t) {
       const int64_t pos = sp.first_pos + t;
@@ -108,10 +98,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
       for (int64_t h = sp.head_begin; h < sp.head_end; ++h) {
         const int64_t r = t * nh + (h - sp.head_begin);
         const float* q = sp.q + (t * sp.heads + h) * hd;
-        for (int64_t d0 = 0; d0 < hd; d0 += 8 * kChunk) {
-          const int64_t nv = (hd - d0 + 7) / 8 < kChunk ? (hd - d0 + 7) / 8 : kChunk;
-          ChunkFns<L>::kScore[nv](q + d0, kpage + d0, stride, cnt, hd - d0 - 8 * (nv - 1), s, d0 > 0);
-        }
+        score_page<L>(q, kpage, ps, hd, cnt, s);
         float page_max = -INFINITY;
         for (int64_t j = 0; j < cnt; ++j) {
           s[j] *= sp.scale;
@@ -132,7 +119,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
         run_max[r] = new_max;
         for (int64_t d0 = 0; d0 < hd; d0 += 8 * kChunk) {
           const int64_t nv = (hd - d0 + 7) / 8 < kChunk ? (hd - d0 + 7) / 8 : kChunk;
-          ChunkFns<L>::kValue[nv](vpage + d0, stride, s, cnt, hd - d0 - 8 * (nv - 1), corr, acc + r * pad16(hd) + d0);
+          ChunkFns<L>::kValue[nv](vpage + d0, hd, s, cnt, hd - d0 - 8 * (nv - 1), corr, acc + r * pad16(hd) + d0);
         }
       }
     }

@@ -1,18 +1,19 @@
-// AVX-512 paged attention for one span (see kernels/leaf.h), f32 or bf16 KV (widened to f32 as loaded). The
-// span's context range is visited once, in order, in blocks of kBlockKeys keys: one step of the online softmax
-// (flash-attention style) per block, so the context length is unbounded while the per-block bookkeeping (the
-// running max, the rescaling of the accumulators) is paid once per 128 keys instead of once per 16.
-//  1. Scores: the block's keys are transposed 32 at a time into a [head_dim][32] slot, so every (token, head)
-//     row scores 32 keys as two vectors (a broadcast of q[d] times row d of the slot: no horizontal sums, 16
-//     independent FMA chains for 8 rows), scaled, masked (causal) and kept per row in scratch.
+// AVX-512 paged attention for one span (see kernels/leaf.h), f32 or bf16 KV (widened to f32 as loaded), in the
+// page layout of KvLayerView (per page and kv head: keys transposed, values row by row). The span's context
+// range is visited once, in order, in blocks of kBlockKeys keys: one step of the online softmax (flash-attention
+// style) per block, so the context length is unbounded while the per-block bookkeeping (the running max, the
+// rescaling of the accumulators) is paid once per 128 keys.
+//  1. Scores, 32 keys at a time: row d of the transposed keys is two vectors of 16 keys straight from the page,
+//     so every (token, head) row scores 32 keys as a broadcast of q[d] times those vectors (no transpose, no
+//     horizontal sums; 16 independent FMA chains for 8 rows), scaled, masked (causal) and kept in scratch.
 //  2. Softmax step, per row: the block's max, the correction of the running sum and accumulator, and the
 //     weights exp(score - max) in place of the scores.
 //  3. Values: up to 6 rows at a time accumulate weight x value over the block's keys, the value rows widened
 //     as loaded and shared by all rows of the group, the accumulators in registers for the whole block.
-// K/V pages lie anywhere in the pool, so the hardware prefetchers (which stay within a 4 KiB page) cannot run
-// ahead: each block requests its own values and the next block's keys before it starts. Each row's arithmetic
-// depends only on its own query and position, never on which rows share the span (a masked key adds an exact
-// zero), so batching cannot change a row's result.
+// A head's keys (and values) of a page are one contiguous run, but pages lie anywhere in the pool: each block
+// requests its own values and the next block's keys before it starts, and the last block the first keys of the
+// span this thread runs next. Each row's arithmetic depends only on its own query and position, never on which
+// rows share the span (a masked key adds an exact zero), so batching cannot change a row's result.
 #include <algorithm>
 #include <cmath>
 
@@ -23,59 +24,72 @@ namespace minfer::kernels::avx512 {
 namespace {
 
 constexpr int64_t kBlockKeys = kAttentionBlockKeys;  // keys per online-softmax step
-constexpr int64_t kSlotKeys = 32;                    // keys transposed and scored together (two vectors)
+constexpr int64_t kSlotKeys = 32;                    // keys scored together (two vectors)
 constexpr int kScoreRows = 8;                        // rows scored together (16 FMA chains)
 constexpr int kValueRows = 6;                        // rows accumulating values together (<= 24 accumulators)
 constexpr int kValueVecs = 4;                        // head-dim vectors per value pass
 
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
-// kt[d * 32 + j] = element d of key j (at k + off[j]), for the slot's keys j < nk (zero beyond).
-template <class L>
-void transpose_slot(const typename L::Elem* k, const int64_t* off, int64_t nk, int64_t hd, float* kt) {
-  for (int64_t h = 0; h < kSlotKeys; h += 16) {
-    for (int64_t d0 = 0; d0 < hd; d0 += 16) {
-      const __mmask16 dims = tail_mask(hd - d0);
-      __m512 r[16];
-      for (int64_t j = 0; j < 16; ++j) r[j] = h + j < nk ? L::load(k + off[h + j] + d0, dims) : _mm512_setzero_ps();
-      transpose16(r);
-      for (int64_t i = 0; i < 16 && d0 + i < hd; ++i) _mm512_storeu_ps(kt + (d0 + i) * kSlotKeys + h, r[i]);
+// Requests the cache lines of [p, p + bytes). Written as inline asm because GCC deletes a loop whose only
+// statements are __builtin_prefetch calls (it has no visible effect).
+inline void prefetch_bytes(const void* p, int64_t bytes) {
+  const auto begin = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const auto end = reinterpret_cast<uintptr_t>(p) + static_cast<uintptr_t>(bytes);
+  for (uintptr_t a = begin; a < end; a += 64) asm volatile("prefetcht0 %0" : : "m"(*reinterpret_cast<const char*>(a)));
+}
+
+// Where one kv head's keys and values of a span lie: page by page through its block table.
+template <class Elem>
+struct HeadPages {
+  const Elem* k;  // cache.k, cache.v
+  const Elem* v;
+  const int32_t* block_table;
+  int64_t kv_heads, kv_head, ps, hd;
+  int page_shift;  // page sizes are powers of two (EngineConfig): a shift and a mask per key, not a division
+
+  HeadPages(const KvLayerView& cache, const AttentionSpan& sp)
+      : k(static_cast<const Elem*>(cache.k)),
+        v(static_cast<const Elem*>(cache.v)),
+        block_table(sp.block_table),
+        kv_heads(cache.kv_heads),
+        kv_head(sp.kv_head),
+        ps(cache.page_size),
+        hd(cache.head_dim),
+        page_shift(__builtin_ctzll(static_cast<unsigned long long>(cache.page_size))) {}
+  // Offset of the head's block in the page holding `key`, and the key's place in that page.
+  int64_t block(int64_t key) const {
+    return (static_cast<int64_t>(block_table[key >> page_shift]) * kv_heads + kv_head) * ps * hd;
+  }
+  int64_t in_page(int64_t key) const { return key & (ps - 1); }
+  // Requests keys and/or values [b, e), a page at a time (each a contiguous run, or hd runs for a part of a
+  // page's transposed keys).
+  void prefetch(int64_t b, int64_t e, bool keys, bool values) const {
+    const auto bytes = static_cast<int64_t>(sizeof(Elem));
+    while (b < e) {
+      const int64_t at = block(b), t0 = in_page(b), n = std::min(e - b, ps - t0);
+      if (keys && n == ps) {
+        prefetch_bytes(k + at, ps * hd * bytes);
+      } else if (keys) {
+        for (int64_t d = 0; d < hd; ++d) prefetch_bytes(k + at + d * ps + t0, n * bytes);
+      }
+      if (values) prefetch_bytes(v + at + t0 * hd, n * hd * bytes);
+      b += n;
     }
   }
-}
+};
 
-// Requests `lines` cache lines from each of the n rows at base + off[j]. Written as inline asm because GCC
-// deletes a loop whose only statements are __builtin_prefetch calls (it has no visible effect).
-template <class T>
-void prefetch_rows(const T* base, const int64_t* off, int64_t n, int64_t bytes) {
-  for (int64_t j = 0; j < n; ++j) {
-    const char* row = reinterpret_cast<const char*>(base + off[j]);
-    for (int64_t b = 0; b < bytes; b += 64) asm volatile("prefetcht0 %0" : : "m"(row[b]));
-  }
-}
-
-// Requests the keys of the first block of span `sp` (the one this thread runs next); off: kBlockKeys of room.
-template <class Elem>
-void prefetch_span_start(const KvLayerView& cache, const AttentionSpan& sp, int64_t* off) {
-  const int64_t ps = cache.page_size, stride = cache.kv_heads * cache.head_dim;
-  const int64_t end = std::min(sp.ctx_end, sp.first_pos + sp.ntok);
-  const int64_t n = std::min(kBlockKeys, end - sp.ctx_begin);
-  for (int64_t j = 0; j < n; ++j) {
-    const int64_t key = sp.ctx_begin + j;
-    off[j] = (static_cast<int64_t>(sp.block_table[key / ps]) * ps + key % ps) * stride;
-  }
-  prefetch_rows(static_cast<const Elem*>(cache.k) + sp.kv_head * cache.head_dim, off, n,
-                cache.head_dim * static_cast<int64_t>(sizeof(Elem)));
-}
-
-// s[i][0..1] = q_i . (the slot's 32 keys) for NR rows: two FMA chains per row over the head dim.
-template <int NR>
-void score_rows(const float* const* q, const float* kt, int64_t hd, __m512 (*s)[2]) {
+// s[i][0..1] = q_i . (the slot's 32 keys) for NR rows: two FMA chains per row over the head dim. Row d of the
+// slot's keys is 16 keys at h0 + d * ld and 16 at h1 + d * ld.
+template <class L, int NR>
+void score_rows(const float* const* q, const typename L::Elem* h0, const typename L::Elem* h1, int64_t ld, int64_t hd,
+                __m512 (*s)[2]) {
   __m512 a0[NR], a1[NR];
   for (int i = 0; i < NR; ++i) a0[i] = a1[i] = _mm512_setzero_ps();
   for (int64_t d = 0; d < hd; ++d) {
-    const __m512 k0 = _mm512_loadu_ps(kt + d * kSlotKeys);
-    const __m512 k1 = _mm512_loadu_ps(kt + d * kSlotKeys + 16);
+    const __m512 k0 = L::load(h0 + d * ld);
+    const __m512 k1 = L::load(h1 + d * ld);
+#pragma GCC unroll 8
     for (int i = 0; i < NR; ++i) {
       const __m512 qd = _mm512_set1_ps(q[i][d]);
       a0[i] = _mm512_fmadd_ps(qd, k0, a0[i]);
@@ -109,6 +123,7 @@ void value_rows(float* acc, int64_t hdp, const float* corr, const float* p, cons
       for (int u = 0; u < NV; ++u) a[i][u] = _mm512_fmadd_ps(pj, vv[u], a[i][u]);
     }
   }
+  // Whole stores but the last: GCC keeps the accumulators in registers only when no masked store indexes them.
 #pragma GCC unroll 8
   for (int i = 0; i < NR; ++i) {
 #pragma GCC unroll 4
@@ -117,18 +132,20 @@ void value_rows(float* acc, int64_t hdp, const float* corr, const float* p, cons
   }
 }
 
-using ScoreFn = void (*)(const float* const*, const float*, int64_t, __m512 (*)[2]);
-constexpr ScoreFn kScore[kScoreRows + 1] = {nullptr,       score_rows<1>, score_rows<2>, score_rows<3>, score_rows<4>,
-                                            score_rows<5>, score_rows<6>, score_rows<7>, score_rows<8>};
-
 template <class L>
-struct ValueFns {
-  using Fn = void (*)(float*, int64_t, const float*, const float*, const typename L::Elem*, const int64_t*, int64_t,
-                      __mmask16);
+struct Fns {
+  using Elem = typename L::Elem;
+  using ScoreFn = void (*)(const float* const*, const Elem*, const Elem*, int64_t, int64_t, __m512 (*)[2]);
+  static constexpr ScoreFn kScore[kScoreRows + 1] = {nullptr,          score_rows<L, 1>, score_rows<L, 2>,
+                                                     score_rows<L, 3>, score_rows<L, 4>, score_rows<L, 5>,
+                                                     score_rows<L, 6>, score_rows<L, 7>, score_rows<L, 8>};
+  using ValueFn = void (*)(float*, int64_t, const float*, const float*, const Elem*, const int64_t*, int64_t,
+                           __mmask16);
   template <int NR>
-  static constexpr Fn kRow[kValueVecs + 1] = {nullptr, value_rows<L, NR, 1>, value_rows<L, NR, 2>, value_rows<L, NR, 3>,
-                                              value_rows<L, NR, 4>};
-  static constexpr const Fn* kFor[kValueRows + 1] = {nullptr, kRow<1>, kRow<2>, kRow<3>, kRow<4>, kRow<5>, kRow<6>};
+  static constexpr ValueFn kRow[kValueVecs + 1] = {nullptr, value_rows<L, NR, 1>, value_rows<L, NR, 2>,
+                                                   value_rows<L, NR, 3>, value_rows<L, NR, 4>};
+  static constexpr const ValueFn* kValue[kValueRows + 1] = {nullptr, kRow<1>, kRow<2>, kRow<3>,
+                                                            kRow<4>, kRow<5>, kRow<6>};
 };
 
 template <class L>
@@ -137,11 +154,10 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
   const int64_t hd = cache.head_dim;
   const int64_t hdp = pad16(hd);
   const int64_t ps = cache.page_size;
-  const int64_t stride = cache.kv_heads * hd;  // between consecutive tokens of a page
   const int64_t nh = sp.head_end - sp.head_begin;
   const int64_t rows = sp.ntok * nh;
   // Scratch (see attention_scratch_floats): per row max, sum, correction, accumulator and block of scores /
-  // weights; one transposed slot of keys.
+  // weights; a slot of keys gathered from 8-key pages.
   float* run_max = scratch;
   float* run_sum = run_max + pad16(rows);
   float* corr = run_sum + pad16(rows);
@@ -153,35 +169,23 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
     run_sum[r] = 0.0f;
     for (int64_t d = 0; d < hdp; ++d) acc[r * hdp + d] = 0.0f;
   }
-  const Elem* kbase = static_cast<const Elem*>(cache.k) + sp.kv_head * hd;
-  const Elem* vbase = static_cast<const Elem*>(cache.v) + sp.kv_head * hd;
-  const int64_t row_bytes = hd * static_cast<int64_t>(sizeof(Elem));
+  const HeadPages<Elem> pages(cache, sp);
   const int64_t last_pos = sp.first_pos + sp.ntok - 1;
   const int64_t end = sp.ctx_end < last_pos + 1 ? sp.ctx_end : last_pos + 1;  // keys [ctx_begin, end) are read
-  // Element offsets (from kbase / vbase) of keys [b0, b0 + n).
-  // Page sizes are powers of two (EngineConfig): a shift and a mask instead of a division per key.
-  const int page_shift = __builtin_ctzll(static_cast<unsigned long long>(ps));
-  auto offsets = [&](int64_t b0, int64_t n, int64_t* off) {
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t key = b0 + j;
-      off[j] = ((static_cast<int64_t>(sp.block_table[key >> page_shift]) << page_shift) + (key & (ps - 1))) * stride;
-    }
-  };
-  int64_t off[kBlockKeys], next_off[kBlockKeys];
-  int64_t nb = end - sp.ctx_begin < kBlockKeys ? end - sp.ctx_begin : kBlockKeys;
-  if (nb > 0) {
-    offsets(sp.ctx_begin, nb, off);
-    prefetch_rows(kbase, off, nb, row_bytes);
-  }
+  if (sp.ctx_begin < end) pages.prefetch(sp.ctx_begin, std::min(end, sp.ctx_begin + kBlockKeys), true, false);
+  int64_t voff[kBlockKeys];  // element offset of each value of the block from cache.v
   for (int64_t b0 = sp.ctx_begin; b0 < end; b0 += kBlockKeys) {
-    const int64_t nb_next = end - (b0 + kBlockKeys) < kBlockKeys ? end - (b0 + kBlockKeys) : kBlockKeys;
-    prefetch_rows(vbase, off, nb, row_bytes);
-    if (nb_next > 0) {
-      offsets(b0 + kBlockKeys, nb_next, next_off);
-      prefetch_rows(kbase, next_off, nb_next, row_bytes);
+    const int64_t nb = end - b0 < kBlockKeys ? end - b0 : kBlockKeys;
+    pages.prefetch(b0, b0 + nb, false, true);
+    if (b0 + nb < end) {
+      pages.prefetch(b0 + nb, std::min(end, b0 + nb + kBlockKeys), true, false);
     } else if (sp.next) {
-      prefetch_span_start<Elem>(cache, *sp.next, next_off);
+      const AttentionSpan& nx = *sp.next;
+      const int64_t nx_end = std::min(nx.ctx_end, nx.first_pos + nx.ntok);
+      if (nx.ctx_begin < nx_end)
+        HeadPages<Elem>(cache, nx).prefetch(nx.ctx_begin, std::min(nx_end, nx.ctx_begin + kBlockKeys), true, false);
     }
+    for (int64_t j = 0; j < nb; ++j) voff[j] = pages.block(b0 + j) + pages.in_page(b0 + j) * hd;
     // Rows whose position reaches the block: tokens from t_first on (rows are token-major).
     const int64_t t_first = b0 > sp.first_pos ? b0 - sp.first_pos : 0;
     const int64_t r_first = t_first * nh;
@@ -195,7 +199,24 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
     const __m512 scale = _mm512_set1_ps(sp.scale);
     const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
     for (int64_t s0 = 0; s0 < nb; s0 += kSlotKeys) {
-      transpose_slot<L>(kbase, off + s0, nb - s0 < kSlotKeys ? nb - s0 : kSlotKeys, hd, kt);
+      const int64_t ns = nb - s0 < kSlotKeys ? nb - s0 : kSlotKeys;
+      // Row d of the slot's keys: from the page itself when a page holds 16 keys or more (slots start at
+      // multiples of 16 then), else gathered 8 keys per page into kt. Lanes past the keys are never used.
+      const Elem* h0;
+      const Elem* h1;
+      int64_t ld = ps;
+      if (ps >= 16) {
+        h0 = pages.k + pages.block(b0 + s0) + pages.in_page(b0 + s0);
+        h1 = ns > 16 ? pages.k + pages.block(b0 + s0 + 16) + pages.in_page(b0 + s0 + 16) : h0;
+      } else {
+        for (int64_t q0 = 0; q0 < ns; q0 += ps) {
+          const Elem* src = pages.k + pages.block(b0 + s0 + q0) + pages.in_page(b0 + s0 + q0);
+          const __mmask16 lanes = tail_mask(ps);
+          for (int64_t d = 0; d < hd; ++d)
+            _mm512_mask_storeu_ps(kt + d * kSlotKeys + q0, lanes, L::load(src + d * ps, lanes));
+        }
+        ld = kSlotKeys;
+      }
       for (int64_t r0 = r_first; r0 < rows; r0 += kScoreRows) {
         const int nr = static_cast<int>(rows - r0 < kScoreRows ? rows - r0 : kScoreRows);
         const float* q[kScoreRows];
@@ -204,7 +225,11 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
           q[i] = sp.q + ((r / nh) * sp.heads + sp.head_begin + r % nh) * hd;
         }
         __m512 s[kScoreRows][2];
-        kScore[nr](q, kt, hd, s);
+        if (ps >= 16) {
+          Fns<L>::kScore[nr](q, h0, h1, ld, hd, s);
+        } else {
+          Fns<F32W>::kScore[nr](q, kt, kt + 16, ld, hd, s);
+        }
         for (int i = 0; i < nr; ++i) {
           const int64_t cnt = seen(r0 + i) - s0;  // may be <= 0: the whole slot is masked
           float* out = sc + (r0 + i) * kBlockKeys + s0;
@@ -239,20 +264,17 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
 
     // 3. Values: groups of up to 6 rows, as even as possible (7 heads: 4 + 3), over the keys the group's last
     // row sees (the others' weights are zero there).
-    const int64_t live_rows = rows - r_first;
-    const int64_t groups = (live_rows + kValueRows - 1) / kValueRows;
+    const int64_t groups = (rows - r_first + kValueRows - 1) / kValueRows;
     for (int64_t g = 0, r0 = r_first; g < groups; ++g) {
       const int64_t nr = (rows - r0) / (groups - g);
       const int64_t nk = seen(r0 + nr - 1);
       for (int64_t d0 = 0; d0 < hd; d0 += 16 * kValueVecs) {
         const int64_t nv = (hd - d0 + 15) / 16 < kValueVecs ? (hd - d0 + 15) / 16 : kValueVecs;
         const __mmask16 last = tail_mask(hd - d0 - 16 * (nv - 1));
-        ValueFns<L>::kFor[nr][nv](acc + r0 * hdp + d0, hdp, corr + r0, sc + r0 * kBlockKeys, vbase + d0, off, nk, last);
+        Fns<L>::kValue[nr][nv](acc + r0 * hdp + d0, hdp, corr + r0, sc + r0 * kBlockKeys, pages.v + d0, voff, nk, last);
       }
       r0 += nr;
     }
-    if (nb_next > 0) std::copy(next_off, next_off + nb_next, off);
-    nb = nb_next;
   }
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = r / nh, h = sp.head_begin + r % nh;
