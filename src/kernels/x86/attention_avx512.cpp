@@ -10,12 +10,14 @@
 //     weights exp(score - max) in place of the scores.
 //  3. Values: up to 6 rows at a time accumulate weight x value over the block's keys, the value rows widened
 //     as loaded and shared by all rows of the group, the accumulators in registers for the whole block.
-// A head's keys (and values) of a page are one contiguous run, but pages lie anywhere in the pool: each block
-// requests its own values and the next block's keys before it starts, and the last block the first keys of the
-// span this thread runs next. Each row's arithmetic depends only on its own query and position, never on which
-// rows share the span (a masked key adds an exact zero), so batching cannot change a row's result.
+// A head's keys (and values) of a page are one contiguous run, but pages lie anywhere in the pool: while a block
+// computes, each slot requests its share of the block's values and of the next block's keys (the last block:
+// of the first keys of the span this thread runs next). Each row's arithmetic depends only on its own query and
+// position, never on which rows share the span (a masked key adds an exact zero), so batching cannot change a row's
+// result.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "kernels/x86/avx512_util.h"
 #include "kernels/x86/x86_kernels.h"
@@ -176,15 +178,25 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
   int64_t voff[kBlockKeys];  // element offset of each value of the block from cache.v
   for (int64_t b0 = sp.ctx_begin; b0 < end; b0 += kBlockKeys) {
     const int64_t nb = end - b0 < kBlockKeys ? end - b0 : kBlockKeys;
-    pages.prefetch(b0, b0 + nb, false, true);
-    if (b0 + nb < end) {
-      pages.prefetch(b0 + nb, std::min(end, b0 + nb + kBlockKeys), true, false);
-    } else if (sp.next) {
+    // What this block requests while it computes, a slot's worth at a time (a burst of a whole block's
+    // requests stalls once the core's miss buffers are full): its own values, and the keys of the next block
+    // or of the next span's first block.
+    const HeadPages<Elem>* ahead = &pages;
+    int64_t ahead_begin = b0 + nb, ahead_end = std::min(end, b0 + nb + kBlockKeys);
+    std::optional<HeadPages<Elem>> next_pages;
+    if (ahead_begin >= ahead_end && sp.next) {
       const AttentionSpan& nx = *sp.next;
-      const int64_t nx_end = std::min(nx.ctx_end, nx.first_pos + nx.ntok);
-      if (nx.ctx_begin < nx_end)
-        HeadPages<Elem>(cache, nx).prefetch(nx.ctx_begin, std::min(nx_end, nx.ctx_begin + kBlockKeys), true, false);
+      next_pages.emplace(cache, nx);
+      ahead = &*next_pages;
+      ahead_begin = nx.ctx_begin;
+      ahead_end = std::min({nx.ctx_end, nx.first_pos + nx.ntok, nx.ctx_begin + kBlockKeys});
     }
+    auto request = [&](int64_t s0) {
+      pages.prefetch(b0 + s0, std::min(b0 + nb, b0 + s0 + kSlotKeys), false, true);
+      const int64_t a0 = ahead_begin + s0 * kBlockKeys / nb;  // the ahead block spread over this one's slots
+      if (a0 < ahead_end)
+        ahead->prefetch(a0, std::min(ahead_end, ahead_begin + (s0 + kSlotKeys) * kBlockKeys / nb), true, false);
+    };
     for (int64_t j = 0; j < nb; ++j) voff[j] = pages.block(b0 + j) + pages.in_page(b0 + j) * hd;
     // Rows whose position reaches the block: tokens from t_first on (rows are token-major).
     const int64_t t_first = b0 > sp.first_pos ? b0 - sp.first_pos : 0;
@@ -199,6 +211,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
     const __m512 scale = _mm512_set1_ps(sp.scale);
     const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
     for (int64_t s0 = 0; s0 < nb; s0 += kSlotKeys) {
+      request(s0);
       const int64_t ns = nb - s0 < kSlotKeys ? nb - s0 : kSlotKeys;
       // Row d of the slot's keys: from the page itself when a page holds 16 keys or more (slots start at
       // multiples of 16 then), else gathered 8 keys per page into kt. Lanes past the keys are never used.
