@@ -3,7 +3,6 @@
 // Also the KV-cache write (the only one: it only stores).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "base/error.h"
@@ -21,12 +20,10 @@ float kv_at(const void* pool, DType dtype, int64_t i) {
 
 // pool[offset + i * step] = src[i] for i < n, rounded to bf16 for a bf16 pool.
 void put(void* pool, DType dtype, int64_t offset, int64_t step, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (dtype == DType::BF16) {
-      static_cast<uint16_t*>(pool)[offset + i * step] = f32_to_bf16(src[i]);
-    } else {
-      static_cast<float*>(pool)[offset + i * step] = src[i];
-    }
+  if (dtype == DType::BF16) {
+    for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(pool)[offset + i * step] = f32_to_bf16(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) static_cast<float*>(pool)[offset + i * step] = src[i];
   }
 }
 

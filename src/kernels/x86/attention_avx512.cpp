@@ -41,29 +41,34 @@ inline void prefetch_bytes(const void* p, int64_t bytes) {
   for (uintptr_t a = begin; a < end; a += 64) asm volatile("prefetcht0 %0" : : "m"(*reinterpret_cast<const char*>(a)));
 }
 
+// The keys a span reads: [ctx_begin, keys_end(sp)), its causal context cut to its range.
+int64_t keys_end(const AttentionSpan& sp) { return std::min(sp.ctx_end, sp.first_pos + sp.ntok); }
+
 // Where one kv head's keys and values of a span lie: page by page through its block table.
 template <class Elem>
 struct HeadPages {
+  const KvLayerView& cache;
   const Elem* k;  // cache.k, cache.v
   const Elem* v;
   const int32_t* block_table;
-  int64_t kv_heads, kv_head, ps, hd;
+  int64_t kv_head, ps, hd;
   int page_shift;  // page sizes are powers of two (EngineConfig): a shift and a mask per key, not a division
 
-  HeadPages(const KvLayerView& cache, const AttentionSpan& sp)
-      : k(static_cast<const Elem*>(cache.k)),
-        v(static_cast<const Elem*>(cache.v)),
+  HeadPages(const KvLayerView& c, const AttentionSpan& sp)
+      : cache(c),
+        k(static_cast<const Elem*>(c.k)),
+        v(static_cast<const Elem*>(c.v)),
         block_table(sp.block_table),
-        kv_heads(cache.kv_heads),
         kv_head(sp.kv_head),
-        ps(cache.page_size),
-        hd(cache.head_dim),
-        page_shift(__builtin_ctzll(static_cast<unsigned long long>(cache.page_size))) {}
+        ps(c.page_size),
+        hd(c.head_dim),
+        page_shift(__builtin_ctzll(static_cast<unsigned long long>(c.page_size))) {}
   // Offset of the head's block in the page holding `key`, and the key's place in that page.
-  int64_t block(int64_t key) const {
-    return (static_cast<int64_t>(block_table[key >> page_shift]) * kv_heads + kv_head) * ps * hd;
-  }
+  int64_t block(int64_t key) const { return cache.head_block(block_table[key >> page_shift], kv_head); }
   int64_t in_page(int64_t key) const { return key & (ps - 1); }
+  // Element d of `key` is at key_row(key)[d * ps] (keys transposed); its value starts at v + value_offset(key).
+  const Elem* key_row(int64_t key) const { return k + block(key) + in_page(key); }
+  int64_t value_offset(int64_t key) const { return block(key) + in_page(key) * hd; }
   // Requests keys and/or values [b, e), a page at a time (each a contiguous run, or hd runs for a part of a
   // page's transposed keys).
   void prefetch(int64_t b, int64_t e, bool keys, bool values) const {
@@ -172,8 +177,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
     for (int64_t d = 0; d < hdp; ++d) acc[r * hdp + d] = 0.0f;
   }
   const HeadPages<Elem> pages(cache, sp);
-  const int64_t last_pos = sp.first_pos + sp.ntok - 1;
-  const int64_t end = sp.ctx_end < last_pos + 1 ? sp.ctx_end : last_pos + 1;  // keys [ctx_begin, end) are read
+  const int64_t end = keys_end(sp);
   if (sp.ctx_begin < end) pages.prefetch(sp.ctx_begin, std::min(end, sp.ctx_begin + kBlockKeys), true, false);
   int64_t voff[kBlockKeys];  // element offset of each value of the block from cache.v
   for (int64_t b0 = sp.ctx_begin; b0 < end; b0 += kBlockKeys) {
@@ -189,7 +193,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
       next_pages.emplace(cache, nx);
       ahead = &*next_pages;
       ahead_begin = nx.ctx_begin;
-      ahead_end = std::min({nx.ctx_end, nx.first_pos + nx.ntok, nx.ctx_begin + kBlockKeys});
+      ahead_end = std::min(keys_end(nx), nx.ctx_begin + kBlockKeys);
     }
     auto request = [&](int64_t s0) {
       pages.prefetch(b0 + s0, std::min(b0 + nb, b0 + s0 + kSlotKeys), false, true);
@@ -197,7 +201,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
       if (a0 < ahead_end)
         ahead->prefetch(a0, std::min(ahead_end, ahead_begin + (s0 + kSlotKeys) * kBlockKeys / nb), true, false);
     };
-    for (int64_t j = 0; j < nb; ++j) voff[j] = pages.block(b0 + j) + pages.in_page(b0 + j) * hd;
+    for (int64_t j = 0; j < nb; ++j) voff[j] = pages.value_offset(b0 + j);
     // Rows whose position reaches the block: tokens from t_first on (rows are token-major).
     const int64_t t_first = b0 > sp.first_pos ? b0 - sp.first_pos : 0;
     const int64_t r_first = t_first * nh;
@@ -219,11 +223,11 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
       const Elem* h1;
       int64_t ld = ps;
       if (ps >= 16) {
-        h0 = pages.k + pages.block(b0 + s0) + pages.in_page(b0 + s0);
-        h1 = ns > 16 ? pages.k + pages.block(b0 + s0 + 16) + pages.in_page(b0 + s0 + 16) : h0;
+        h0 = pages.key_row(b0 + s0);
+        h1 = ns > 16 ? pages.key_row(b0 + s0 + 16) : h0;
       } else {
         for (int64_t q0 = 0; q0 < ns; q0 += ps) {
-          const Elem* src = pages.k + pages.block(b0 + s0 + q0) + pages.in_page(b0 + s0 + q0);
+          const Elem* src = pages.key_row(b0 + s0 + q0);
           const __mmask16 lanes = tail_mask(ps);
           for (int64_t d = 0; d < hd; ++d)
             _mm512_mask_storeu_ps(kt + d * kSlotKeys + q0, lanes, L::load(src + d * ps, lanes));

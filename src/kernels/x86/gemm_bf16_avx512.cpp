@@ -311,7 +311,7 @@ void gemm_bf16_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, cons
 
 void gemm_bf16_blocked_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint16_t* w, int64_t n,
                             const float* bias, float* y, int64_t n0, int64_t n1) {
-  const int64_t kp = (k + 31) / 32 * 32;
+  const int64_t kp = bf16_row_stride(k);
   if (m <= 0) return;
   if (m > kOnePassRows) return blocked_many(xb, ldxb, m, kp, w, n, bias, y, n0, n1);
   for (int64_t j = n0; j < n1; j += kBlockRows) kBlockTile[m](xb, ldxb, kp / 2, w + j * kp, bias, y, n, j, n1, nullptr);
