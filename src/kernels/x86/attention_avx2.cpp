@@ -1,6 +1,6 @@
 // AVX2 paged attention for one span: page by page online softmax, f32 or bf16 KV in the page layout of
-// KvLayerView: the scores of 8 keys are one vector (keys are stored transposed), values are accumulated in
-// head-dim register chunks of up to 64 floats.
+// KvLayerView: the scores of 8 keys are one vector (keys are stored transposed; up to 4 vectors, i.e. independent
+// FMA chains, at a time), values are accumulated in head-dim register chunks of up to 64 floats.
 #include <cmath>
 
 #include "kernels/x86/avx2_util.h"
@@ -19,25 +19,41 @@ inline __m256 load_kv(const typename L::Elem* p, int64_t n) {
   return n >= 8 ? L::load(p) : L::load(p, n);
 }
 
-// s[j] = q . k_j for the page's keys j < cnt, keys transposed (element d of key j at k[d * ps + j]): 8 keys per
-// vector, four vectors (32 keys) at a time for independent FMA chains. L loads K (f32 or bf16).
+// s[0:8NV) = q . k_j for NV vectors of 8 keys, keys transposed (element d of key j at k[d * ps + j]); the last
+// vector holds `last` keys (never read past). Four independent FMA chains whatever NV: with fewer than four
+// vectors (pages of 8 or 16 keys) the head dim is split over kSets sets of accumulators, added at the end.
+template <class L, int NV>
+void score_keys(const float* q, const typename L::Elem* k, int64_t ps, int64_t hd, int64_t last, float* s) {
+  constexpr int kSets = NV <= 2 ? 4 / NV : 1;
+  __m256 a[kSets][NV];
+  for (int t = 0; t < kSets; ++t)
+    for (int c = 0; c < NV; ++c) a[t][c] = _mm256_setzero_ps();
+  auto step = [&](int t, int64_t d) {
+    const __m256 qd = _mm256_set1_ps(q[d]);
+    const typename L::Elem* row = k + d * ps;
+    for (int c = 0; c < NV; ++c)
+      a[t][c] = _mm256_fmadd_ps(qd, load_kv<L>(row + 8 * c, c == NV - 1 ? last : 8), a[t][c]);
+  };
+  int64_t d = 0;
+  for (; d + kSets <= hd; d += kSets)
+    for (int t = 0; t < kSets; ++t) step(t, d + t);
+  for (; d < hd; ++d) step(0, d);
+  for (int c = 0; c < NV; ++c) {
+    __m256 sum = a[0][c];
+    for (int t = 1; t < kSets; ++t) sum = _mm256_add_ps(sum, a[t][c]);
+    _mm256_maskstore_ps(s + 8 * c, lane_mask(c == NV - 1 ? last : 8), sum);
+  }
+}
+
+// s[j] = q . k_j for the page's keys j < cnt, 32 keys (four vectors) at a time. L loads K (f32 or bf16).
 template <class L>
 void score_page(const float* q, const typename L::Elem* k, int64_t ps, int64_t hd, int64_t cnt, float* s) {
-  int64_t j = 0;
-  for (; j + 32 <= cnt; j += 32) {
-    __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-    for (int64_t d = 0; d < hd; ++d) {
-      const __m256 qd = _mm256_set1_ps(q[d]);
-      const typename L::Elem* row = k + d * ps + j;
-      for (int c = 0; c < 4; ++c) a[c] = _mm256_fmadd_ps(qd, L::load(row + 8 * c), a[c]);
-    }
-    for (int c = 0; c < 4; ++c) _mm256_storeu_ps(s + j + 8 * c, a[c]);
-  }
-  for (; j < cnt; j += 8) {
-    const int64_t n = cnt - j < 8 ? cnt - j : 8;
-    __m256 a = _mm256_setzero_ps();
-    for (int64_t d = 0; d < hd; ++d) a = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), load_kv<L>(k + d * ps + j, n), a);
-    _mm256_maskstore_ps(s + j, lane_mask(n), a);
+  using Fn = void (*)(const float*, const typename L::Elem*, int64_t, int64_t, int64_t, float*);
+  static constexpr Fn kKeys[5] = {nullptr, score_keys<L, 1>, score_keys<L, 2>, score_keys<L, 3>, score_keys<L, 4>};
+  for (int64_t j = 0; j < cnt; j += 32) {
+    const int64_t n = cnt - j < 32 ? cnt - j : 32;
+    const int64_t nv = (n + 7) / 8;
+    kKeys[nv](q, k + j, ps, hd, n - 8 * (nv - 1), s + j);
   }
 }
 
