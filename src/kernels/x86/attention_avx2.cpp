@@ -1,161 +1,236 @@
-// AVX2 paged attention for one span: page by page online softmax, f32 or bf16 KV in the page layout of
-// KvLayerView: the scores of 8 keys are one vector (keys are stored transposed; up to 4 vectors, i.e. independent
-// FMA chains, at a time), values are accumulated in head-dim register chunks of up to 64 floats.
+// AVX2 paged attention for one span (see kernels/leaf.h), f32 or bf16 KV (widened to f32 as loaded), in the
+// page layout of KvLayerView (per page and kv head: keys transposed, values row by row). The same plan as the
+// AVX-512 leaf (attention_avx512.cpp), at 8 lanes and with 16 registers: the span's context range is visited once,
+// in blocks of kBlockKeys keys, one online-softmax step per block.
+//  1. Scores, 16 keys at a time: row d of the transposed keys is two vectors of 8 keys straight from the page(s)
+//     (pages hold at least 8 keys: EngineConfig), so up to 4 (token, head) rows score them as a broadcast of q[d]
+//     times those vectors: 8 independent FMA chains, every key load shared by the rows (6 rows, 12 chains,
+//     measured slower: too few registers left). Scaled, causally masked
+//     and kept in scratch.
+//  2. Softmax step, per row: the block's max, the correction of the running sum and accumulator, and the
+//     weights exp(score - max) in place of the scores.
+//  3. Values: up to 4 rows at a time accumulate weight x value over the block's keys, 16 head-dim floats per
+//     pass, each value load shared by the rows of the group.
+// As in the AVX-512 leaf, each 32 keys request their share of the block's values and of the next block's keys
+// (or of the next span's first keys), and a row's arithmetic never depends on which rows share its span.
 #include <cmath>
+#include <optional>
 
+#include "kernels/x86/attention_pages.h"
 #include "kernels/x86/avx2_util.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels::avx2 {
 namespace {
 
-constexpr int kChunk = 8;  // vectors of a head-dim chunk held in registers
+using x86::HeadPages;
+using x86::keys_end;
+
+constexpr int64_t kBlockKeys = kAttentionBlockKeys;  // keys per online-softmax step
+constexpr int64_t kSlotKeys = 16;                    // keys scored together (two vectors)
+constexpr int64_t kRequestKeys = 32;                 // keys per batch of prefetch requests
+constexpr int kScoreRows = 4;                        // rows scored together (8 FMA chains)
+constexpr int kValueRows = 4;                        // rows accumulating values together
+constexpr int kValueVecs = 2;                        // head-dim vectors per value pass (<= 8 accumulators)
 
 int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
+// Lanes of the first n of 8, for any n (<= 0: none).
+__m256 lanes(int64_t n) { return _mm256_castsi256_ps(lane_mask(n < 0 ? 0 : n)); }
 
-// n (<= 8) K/V elements as f32, the rest zero; never reads past them.
+// s[i][0..1] = q_i . (the slot's 16 keys) for NR rows: two FMA chains per row over the head dim. Row d of the
+// slot's keys is 8 keys at h0 + d * ld and 8 at h1 + d * ld (the 8 lanes of each always inside one page).
+template <class L, int NR>
+void score_rows(const float* const* q, const typename L::Elem* h0, const typename L::Elem* h1, int64_t ld, int64_t hd,
+                __m256 (*s)[2]) {
+  __m256 a0[NR], a1[NR];
+  for (int i = 0; i < NR; ++i) a0[i] = a1[i] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < hd; ++d) {
+    const __m256 k0 = L::load(h0 + d * ld);
+    const __m256 k1 = L::load(h1 + d * ld);
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; ++i) {
+      const __m256 qd = _mm256_broadcast_ss(q[i] + d);
+      a0[i] = _mm256_fmadd_ps(qd, k0, a0[i]);
+      a1[i] = _mm256_fmadd_ps(qd, k1, a1[i]);
+    }
+  }
+  for (int i = 0; i < NR; ++i) s[i][0] = a0[i], s[i][1] = a1[i];
+}
+
+// acc_i[0:8NV] = acc_i * corr[i] + sum_{j < nk} p_i[j] * v_j[0:8NV] for NR rows (row i's accumulator at
+// acc + i * hdp, padded so whole vectors fit; its weights at p + i * kBlockKeys); the last vector of each value
+// holds `last` elements (never read past); value j at v + off[j].
+template <class L, int NR, int NV>
+void value_rows(float* acc, int64_t hdp, const float* corr, const float* p, const typename L::Elem* v,
+                const int64_t* off, int64_t nk, int64_t last) {
+  __m256 a[NR][NV];
+#pragma GCC unroll 4
+  for (int i = 0; i < NR; ++i) {
+    const __m256 c = _mm256_set1_ps(corr[i]);
+#pragma GCC unroll 2
+    for (int u = 0; u < NV; ++u) a[i][u] = _mm256_mul_ps(_mm256_loadu_ps(acc + i * hdp + 8 * u), c);
+  }
+  for (int64_t j = 0; j < nk; ++j) {
+    const typename L::Elem* row = v + off[j];
+    __m256 vv[NV];
+#pragma GCC unroll 2
+    for (int u = 0; u < NV; ++u) vv[u] = u == NV - 1 && last < 8 ? L::load(row + 8 * u, last) : L::load(row + 8 * u);
+#pragma GCC unroll 4
+    for (int i = 0; i < NR; ++i) {
+      const __m256 pj = _mm256_broadcast_ss(p + i * kBlockKeys + j);
+#pragma GCC unroll 2
+      for (int u = 0; u < NV; ++u) a[i][u] = _mm256_fmadd_ps(pj, vv[u], a[i][u]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < NR; ++i) {
+#pragma GCC unroll 2
+    for (int u = 0; u < NV; ++u) _mm256_storeu_ps(acc + i * hdp + 8 * u, a[i][u]);
+  }
+}
+
 template <class L>
-inline __m256 load_kv(const typename L::Elem* p, int64_t n) {
-  return n >= 8 ? L::load(p) : L::load(p, n);
-}
-
-// s[0:8NV) = q . k_j for NV vectors of 8 keys, keys transposed (element d of key j at k[d * ps + j]); the last
-// vector holds `last` keys (never read past). Four independent FMA chains whatever NV: with fewer than four
-// vectors (pages of 8 or 16 keys) the head dim is split over kSets sets of accumulators, added at the end.
-template <class L, int NV>
-void score_keys(const float* q, const typename L::Elem* k, int64_t ps, int64_t hd, int64_t last, float* s) {
-  constexpr int kSets = NV <= 2 ? 4 / NV : 1;
-  __m256 a[kSets][NV];
-  for (int t = 0; t < kSets; ++t)
-    for (int c = 0; c < NV; ++c) a[t][c] = _mm256_setzero_ps();
-  auto step = [&](int t, int64_t d) {
-    const __m256 qd = _mm256_set1_ps(q[d]);
-    const typename L::Elem* row = k + d * ps;
-    for (int c = 0; c < NV; ++c)
-      a[t][c] = _mm256_fmadd_ps(qd, load_kv<L>(row + 8 * c, c == NV - 1 ? last : 8), a[t][c]);
-  };
-  int64_t d = 0;
-  for (; d + kSets <= hd; d += kSets)
-    for (int t = 0; t < kSets; ++t) step(t, d + t);
-  for (; d < hd; ++d) step(0, d);
-  for (int c = 0; c < NV; ++c) {
-    __m256 sum = a[0][c];
-    for (int t = 1; t < kSets; ++t) sum = _mm256_add_ps(sum, a[t][c]);
-    _mm256_maskstore_ps(s + 8 * c, lane_mask(c == NV - 1 ? last : 8), sum);
-  }
-}
-
-// s[j] = q . k_j for the page's keys j < cnt, 32 keys (four vectors) at a time. L loads K (f32 or bf16).
-template <class L>
-void score_page(const float* q, const typename L::Elem* k, int64_t ps, int64_t hd, int64_t cnt, float* s) {
-  using Fn = void (*)(const float*, const typename L::Elem*, int64_t, int64_t, int64_t, float*);
-  static constexpr Fn kKeys[5] = {nullptr, score_keys<L, 1>, score_keys<L, 2>, score_keys<L, 3>, score_keys<L, 4>};
-  for (int64_t j = 0; j < cnt; j += 32) {
-    const int64_t n = cnt - j < 32 ? cnt - j : 32;
-    const int64_t nv = (n + 7) / 8;
-    kKeys[nv](q, k + j, ps, hd, n - 8 * (nv - 1), s + j);
-  }
-}
-
-// acc[0:8NV] = acc * corr + sum_j p[j] * v_j[0:8NV]. L loads V (f32 or bf16).
-template <class L, int NV>
-void value_chunk(const void* vv, int64_t stride, const float* p, int64_t cnt, int64_t last, float corr, float* acc) {
-  const auto* vbase = static_cast<const typename L::Elem*>(vv);
-  __m256i mask[NV];
-  __m256 a[NV];
-  const __m256 c = _mm256_set1_ps(corr);
-  for (int v = 0; v < NV; ++v) {
-    mask[v] = lane_mask(v == NV - 1 ? last : 8);
-    a[v] = _mm256_mul_ps(_mm256_maskload_ps(acc + 8 * v, mask[v]), c);
-  }
-  for (int64_t j = 0; j < cnt; ++j) {
-    const __m256 pj = _mm256_set1_ps(p[j]);
-    const auto* vr = vbase + j * stride;
-    for (int v = 0; v < NV; ++v) a[v] = _mm256_fmadd_ps(pj, load_kv<L>(vr + 8 * v, v == NV - 1 ? last : 8), a[v]);
-  }
-  for (int v = 0; v < NV; ++v) _mm256_maskstore_ps(acc + 8 * v, mask[v], a[v]);
-}
-
-using ValueFn = void (*)(const void*, int64_t, const float*, int64_t, int64_t, float, float*);
-template <class L>
-struct ChunkFns {
-  static constexpr ValueFn kValue[kChunk + 1] = {nullptr,           value_chunk<L, 1>, value_chunk<L, 2>,
-                                                 value_chunk<L, 3>, value_chunk<L, 4>, value_chunk<L, 5>,
-                                                 value_chunk<L, 6>, value_chunk<L, 7>, value_chunk<L, 8>};
+struct Fns {
+  using Elem = typename L::Elem;
+  using ScoreFn = void (*)(const float* const*, const Elem*, const Elem*, int64_t, int64_t, __m256 (*)[2]);
+  static constexpr ScoreFn kScore[kScoreRows + 1] = {nullptr, score_rows<L, 1>, score_rows<L, 2>, score_rows<L, 3>,
+                                                     score_rows<L, 4>};
+  using ValueFn = void (*)(float*, int64_t, const float*, const float*, const Elem*, const int64_t*, int64_t, int64_t);
+  template <int NR>
+  static constexpr ValueFn kRow[kValueVecs + 1] = {nullptr, value_rows<L, NR, 1>, value_rows<L, NR, 2>};
+  static constexpr const ValueFn* kValue[kValueRows + 1] = {nullptr, kRow<1>, kRow<2>, kRow<3>, kRow<4>};
 };
 
 template <class L>
 void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch) {
   using Elem = typename L::Elem;
   const int64_t hd = cache.head_dim;
-  const int64_t ps = cache.page_size;
+  const int64_t hdp = pad16(hd);
   const int64_t nh = sp.head_end - sp.head_begin;
   const int64_t rows = sp.ntok * nh;
+  // Scratch (see attention_scratch_floats): per row max, sum, correction, accumulator and block of scores /
+  // weights.
   float* run_max = scratch;
   float* run_sum = run_max + pad16(rows);
-  float* acc = run_sum + pad16(rows);
-  float* s = acc + pad16(rows) * pad16(hd);
+  float* corr = run_sum + pad16(rows);
+  float* acc = corr + pad16(rows);
+  float* sc = acc + pad16(rows) * hdp;
   for (int64_t r = 0; r < rows; ++r) {
     run_max[r] = -INFINITY;
     run_sum[r] = 0.0f;
-    for (int64_t d = 0; d < hd; ++d) acc[r * pad16(hd) + d] = 0.0f;
+    for (int64_t d = 0; d < hdp; ++d) acc[r * hdp + d] = 0.0f;
   }
-  const int64_t last_pos = sp.first_pos + sp.ntok - 1;
-  for (int64_t pg = sp.ctx_begin / ps; pg * ps <= last_pos && pg * ps < sp.ctx_end; ++pg) {
-    const int64_t page_first = pg * ps;
-    const int64_t block = cache.head_block(sp.block_table[pg], sp.kv_head);
-    const Elem* kpage = static_cast<const Elem*>(cache.k) + block;  // keys transposed: [head_dim][page_size]
-    const Elem* vpage = static_cast<const Elem*>(cache.v) + block;  // values: [page_size][head_dim]
-    const int64_t page_end = sp.ctx_end - page_first < ps ? sp.ctx_end - page_first : ps;  // keys of the range
-    for (int64_t t = 0; t < sp.ntok; ++t) {
-      const int64_t pos = sp.first_pos + t;
-      if (pos < page_first) continue;
-      const int64_t cnt = pos - page_first + 1 < page_end ? pos - page_first + 1 : page_end;
-      for (int64_t h = sp.head_begin; h < sp.head_end; ++h) {
-        const int64_t r = t * nh + (h - sp.head_begin);
-        const float* q = sp.q + (t * sp.heads + h) * hd;
-        score_page<L>(q, kpage, ps, hd, cnt, s);
-        float page_max = -INFINITY;
-        for (int64_t j = 0; j < cnt; ++j) {
-          s[j] *= sp.scale;
-          page_max = s[j] > page_max ? s[j] : page_max;
+  const HeadPages<Elem> pages(cache, sp);
+  const int64_t end = keys_end(sp);
+  if (sp.ctx_begin < end) pages.prefetch(sp.ctx_begin, std::min(end, sp.ctx_begin + kBlockKeys), true, false);
+  int64_t voff[kBlockKeys];  // element offset of each value of the block from cache.v
+  for (int64_t b0 = sp.ctx_begin; b0 < end; b0 += kBlockKeys) {
+    const int64_t nb = end - b0 < kBlockKeys ? end - b0 : kBlockKeys;
+    // What this block requests while it computes, 32 keys' worth at a time: its own values, and the keys of the
+    // next block or of the next span's first block.
+    const HeadPages<Elem>* ahead = &pages;
+    int64_t ahead_begin = b0 + nb, ahead_end = std::min(end, b0 + nb + kBlockKeys);
+    std::optional<HeadPages<Elem>> next_pages;
+    if (ahead_begin >= ahead_end && sp.next) {
+      const AttentionSpan& nx = *sp.next;
+      next_pages.emplace(cache, nx);
+      ahead = &*next_pages;
+      ahead_begin = nx.ctx_begin;
+      ahead_end = std::min(keys_end(nx), nx.ctx_begin + kBlockKeys);
+    }
+    auto request = [&](int64_t s0) {
+      pages.prefetch(b0 + s0, std::min(b0 + nb, b0 + s0 + kRequestKeys), false, true);
+      const int64_t a0 = ahead_begin + s0 * kBlockKeys / nb;  // the ahead block spread over this one's keys
+      if (a0 < ahead_end)
+        ahead->prefetch(a0, std::min(ahead_end, ahead_begin + (s0 + kRequestKeys) * kBlockKeys / nb), true, false);
+    };
+    for (int64_t j = 0; j < nb; ++j) voff[j] = pages.value_offset(b0 + j);
+    // Rows whose position reaches the block: tokens from t_first on (rows are token-major).
+    const int64_t t_first = b0 > sp.first_pos ? b0 - sp.first_pos : 0;
+    const int64_t r_first = t_first * nh;
+    // Keys of the block row r sees (at least one for r >= r_first).
+    auto seen = [&](int64_t r) {
+      const int64_t n = sp.first_pos + r / nh - b0 + 1;
+      return n < nb ? n : nb;
+    };
+
+    // 1. Scores, scaled, -inf where the row may not look (causal) or past the block.
+    const __m256 scale = _mm256_set1_ps(sp.scale);
+    const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
+    for (int64_t s0 = 0; s0 < nb; s0 += kSlotKeys) {
+      if (s0 % kRequestKeys == 0) request(s0);
+      // Slots start at multiples of 8 keys of a page, so each half is 8 keys of one page row; lanes past the
+      // block's keys read what the page holds there and are masked below.
+      const Elem* h0 = pages.key_row(b0 + s0);
+      const Elem* h1 = nb - s0 > 8 ? pages.key_row(b0 + s0 + 8) : h0;
+      for (int64_t r0 = r_first; r0 < rows; r0 += kScoreRows) {
+        const int nr = static_cast<int>(rows - r0 < kScoreRows ? rows - r0 : kScoreRows);
+        const float* q[kScoreRows];
+        for (int i = 0; i < nr; ++i) {
+          const int64_t r = r0 + i;
+          q[i] = sp.q + ((r / nh) * sp.heads + sp.head_begin + r % nh) * hd;
         }
-        const float new_max = page_max > run_max[r] ? page_max : run_max[r];
-        const float corr = std::exp(run_max[r] - new_max);
-        const __m256 vmax = _mm256_set1_ps(new_max);
-        __m256 sum = _mm256_setzero_ps();
-        for (int64_t j = 0; j < cnt; j += 8) {
-          const __m256i m = lane_mask(cnt - j);
-          const __m256 e =
-              _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(s + j, m), vmax)), _mm256_castsi256_ps(m));
-          _mm256_maskstore_ps(s + j, m, e);
-          sum = _mm256_add_ps(sum, e);
-        }
-        run_sum[r] = run_sum[r] * corr + hsum(sum);
-        run_max[r] = new_max;
-        for (int64_t d0 = 0; d0 < hd; d0 += 8 * kChunk) {
-          const int64_t nv = (hd - d0 + 7) / 8 < kChunk ? (hd - d0 + 7) / 8 : kChunk;
-          ChunkFns<L>::kValue[nv](vpage + d0, hd, s, cnt, hd - d0 - 8 * (nv - 1), corr, acc + r * pad16(hd) + d0);
+        __m256 s[kScoreRows][2];
+        Fns<L>::kScore[nr](q, h0, h1, cache.page_size, hd, s);
+        for (int i = 0; i < nr; ++i) {
+          const int64_t cnt = seen(r0 + i) - s0;  // may be <= 0: the whole slot is masked
+          float* out = sc + (r0 + i) * kBlockKeys + s0;
+          for (int h = 0; h < 2; ++h) {
+            _mm256_storeu_ps(out + 8 * h,
+                             _mm256_blendv_ps(minus_inf, _mm256_mul_ps(s[i][h], scale), lanes(cnt - 8 * h)));
+          }
         }
       }
     }
+
+    // 2. The online-softmax step per row: scores become weights (zero past the keys the row sees).
+    for (int64_t r = r_first; r < rows; ++r) {
+      const int64_t cnt = seen(r);
+      float* w = sc + r * kBlockKeys;
+      __m256 mx = minus_inf;
+      for (int64_t j = 0; j < cnt; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(w + j));  // masked lanes: -inf
+      const float block_max = hmax(mx);
+      const float new_max = run_max[r] > block_max ? run_max[r] : block_max;
+      const __m256 m = _mm256_set1_ps(new_max);
+      __m256 sum = _mm256_setzero_ps();
+      for (int64_t j = 0; j < nb; j += 8) {
+        const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_loadu_ps(w + j), m)), lanes(cnt - j));
+        _mm256_storeu_ps(w + j, e);
+        sum = _mm256_add_ps(sum, e);
+      }
+      corr[r] = std::exp(run_max[r] - new_max);  // 0 on the first block (max -inf)
+      run_sum[r] = run_sum[r] * corr[r] + hsum(sum);
+      run_max[r] = new_max;
+    }
+
+    // 3. Values: groups of up to 4 rows, as even as possible (7 heads: 4 + 3), over the keys the group's last
+    // row sees (the others' weights are zero there).
+    const int64_t groups = (rows - r_first + kValueRows - 1) / kValueRows;
+    for (int64_t g = 0, r0 = r_first; g < groups; ++g) {
+      const int64_t nr = (rows - r0) / (groups - g);
+      const int64_t nk = seen(r0 + nr - 1);
+      for (int64_t d0 = 0; d0 < hd; d0 += 8 * kValueVecs) {
+        const int64_t nv = (hd - d0 + 7) / 8 < kValueVecs ? (hd - d0 + 7) / 8 : kValueVecs;
+        const int64_t last = hd - d0 - 8 * (nv - 1);
+        Fns<L>::kValue[nr][nv](acc + r0 * hdp + d0, hdp, corr + r0, sc + r0 * kBlockKeys, pages.v + d0, voff, nk, last);
+      }
+      r0 += nr;
+    }
   }
-  for (int64_t t = 0; t < sp.ntok; ++t) {
-    for (int64_t h = sp.head_begin; h < sp.head_end; ++h) {
-      const int64_t r = t * nh + (h - sp.head_begin);
-      if (sp.partial) {
-        float* part = sp.partial + r * (hd + 2);
-        part[0] = run_max[r];
-        part[1] = run_sum[r];
-        for (int64_t d = 0; d < hd; ++d) part[2 + d] = acc[r * pad16(hd) + d];
-        continue;
-      }
-      const __m256 inv = _mm256_set1_ps(1.0f / run_sum[r]);
-      float* o = sp.out + (t * sp.heads + h) * hd;
-      for (int64_t d = 0; d < hd; d += 8) {
-        const __m256i m = lane_mask(hd - d);
-        _mm256_maskstore_ps(o + d, m, _mm256_mul_ps(_mm256_maskload_ps(acc + r * pad16(hd) + d, m), inv));
-      }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = r / nh, h = sp.head_begin + r % nh;
+    if (sp.partial) {
+      float* part = sp.partial + r * (hd + 2);
+      part[0] = run_max[r];
+      part[1] = run_sum[r];
+      for (int64_t d = 0; d < hd; ++d) part[2 + d] = acc[r * hdp + d];
+      continue;
+    }
+    const __m256 inv = _mm256_set1_ps(1.0f / run_sum[r]);
+    float* o = sp.out + (t * sp.heads + h) * hd;
+    for (int64_t d = 0; d < hd; d += 8) {
+      const __m256i m = lane_mask(hd - d);
+      _mm256_maskstore_ps(o + d, m, _mm256_mul_ps(_mm256_loadu_ps(acc + r * hdp + d), inv));
     }
   }
 }
