@@ -229,12 +229,13 @@ TEST(GemmW8A16, PrefillOnThePackedBf16Form) {
 TEST(GemmQ8_0, ReadsBlocksDirectlyAndMatchesRows) {
   std::mt19937 rng(6);
   ThreadPool pool(2);
-  const int64_t n = 37, k = 96;
+  ThreadPool one(1);  // one call over all rows: whole 16-row tiles with their two-ahead requests, then the tail
+  const int64_t n = 157, k = 96;
   const Tensor q = make_q8_0(random_floats(rng, static_cast<size_t>(n * k)), n, k);
   const Tensor rows = q8_0_to_rows(q);
   EXPECT_EQ(dequantized(q), dequantized(rows));
   const Tensor deq = make_tensor(dequantized(q), {n, k}, DType::F32);
-  for (int64_t m : {1, 3, 33}) {
+  for (int64_t m : {1, 2, 3, 4, 5, 33}) {
     const auto x = random_floats(rng, static_cast<size_t>(m * k));
     std::vector<float> want(static_cast<size_t>(m * n));
     ref::gemm(x.data(), m, k, deq, nullptr, want.data());
@@ -242,6 +243,9 @@ TEST(GemmQ8_0, ReadsBlocksDirectlyAndMatchesRows) {
       std::vector<float> got(want.size());
       run_gemm_quantized(*leaves, x.data(), m, k, q, nullptr, got.data(), pool);
       expect_close(got, want, 1e-5f, 1e-4f, std::string("q8_0 ") + leaves->name);
+      std::fill(got.begin(), got.end(), 0.0f);
+      run_gemm_quantized(*leaves, x.data(), m, k, q, nullptr, got.data(), one);
+      expect_close(got, want, 1e-5f, 1e-4f, std::string("q8_0 one thread ") + leaves->name);
     }
     // The public entry point routes Q8_0 and W8A8-packed Q8_0 as well.
     std::vector<float> got(want.size());
