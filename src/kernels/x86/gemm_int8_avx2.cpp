@@ -94,6 +94,67 @@ void dot_cols(const float* x, int64_t m, const Src& w, int64_t n, const float* b
   for (; i < m; ++i) dot_rows<Src, 1>(x + i * w.k, w, n, bias, y + i * n, n0, n1);
 }
 
+// Q8_0 at decode, as q80_tile in gemm_w8a16_avx512.cpp: row pointers plus block offsets, each half block's
+// partial sum scaled once. Halves of 16 keep the registers within AVX2's 16 (two X vectors per row at a time).
+template <int MR, int NR>
+inline void q80_tile(const float* x, int64_t k, const uint8_t* w, int64_t rb, float* y, int64_t ldy, const float* bias,
+                     const uint8_t* next) {
+  const int64_t groups = k / 32;
+  const uint8_t* row[NR];
+  for (int j = 0; j < NR; ++j) row[j] = w + j * rb;
+  __m256 acc[MR][NR];
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t off = g * 34;
+    if (next && (g & 1) == 0) {
+      for (int j = 0; j < NR; ++j) _mm_prefetch(reinterpret_cast<const char*>(next + j * rb + off), _MM_HINT_T0);
+    }
+    for (int h = 0; h < 32; h += 16) {
+      __m256 x0[MR], x1[MR];
+      for (int i = 0; i < MR; ++i) {
+        x0[i] = _mm256_loadu_ps(x + i * k + g * 32 + h);
+        x1[i] = _mm256_loadu_ps(x + i * k + g * 32 + h + 8);
+      }
+      for (int j = 0; j < NR; ++j) {
+        const uint8_t* b = row[j] + off;
+        uint16_t d;
+        std::memcpy(&d, b, 2);
+        const __m256 s = _mm256_set1_ps(_cvtsh_ss(d));
+        const __m256 w0 = load_i8(reinterpret_cast<const int8_t*>(b + 2 + h));
+        const __m256 w1 = load_i8(reinterpret_cast<const int8_t*>(b + 2 + h + 8));
+        for (int i = 0; i < MR; ++i) {
+          const __m256 t = _mm256_fmadd_ps(x1[i], w1, _mm256_mul_ps(x0[i], w0));
+          acc[i][j] = _mm256_fmadd_ps(t, s, acc[i][j]);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = hsum(acc[i][j]) + (bias ? bias[j] : 0.0f);
+  }
+}
+
+template <int MR, int NR>
+void q80_rows(const float* x, int64_t k, const uint8_t* w, int64_t n, const float* bias, float* y, int64_t n0,
+              int64_t n1) {
+  const int64_t rb = k / 32 * 34;
+  int64_t j = n0;
+  for (; j + NR <= n1; j += NR) {
+    const uint8_t* next = j + 3 * NR <= n1 ? w + (j + 2 * NR) * rb : nullptr;
+    q80_tile<MR, NR>(x, k, w + j * rb, rb, y + j, n, bias ? bias + j : nullptr, next);
+  }
+  for (; j < n1; ++j) q80_tile<MR, 1>(x, k, w + j * rb, rb, y + j, n, bias ? bias + j : nullptr, nullptr);
+}
+
+void q80_cols(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, const float* bias, float* y,
+              int64_t n0, int64_t n1) {
+  int64_t i = 0;
+  for (; i + 2 <= m; i += 2) q80_rows<2, 4>(x + i * k, k, w, n, bias, y + i * n, n0, n1);
+  if (i < m) q80_rows<1, 8>(x + i * k, k, w, n, bias, y + i * n, n0, n1);
+}
+
 template <class Src>
 void slab_cols(const float* x, int64_t m, const Src& w, int64_t n, const float* bias, float* y, int64_t n0, int64_t n1,
                float* scratch) {
@@ -171,7 +232,8 @@ void w8a16_cols(const float* x, int64_t m, int64_t k, const W8A16View& w, int64_
                 int64_t n0, int64_t n1, float* scratch) {
   if (w.q8_0) {
     const Q80Src src{static_cast<const uint8_t*>(w.data), k, w.groups};
-    return scratch ? slab_cols(x, m, src, n, bias, y, n0, n1, scratch) : dot_cols(x, m, src, n, bias, y, n0, n1);
+    return scratch ? slab_cols(x, m, src, n, bias, y, n0, n1, scratch)
+                   : q80_cols(x, m, k, src.blocks, n, bias, y, n0, n1);
   }
   const RowsSrc src{static_cast<const int8_t*>(w.data), w.scales, w.zeros, k, w.group_size, w.groups};
   return scratch ? slab_cols(x, m, src, n, bias, y, n0, n1, scratch) : dot_cols(x, m, src, n, bias, y, n0, n1);
