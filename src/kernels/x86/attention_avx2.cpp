@@ -14,17 +14,20 @@
 // As in the AVX-512 leaf, each 32 keys request their share of the block's values and of the next block's keys
 // (or of the next span's first keys), and a row's arithmetic never depends on which rows share its span.
 #include <cmath>
-#include <optional>
 
-#include "kernels/x86/attention_pages.h"
+#include "kernels/x86/attention_common.h"
 #include "kernels/x86/avx2_util.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels::avx2 {
 namespace {
 
+using x86::BlockRequests;
+using x86::BlockRows;
 using x86::HeadPages;
 using x86::keys_end;
+using x86::pad16;
+using x86::SpanState;
 
 constexpr int64_t kBlockKeys = kAttentionBlockKeys;  // keys per online-softmax step
 constexpr int64_t kSlotKeys = 16;                    // keys scored together (two vectors)
@@ -33,7 +36,6 @@ constexpr int kScoreRows = 4;                        // rows scored together (8 
 constexpr int kValueRows = 4;                        // rows accumulating values together
 constexpr int kValueVecs = 2;                        // head-dim vectors per value pass (<= 8 accumulators)
 
-int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 // Lanes of the first n of 8, for any n (<= 0: none).
 __m256 lanes(int64_t n) { return _mm256_castsi256_ps(lane_mask(n < 0 ? 0 : n)); }
 
@@ -108,57 +110,24 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
   const int64_t hdp = pad16(hd);
   const int64_t nh = sp.head_end - sp.head_begin;
   const int64_t rows = sp.ntok * nh;
-  // Scratch (see attention_scratch_floats): per row max, sum, correction, accumulator and block of scores /
-  // weights.
-  float* run_max = scratch;
-  float* run_sum = run_max + pad16(rows);
-  float* corr = run_sum + pad16(rows);
-  float* acc = corr + pad16(rows);
-  float* sc = acc + pad16(rows) * hdp;
-  for (int64_t r = 0; r < rows; ++r) {
-    run_max[r] = -INFINITY;
-    run_sum[r] = 0.0f;
-    for (int64_t d = 0; d < hdp; ++d) acc[r * hdp + d] = 0.0f;
-  }
+  SpanState st(scratch, rows, hdp);
   const HeadPages<Elem> pages(cache, sp);
   const int64_t end = keys_end(sp);
   if (sp.ctx_begin < end) pages.prefetch(sp.ctx_begin, std::min(end, sp.ctx_begin + kBlockKeys), true, false);
   int64_t voff[kBlockKeys];  // element offset of each value of the block from cache.v
   for (int64_t b0 = sp.ctx_begin; b0 < end; b0 += kBlockKeys) {
     const int64_t nb = end - b0 < kBlockKeys ? end - b0 : kBlockKeys;
-    // What this block requests while it computes, 32 keys' worth at a time: its own values, and the keys of the
-    // next block or of the next span's first block.
-    const HeadPages<Elem>* ahead = &pages;
-    int64_t ahead_begin = b0 + nb, ahead_end = std::min(end, b0 + nb + kBlockKeys);
-    std::optional<HeadPages<Elem>> next_pages;
-    if (ahead_begin >= ahead_end && sp.next) {
-      const AttentionSpan& nx = *sp.next;
-      next_pages.emplace(cache, nx);
-      ahead = &*next_pages;
-      ahead_begin = nx.ctx_begin;
-      ahead_end = std::min(keys_end(nx), nx.ctx_begin + kBlockKeys);
-    }
-    auto request = [&](int64_t s0) {
-      pages.prefetch(b0 + s0, std::min(b0 + nb, b0 + s0 + kRequestKeys), false, true);
-      const int64_t a0 = ahead_begin + s0 * kBlockKeys / nb;  // the ahead block spread over this one's keys
-      if (a0 < ahead_end)
-        ahead->prefetch(a0, std::min(ahead_end, ahead_begin + (s0 + kRequestKeys) * kBlockKeys / nb), true, false);
-    };
+    const BlockRequests<Elem> request(cache, sp, pages, b0, nb);
     for (int64_t j = 0; j < nb; ++j) voff[j] = pages.value_offset(b0 + j);
-    // Rows whose position reaches the block: tokens from t_first on (rows are token-major).
-    const int64_t t_first = b0 > sp.first_pos ? b0 - sp.first_pos : 0;
-    const int64_t r_first = t_first * nh;
-    // Keys of the block row r sees (at least one for r >= r_first).
-    auto seen = [&](int64_t r) {
-      const int64_t n = sp.first_pos + r / nh - b0 + 1;
-      return n < nb ? n : nb;
-    };
+    const BlockRows block(sp, b0, nb);
+    const int64_t r_first = block.r_first;
+    auto seen = [&block](int64_t r) { return block.seen(r); };
 
     // 1. Scores, scaled, -inf where the row may not look (causal) or past the block.
     const __m256 scale = _mm256_set1_ps(sp.scale);
     const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
     for (int64_t s0 = 0; s0 < nb; s0 += kSlotKeys) {
-      if (s0 % kRequestKeys == 0) request(s0);
+      if (s0 % kRequestKeys == 0) request(s0, kRequestKeys);
       // Slots start at multiples of 8 keys of a page, so each half is 8 keys of one page row; lanes past the
       // block's keys read what the page holds there and are masked below.
       const Elem* h0 = pages.key_row(b0 + s0);
@@ -174,7 +143,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
         Fns<L>::kScore[nr](q, h0, h1, cache.page_size, hd, s);
         for (int i = 0; i < nr; ++i) {
           const int64_t cnt = seen(r0 + i) - s0;  // may be <= 0: the whole slot is masked
-          float* out = sc + (r0 + i) * kBlockKeys + s0;
+          float* out = st.sc + (r0 + i) * kBlockKeys + s0;
           for (int h = 0; h < 2; ++h) {
             _mm256_storeu_ps(out + 8 * h,
                              _mm256_blendv_ps(minus_inf, _mm256_mul_ps(s[i][h], scale), lanes(cnt - 8 * h)));
@@ -186,11 +155,11 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
     // 2. The online-softmax step per row: scores become weights (zero past the keys the row sees).
     for (int64_t r = r_first; r < rows; ++r) {
       const int64_t cnt = seen(r);
-      float* w = sc + r * kBlockKeys;
+      float* w = st.sc + r * kBlockKeys;
       __m256 mx = minus_inf;
       for (int64_t j = 0; j < cnt; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(w + j));  // masked lanes: -inf
       const float block_max = hmax(mx);
-      const float new_max = run_max[r] > block_max ? run_max[r] : block_max;
+      const float new_max = st.run_max[r] > block_max ? st.run_max[r] : block_max;
       const __m256 m = _mm256_set1_ps(new_max);
       __m256 sum = _mm256_setzero_ps();
       for (int64_t j = 0; j < nb; j += 8) {
@@ -198,9 +167,9 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
         _mm256_storeu_ps(w + j, e);
         sum = _mm256_add_ps(sum, e);
       }
-      corr[r] = std::exp(run_max[r] - new_max);  // 0 on the first block (max -inf)
-      run_sum[r] = run_sum[r] * corr[r] + hsum(sum);
-      run_max[r] = new_max;
+      st.corr[r] = std::exp(st.run_max[r] - new_max);  // 0 on the first block (max -inf)
+      st.run_sum[r] = st.run_sum[r] * st.corr[r] + hsum(sum);
+      st.run_max[r] = new_max;
     }
 
     // 3. Values: groups of up to 4 rows, as even as possible (7 heads: 4 + 3), over the keys the group's last
@@ -212,27 +181,13 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
       for (int64_t d0 = 0; d0 < hd; d0 += 8 * kValueVecs) {
         const int64_t nv = (hd - d0 + 7) / 8 < kValueVecs ? (hd - d0 + 7) / 8 : kValueVecs;
         const int64_t last = hd - d0 - 8 * (nv - 1);
-        Fns<L>::kValue[nr][nv](acc + r0 * hdp + d0, hdp, corr + r0, sc + r0 * kBlockKeys, pages.v + d0, voff, nk, last);
+        Fns<L>::kValue[nr][nv](st.acc + r0 * hdp + d0, hdp, st.corr + r0, st.sc + r0 * kBlockKeys, pages.v + d0, voff,
+                               nk, last);
       }
       r0 += nr;
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = r / nh, h = sp.head_begin + r % nh;
-    if (sp.partial) {
-      float* part = sp.partial + r * (hd + 2);
-      part[0] = run_max[r];
-      part[1] = run_sum[r];
-      for (int64_t d = 0; d < hd; ++d) part[2 + d] = acc[r * hdp + d];
-      continue;
-    }
-    const __m256 inv = _mm256_set1_ps(1.0f / run_sum[r]);
-    float* o = sp.out + (t * sp.heads + h) * hd;
-    for (int64_t d = 0; d < hd; d += 8) {
-      const __m256i m = lane_mask(hd - d);
-      _mm256_maskstore_ps(o + d, m, _mm256_mul_ps(_mm256_loadu_ps(acc + r * hdp + d), inv));
-    }
-  }
+  st.write(sp, hd);
 }
 
 }  // namespace

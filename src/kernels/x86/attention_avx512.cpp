@@ -17,25 +17,26 @@
 // result.
 #include <algorithm>
 #include <cmath>
-#include <optional>
 
-#include "kernels/x86/attention_pages.h"
+#include "kernels/x86/attention_common.h"
 #include "kernels/x86/avx512_util.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels::avx512 {
 namespace {
 
+using x86::BlockRequests;
+using x86::BlockRows;
 using x86::HeadPages;
 using x86::keys_end;
+using x86::pad16;
+using x86::SpanState;
 
 constexpr int64_t kBlockKeys = kAttentionBlockKeys;  // keys per online-softmax step
 constexpr int64_t kSlotKeys = 32;                    // keys scored together (two vectors)
 constexpr int kScoreRows = 8;                        // rows scored together (16 FMA chains)
 constexpr int kValueRows = 6;                        // rows accumulating values together (<= 24 accumulators)
 constexpr int kValueVecs = 4;                        // head-dim vectors per value pass
-
-int64_t pad16(int64_t v) { return (v + 15) / 16 * 16; }
 
 // s[i][0..1] = q_i . (the slot's 32 keys) for NR rows: two FMA chains per row over the head dim. Row d of the
 // slot's keys is 16 keys at h0 + d * ld and 16 at h1 + d * ld.
@@ -114,59 +115,25 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
   const int64_t ps = cache.page_size;
   const int64_t nh = sp.head_end - sp.head_begin;
   const int64_t rows = sp.ntok * nh;
-  // Scratch (see attention_scratch_floats): per row max, sum, correction, accumulator and block of scores /
-  // weights; a slot of keys gathered from 8-key pages.
-  float* run_max = scratch;
-  float* run_sum = run_max + pad16(rows);
-  float* corr = run_sum + pad16(rows);
-  float* acc = corr + pad16(rows);
-  float* sc = acc + pad16(rows) * hdp;
-  float* kt = sc + pad16(rows) * kBlockKeys;
-  for (int64_t r = 0; r < rows; ++r) {
-    run_max[r] = -INFINITY;
-    run_sum[r] = 0.0f;
-    for (int64_t d = 0; d < hdp; ++d) acc[r * hdp + d] = 0.0f;
-  }
+  SpanState st(scratch, rows, hdp);
+  float* kt = st.rest;  // a slot of keys gathered from pages of fewer than 16 keys
   const HeadPages<Elem> pages(cache, sp);
   const int64_t end = keys_end(sp);
   if (sp.ctx_begin < end) pages.prefetch(sp.ctx_begin, std::min(end, sp.ctx_begin + kBlockKeys), true, false);
   int64_t voff[kBlockKeys];  // element offset of each value of the block from cache.v
   for (int64_t b0 = sp.ctx_begin; b0 < end; b0 += kBlockKeys) {
     const int64_t nb = end - b0 < kBlockKeys ? end - b0 : kBlockKeys;
-    // What this block requests while it computes, a slot's worth at a time (a burst of a whole block's
-    // requests stalls once the core's miss buffers are full): its own values, and the keys of the next block
-    // or of the next span's first block.
-    const HeadPages<Elem>* ahead = &pages;
-    int64_t ahead_begin = b0 + nb, ahead_end = std::min(end, b0 + nb + kBlockKeys);
-    std::optional<HeadPages<Elem>> next_pages;
-    if (ahead_begin >= ahead_end && sp.next) {
-      const AttentionSpan& nx = *sp.next;
-      next_pages.emplace(cache, nx);
-      ahead = &*next_pages;
-      ahead_begin = nx.ctx_begin;
-      ahead_end = std::min(keys_end(nx), nx.ctx_begin + kBlockKeys);
-    }
-    auto request = [&](int64_t s0) {
-      pages.prefetch(b0 + s0, std::min(b0 + nb, b0 + s0 + kSlotKeys), false, true);
-      const int64_t a0 = ahead_begin + s0 * kBlockKeys / nb;  // the ahead block spread over this one's slots
-      if (a0 < ahead_end)
-        ahead->prefetch(a0, std::min(ahead_end, ahead_begin + (s0 + kSlotKeys) * kBlockKeys / nb), true, false);
-    };
+    const BlockRequests<Elem> request(cache, sp, pages, b0, nb);
     for (int64_t j = 0; j < nb; ++j) voff[j] = pages.value_offset(b0 + j);
-    // Rows whose position reaches the block: tokens from t_first on (rows are token-major).
-    const int64_t t_first = b0 > sp.first_pos ? b0 - sp.first_pos : 0;
-    const int64_t r_first = t_first * nh;
-    // Keys of the block row r sees (at least one for r >= r_first).
-    auto seen = [&](int64_t r) {
-      const int64_t n = sp.first_pos + r / nh - b0 + 1;
-      return n < nb ? n : nb;
-    };
+    const BlockRows block(sp, b0, nb);
+    const int64_t r_first = block.r_first;
+    auto seen = [&block](int64_t r) { return block.seen(r); };
 
     // 1. Scores, scaled, -inf where the row may not look (causal) or past the block.
     const __m512 scale = _mm512_set1_ps(sp.scale);
     const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
     for (int64_t s0 = 0; s0 < nb; s0 += kSlotKeys) {
-      request(s0);
+      request(s0, kSlotKeys);
       const int64_t ns = nb - s0 < kSlotKeys ? nb - s0 : kSlotKeys;
       // Row d of the slot's keys: from the page itself when a page holds 16 keys or more (slots start at
       // multiples of 16 then), else gathered 8 keys per page into kt. Lanes past the keys are never used.
@@ -200,7 +167,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
         }
         for (int i = 0; i < nr; ++i) {
           const int64_t cnt = seen(r0 + i) - s0;  // may be <= 0: the whole slot is masked
-          float* out = sc + (r0 + i) * kBlockKeys + s0;
+          float* out = st.sc + (r0 + i) * kBlockKeys + s0;
           for (int h = 0; h < 2; ++h) {
             const __mmask16 m = tail_mask(cnt - 16 * h < 0 ? 0 : cnt - 16 * h);
             _mm512_storeu_ps(out + 16 * h, _mm512_mask_mul_ps(minus_inf, m, s[i][h], scale));
@@ -212,11 +179,11 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
     // 2. The online-softmax step per row: scores become weights (zero past the keys the row sees).
     for (int64_t r = r_first; r < rows; ++r) {
       const int64_t cnt = seen(r);
-      float* w = sc + r * kBlockKeys;
+      float* w = st.sc + r * kBlockKeys;
       __m512 mx = minus_inf;
       for (int64_t j = 0; j < cnt; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(w + j));  // masked lanes: -inf
       const float block_max = _mm512_reduce_max_ps(mx);
-      const float new_max = run_max[r] > block_max ? run_max[r] : block_max;
+      const float new_max = st.run_max[r] > block_max ? st.run_max[r] : block_max;
       const __m512 m = _mm512_set1_ps(new_max);
       __m512 sum = _mm512_setzero_ps();
       for (int64_t j = 0; j < nb; j += 16) {
@@ -225,9 +192,9 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
         _mm512_storeu_ps(w + j, e);
         sum = _mm512_add_ps(sum, e);
       }
-      corr[r] = std::exp(run_max[r] - new_max);  // 0 on the first block (max -inf)
-      run_sum[r] = run_sum[r] * corr[r] + _mm512_reduce_add_ps(sum);
-      run_max[r] = new_max;
+      st.corr[r] = std::exp(st.run_max[r] - new_max);  // 0 on the first block (max -inf)
+      st.run_sum[r] = st.run_sum[r] * st.corr[r] + _mm512_reduce_add_ps(sum);
+      st.run_max[r] = new_max;
     }
 
     // 3. Values: groups of up to 6 rows, as even as possible (7 heads: 4 + 3), over the keys the group's last
@@ -239,27 +206,13 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
       for (int64_t d0 = 0; d0 < hd; d0 += 16 * kValueVecs) {
         const int64_t nv = (hd - d0 + 15) / 16 < kValueVecs ? (hd - d0 + 15) / 16 : kValueVecs;
         const __mmask16 last = tail_mask(hd - d0 - 16 * (nv - 1));
-        Fns<L>::kValue[nr][nv](acc + r0 * hdp + d0, hdp, corr + r0, sc + r0 * kBlockKeys, pages.v + d0, voff, nk, last);
+        Fns<L>::kValue[nr][nv](st.acc + r0 * hdp + d0, hdp, st.corr + r0, st.sc + r0 * kBlockKeys, pages.v + d0, voff,
+                               nk, last);
       }
       r0 += nr;
     }
   }
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t t = r / nh, h = sp.head_begin + r % nh;
-    if (sp.partial) {
-      float* part = sp.partial + r * (hd + 2);
-      part[0] = run_max[r];
-      part[1] = run_sum[r];
-      for (int64_t d = 0; d < hd; ++d) part[2 + d] = acc[r * hdp + d];
-      continue;
-    }
-    const __m512 inv = _mm512_set1_ps(1.0f / run_sum[r]);
-    float* o = sp.out + (t * sp.heads + h) * hd;
-    for (int64_t d = 0; d < hd; d += 16) {
-      const __mmask16 m = tail_mask(hd - d);
-      _mm512_mask_storeu_ps(o + d, m, _mm512_mul_ps(_mm512_loadu_ps(acc + r * hdp + d), inv));
-    }
-  }
+  st.write(sp, hd);
 }
 
 }  // namespace
