@@ -121,7 +121,6 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
     for (int64_t j = 0; j < nb; ++j) voff[j] = pages.value_offset(b0 + j);
     const BlockRows block(sp, b0, nb);
     const int64_t r_first = block.r_first;
-    auto seen = [&block](int64_t r) { return block.seen(r); };
 
     // 1. Scores, scaled, -inf where the row may not look (causal) or past the block.
     const __m256 scale = _mm256_set1_ps(sp.scale);
@@ -142,7 +141,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
         __m256 s[kScoreRows][2];
         Fns<L>::kScore[nr](q, h0, h1, cache.page_size, hd, s);
         for (int i = 0; i < nr; ++i) {
-          const int64_t cnt = seen(r0 + i) - s0;  // may be <= 0: the whole slot is masked
+          const int64_t cnt = block.seen(r0 + i) - s0;  // may be <= 0: the whole slot is masked
           float* out = st.sc + (r0 + i) * kBlockKeys + s0;
           for (int h = 0; h < 2; ++h) {
             _mm256_storeu_ps(out + 8 * h,
@@ -154,7 +153,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
 
     // 2. The online-softmax step per row: scores become weights (zero past the keys the row sees).
     for (int64_t r = r_first; r < rows; ++r) {
-      const int64_t cnt = seen(r);
+      const int64_t cnt = block.seen(r);
       float* w = st.sc + r * kBlockKeys;
       __m256 mx = minus_inf;
       for (int64_t j = 0; j < cnt; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(w + j));  // masked lanes: -inf
@@ -177,7 +176,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
     const int64_t groups = (rows - r_first + kValueRows - 1) / kValueRows;
     for (int64_t g = 0, r0 = r_first; g < groups; ++g) {
       const int64_t nr = (rows - r0) / (groups - g);
-      const int64_t nk = seen(r0 + nr - 1);
+      const int64_t nk = block.seen(r0 + nr - 1);
       for (int64_t d0 = 0; d0 < hd; d0 += 8 * kValueVecs) {
         const int64_t nv = (hd - d0 + 7) / 8 < kValueVecs ? (hd - d0 + 7) / 8 : kValueVecs;
         const int64_t last = hd - d0 - 8 * (nv - 1);

@@ -33,16 +33,18 @@ struct RowsSrc {
   float zero(int64_t row, int64_t g) const { return zeros ? zeros[row * groups + g] : 0.0f; }
 };
 
+constexpr int64_t kQ80Block = 34;  // bytes of a Q8_0 block: f16 scale, 32 int8
+
 struct Q80Src {
   const uint8_t* blocks;
   int64_t k;
   static constexpr int64_t group_size = 32;
   int64_t groups;
   const int8_t* at(int64_t row, int64_t col) const {
-    return reinterpret_cast<const int8_t*>(blocks + (row * groups + col / 32) * 34 + 2 + col % 32);
+    return reinterpret_cast<const int8_t*>(blocks + (row * groups + col / 32) * kQ80Block + 2 + col % 32);
   }
   float scale(int64_t row, int64_t g) const {
-    const uint8_t* b = blocks + (row * groups + g) * 34;
+    const uint8_t* b = blocks + (row * groups + g) * kQ80Block;
     return _cvtsh_ss(static_cast<unsigned short>(b[0] | (b[1] << 8)));
   }
   float zero(int64_t, int64_t) const { return 0.0f; }
@@ -95,7 +97,8 @@ void dot_cols(const float* x, int64_t m, const Src& w, int64_t n, const float* b
 }
 
 // Q8_0 at decode, as q80_tile in gemm_w8a16_avx512.cpp: row pointers plus block offsets, each half block's
-// partial sum scaled once. Halves of 16 keep the registers within AVX2's 16 (two X vectors per row at a time).
+// partial sum scaled once. Halves of 16 keep the registers within AVX2's 16 (two X vectors per row at a time), so
+// each row's scale is read once per half rather than held for the block.
 template <int MR, int NR>
 inline void q80_tile(const float* x, int64_t k, const uint8_t* w, int64_t rb, float* y, int64_t ldy, const float* bias,
                      const uint8_t* next) {
@@ -107,7 +110,7 @@ inline void q80_tile(const float* x, int64_t k, const uint8_t* w, int64_t rb, fl
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm256_setzero_ps();
   }
   for (int64_t g = 0; g < groups; ++g) {
-    const int64_t off = g * 34;
+    const int64_t off = g * kQ80Block;
     if (next && (g & 1) == 0) {
       for (int j = 0; j < NR; ++j) _mm_prefetch(reinterpret_cast<const char*>(next + j * rb + off), _MM_HINT_T0);
     }
@@ -139,7 +142,7 @@ inline void q80_tile(const float* x, int64_t k, const uint8_t* w, int64_t rb, fl
 template <int MR, int NR>
 void q80_rows(const float* x, int64_t k, const uint8_t* w, int64_t n, const float* bias, float* y, int64_t n0,
               int64_t n1) {
-  const int64_t rb = k / 32 * 34;
+  const int64_t rb = k / 32 * kQ80Block;
   int64_t j = n0;
   for (; j + NR <= n1; j += NR) {
     const uint8_t* next = j + 3 * NR <= n1 ? w + (j + 2 * NR) * rb : nullptr;

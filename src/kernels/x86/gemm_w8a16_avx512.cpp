@@ -45,11 +45,10 @@ struct Q80Src {
   static constexpr int64_t group_size = 32;
   int64_t groups;
   const int8_t* at(int64_t row, int64_t col) const {
-    return reinterpret_cast<const int8_t*>(blocks + (row * groups + col / 32) * 34 + 2 + col % 32);
+    return reinterpret_cast<const int8_t*>(blocks + (row * groups + col / 32) * kQ80Block + 2 + col % 32);
   }
-  float scale(int64_t row, int64_t g) const { return q80_scale(blocks + (row * groups + g) * 34); }
+  float scale(int64_t row, int64_t g) const { return q80_scale(blocks + (row * groups + g) * kQ80Block); }
   float zero(int64_t, int64_t) const { return 0.0f; }
-  int64_t row_bytes() const { return groups * 34; }
 };
 
 // y[i, j] for i < MR, j < NR over weight rows row0.. (kScaled: scales applied per group inside the loop;
