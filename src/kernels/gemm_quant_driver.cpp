@@ -49,6 +49,8 @@ const QuantLeaves& quant_leaves(Isa isa) {
     l.name = "avx512 (w8a8: avx2)";
     l.quantize_rows = kAvx2QuantLeaves.quantize_rows;
     l.w8a8_cols = kAvx2QuantLeaves.w8a8_cols;
+    l.quantize_int16 = kAvx2QuantLeaves.quantize_int16;  // the Q8_0 tiles' int16 dot products want VNNI too
+    l.q8_0_tiles_cols = kAvx2QuantLeaves.q8_0_tiles_cols;
     return l;
   }();
   static const QuantLeaves avx512_bf16 = [] {
@@ -76,6 +78,31 @@ void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, in
   if (m <= 0 || n <= 0) return;
   const bool parallel = m * n * k >= kMinParallelMacs;
 
+  if (w.dtype == DType::Q8_0 && w.layout == TensorLayout::kQ8_0Tiles16) {
+    if (k % 32 != 0) fail("gemm: Q8_0 weight {} has rows that are not whole blocks of 32", w.shape_string());
+    // X in int16 blocks (kernels/quant_leaf.h), in buffers the calling thread keeps (no allocation once warm).
+    // The pool's threads see them through these pointers: a thread_local named inside the lambdas would be theirs.
+    thread_local std::vector<int16_t> q_buffer;
+    thread_local std::vector<float> scale_buffer;
+    q_buffer.resize(static_cast<size_t>(m * k));
+    scale_buffer.resize(static_cast<size_t>(m * k / 32));
+    int16_t* q = q_buffer.data();
+    float* scale = scale_buffer.data();
+    auto quantize = [&](size_t r0, size_t r1) {
+      const int64_t i0 = static_cast<int64_t>(r0);
+      leaves.quantize_int16(x + i0 * k, static_cast<int64_t>(r1 - r0), k, q + i0 * k, scale + i0 * k / 32);
+    };
+    if (m * k >= (1 << 15) && pool.size() > 1) {
+      pool.parallel_for(static_cast<size_t>(m), 1, quantize);
+    } else {
+      quantize(0, static_cast<size_t>(m));
+    }
+    const Int16Blocks xq{q, scale};
+    split_columns(pool, y, m, n, 16, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
+      leaves.q8_0_tiles_cols(xq, m, k, w.as<uint8_t>(), n, bias, y, n0, n1);
+    });
+    return;
+  }
   if (w.dtype == DType::Q8_0 || w.quant->layout == QuantParams::Layout::kRows) {
     W8A16View view;
     view.data = w.data;

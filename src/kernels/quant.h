@@ -2,6 +2,8 @@
 // quantized GEMM entry point. W8A16 keeps activations f32 and dequantizes int8 (or GGUF Q8_0) weights in
 // registers inside the GEMM; W8A8 quantizes each activation row to int8 on the fly (one scale per token) and
 // multiplies int8 x int8 into int32 (AVX-512 VNNI vpdpbusd where the CPU has it), rescaling in the epilogue.
+// GGUF Q8_0 weights re-laid in 16-row tiles (kQ8_0Tiles16) take X in int16 blocks of 32 instead and multiply
+// int16 x int8 exactly per block (vpdpwssd), a 16-bit activation like bf16 but finer.
 #pragma once
 
 #include <cstddef>
@@ -35,6 +37,11 @@ Tensor make_quantized(const Tensor& q, const Tensor& scales, const Tensor& zeros
 // A GGUF Q8_0 matrix as an int8 row-layout tensor with group 32 scales (copies the int8 values, widens the f16
 // scales; no f32 weights), e.g. to pack it for W8A8.
 Tensor q8_0_to_rows(const Tensor& w);
+
+// A copy of a row-major GGUF Q8_0 matrix in TensorLayout::kQ8_0Tiles16 (tensor/q8_0_tiles.h: the same scales and
+// int8, re-ordered, rows padded to 16), which the quantized GEMM reads with int16 activations. Throws Error for
+// anything else.
+Tensor to_q8_0_tiles(const Tensor& w);
 
 // Re-lays an int8 tensor for the given activation mode: kRows <-> kVnniPanels (no requantization).
 Tensor relayout(const Tensor& w, bool int8_activations);

@@ -9,6 +9,7 @@
 #include "base/half.h"
 #include "kernels/quant.h"
 #include "kernels/quant_leaf.h"
+#include "tensor/q8_0_tiles.h"
 
 namespace minfer::kernels {
 namespace {
@@ -24,6 +25,24 @@ float element(const Tensor& t, int64_t i) {
 }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Byte offsets of row r's block-g scale and of weight (r, c) in a Q8_0 matrix of either layout.
+int64_t q80_scale_offset(const Tensor& w, int64_t r, int64_t g) {
+  if (w.layout == TensorLayout::kQ8_0Tiles16) return Q80Tiles{w.dim(0), w.dim(1)}.scale_offset(r, g);
+  return (r * (w.dim(1) / 32) + g) * kQ80BlockBytes;
+}
+int64_t q80_weight_offset(const Tensor& w, int64_t r, int64_t c) {
+  if (w.layout == TensorLayout::kQ8_0Tiles16) return Q80Tiles{w.dim(0), w.dim(1)}.weight_offset(r, c);
+  return (r * (w.dim(1) / 32) + c / 32) * kQ80BlockBytes + 2 + c % 32;
+}
+float q80_scale(const Tensor& w, int64_t r, int64_t g) {
+  uint16_t d;
+  std::memcpy(&d, w.as<uint8_t>() + q80_scale_offset(w, r, g), 2);
+  return f16_to_f32(d);
+}
+int8_t q80_weight(const Tensor& w, int64_t r, int64_t c) {
+  return static_cast<int8_t>(w.as<uint8_t>()[q80_weight_offset(w, r, c)]);
+}
 
 // Fills the panel arrays of a kVnniPanels tensor from its row form.
 Tensor pack_panels(const int8_t* q, int64_t n, int64_t k, const QuantParams& rows_params) {
@@ -173,16 +192,34 @@ Tensor q8_0_to_rows(const Tensor& w) {
   p->groups = blocks;
   p->scales = Tensor::allocate(DType::F32, {n, blocks});
   Tensor q = Tensor::allocate(DType::I8, {n, k});
-  const uint8_t* in = w.as<uint8_t>();
-  for (int64_t b = 0; b < n * blocks; ++b) {
-    uint16_t d;
-    std::memcpy(&d, in + b * 34, 2);
-    p->scales.mutable_as<float>()[b] = f16_to_f32(d);
-    std::memcpy(q.mutable_as<int8_t>() + b * 32, in + b * 34 + 2, 32);
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t g = 0; g < blocks; ++g) p->scales.mutable_as<float>()[r * blocks + g] = q80_scale(w, r, g);
+    for (int64_t c = 0; c < k; ++c) q.mutable_as<int8_t>()[r * k + c] = q80_weight(w, r, c);
   }
   if (blocks == 1) p->group_size = k;
   q.quant = std::move(p);
   return q;
+}
+
+Tensor to_q8_0_tiles(const Tensor& w) {
+  if (w.dtype != DType::Q8_0 || w.rank() != 2 || w.layout != TensorLayout::kRowMajor || w.dim(1) % 32 != 0)
+    fail("to_q8_0_tiles: needs a row-major Q8_0 matrix with rows a multiple of 32, got {} {}", dtype_name(w.dtype),
+         w.shape_string());
+  const int64_t n = w.dim(0), k = w.dim(1);
+  const Q80Tiles tiles{n, k};
+  Tensor t = Tensor::allocate(DType::Q8_0, {tiles.tiles() * Q80Tiles::kRows, k});  // zero-filled padding rows
+  t.shape = {n, k};
+  t.layout = TensorLayout::kQ8_0Tiles16;
+  uint8_t* out = t.mutable_as<uint8_t>();
+  const uint8_t* in = w.as<uint8_t>();
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t g = 0; g < k / 32; ++g) {
+      const uint8_t* block = in + (r * (k / 32) + g) * kQ80BlockBytes;
+      std::memcpy(out + tiles.scale_offset(r, g), block, 2);
+      for (int64_t c = 0; c < 32; ++c) out[tiles.weight_offset(r, g * 32 + c)] = block[2 + c];
+    }
+  }
+  return t;
 }
 
 Tensor relayout(const Tensor& w, bool int8_activations) {
@@ -210,13 +247,7 @@ void dequantize_rows(const Tensor& w, int64_t row0, int64_t rows, float* out) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     float* o = out + (r - row0) * k;
     if (w.dtype == DType::Q8_0) {
-      const uint8_t* block = w.as<uint8_t>() + r * (k / 32) * 34;
-      for (int64_t b = 0; b < k / 32; ++b, block += 34) {
-        uint16_t d;
-        std::memcpy(&d, block, 2);
-        const float s = f16_to_f32(d);
-        for (int64_t c = 0; c < 32; ++c) o[b * 32 + c] = s * static_cast<float>(static_cast<int8_t>(block[2 + c]));
-      }
+      for (int64_t c = 0; c < k; ++c) o[c] = q80_scale(w, r, c / 32) * static_cast<float>(q80_weight(w, r, c));
       continue;
     }
     const QuantParams& p = *w.quant;

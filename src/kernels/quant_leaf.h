@@ -60,6 +60,20 @@ using W8A8ColsFn = void (*)(const QuantizedRows& a, int64_t m, const W8A8View& w
 using W8A16Bf16ColsFn = void (*)(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const int8_t* q,
                                  const float* scales, int64_t n, const float* bias, float* y, int64_t n0, int64_t n1);
 
+// Activations for Q8_0 tiles: each row of x [m, k] in blocks of 32, scale = max|x| / 32767 per block and
+// q = round(x / scale) (0 for an all-zero block). Error at most half a step, 2^-16 of the block's largest value:
+// finer than the bf16 rounding of x the bf16 GEMM makes, and 16-bit like the A16 of W8A16.
+struct Int16Blocks {
+  const int16_t* q = nullptr;    // [m, k]
+  const float* scale = nullptr;  // [m, k / 32]
+};
+using QuantizeInt16Fn = void (*)(const float* x, int64_t rows, int64_t k, int16_t* q, float* scale);
+// Columns [n0, n1) of y[m, n] = x * dequant(w)^T (+ bias) for w in TensorLayout::kQ8_0Tiles16 (tensor/q8_0_tiles.h;
+// n0 a multiple of 16): per block the exact int32 sum of q_x * q_w, then y += float(sum) * (scale_w * scale_x) as
+// one fused multiply-add in block order, bias added last: every variant gives the reference's bits.
+using Q80TilesColsFn = void (*)(const Int16Blocks& x, int64_t m, int64_t k, const uint8_t* tiles, int64_t n,
+                                const float* bias, float* y, int64_t n0, int64_t n1);
+
 struct QuantLeaves {
   const char* name;
   W8A16ColsFn w8a16_cols;
@@ -71,6 +85,8 @@ struct QuantLeaves {
   Bf16RoundRowsFn bf16_round_rows = nullptr;
   W8A16Bf16ColsFn w8a16_bf16_cols = nullptr;
   int64_t w8a16_bf16_min_rows = INT64_MAX;
+  QuantizeInt16Fn quantize_int16 = nullptr;
+  Q80TilesColsFn q8_0_tiles_cols = nullptr;
 };
 
 // Floats of W8A16 scratch per thread: a slab of 32 dequantized weight rows.

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "tensor/q8_0_tiles.h"
 
 namespace minfer {
 
@@ -22,6 +23,7 @@ size_t Tensor::nbytes() const {
     const int64_t rows = (dim(0) + 63) / 64 * 64, cols = (dim(1) + 31) / 32 * 32;
     return dtype_bytes(dtype, static_cast<size_t>(rows * cols));
   }
+  if (layout == TensorLayout::kQ8_0Tiles16) return static_cast<size_t>(Q80Tiles{dim(0), dim(1)}.bytes());
   return dtype_bytes(dtype, static_cast<size_t>(numel()));
 }
 

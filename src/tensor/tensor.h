@@ -22,6 +22,10 @@ enum class TensorLayout : uint8_t {
   // each block front to back, so one copy serves both (docs/DESIGN.md, "Weight layout"). Made by
   // kernels::to_bf16_blocked for the AVX-512-BF16 GEMM, the only kernel that reads it.
   kBf16Blocked64,
+  // Q8_0 only: rows in tiles of 16 (the last padded with zero rows), each tile stored block by block with its
+  // rows' weights interleaved by column pair (tensor/q8_0_tiles.h), for the int16 x int8 dot products of the
+  // quantized GEMM. Made by kernels::to_q8_0_tiles; the embedding keeps the row-major original.
+  kQ8_0Tiles16,
 };
 
 struct Tensor {

@@ -76,7 +76,7 @@ TEST_F(Passes, UnfusedGraphIsSixteenPrimitivesPerLayer) {
   Graph none = build_decoder_graph(*weights_);
   const FusionReport r = run_fusion_passes(none, FusionOptions{FusionStrategy::kNone, {}});
   // Only the layout passes run (f32 weights: nothing to re-lay).
-  EXPECT_EQ(r.rewrites, (std::vector<std::pair<std::string, int>>{{"bf16-blocked", 0}}));
+  EXPECT_EQ(r.rewrites, (std::vector<std::pair<std::string, int>>{{"bf16-blocked", 0}, {"q8_0-tiles", 0}}));
   EXPECT_EQ(none.nodes().size(), g.nodes().size());
 }
 
@@ -161,7 +161,7 @@ TEST_F(Passes, AutoPipelineLeavesFiveNodesPerLayer) {
   EXPECT_EQ(static_cast<int64_t>(g.nodes().size()), 5 * layers + 2);
   ASSERT_EQ(r.rewrites.size(), fusion_passes().size() + layout_passes().size());
   EXPECT_EQ(r.rewrites[0], (std::pair<std::string, int>{"qkv", static_cast<int>(layers)}));
-  EXPECT_EQ(r.rewrites.back().first, "bf16-blocked");
+  EXPECT_EQ(r.rewrites.back().first, "q8_0-tiles");
 }
 
 // bf16 GEMM weights are re-laid out (when the kernels read the blocked layout) under any strategy; the embedding keeps
@@ -188,6 +188,32 @@ TEST_F(Passes, Bf16BlockedForEveryGemmWeight) {
           std::find_if(r.rewrites.begin(), r.rewrites.end(), [](const auto& e) { return e.first == "bf16-blocked"; });
       EXPECT_EQ(entry == r.rewrites.end() ? 0 : entry->second, blocked ? gemms : 0);
       EXPECT_EQ(entry == r.rewrites.end(), disabled);
+    }
+  }
+}
+
+// GGUF Q8_0 GEMM weights go to 16-row tiles under any strategy (every quantized leaf reads them); the embedding
+// table keeps GGUF's row-major blocks; disabling the pass keeps every weight as stored.
+TEST_F(Passes, Q8_0TilesForEveryGemmWeight) {
+  ModelWeights q8 = *weights_;
+  for (auto& [name, t] : q8.tensors) {
+    if (t.rank() == 2 && t.dim(1) % 32 == 0) t = Tensor::allocate(DType::Q8_0, t.shape);  // zero blocks: layout only
+  }
+  for (FusionStrategy strategy : {FusionStrategy::kAuto, FusionStrategy::kNone}) {
+    for (bool disabled : {false, true}) {
+      Graph g = build_decoder_graph(q8);
+      FusionOptions options{strategy, {}};
+      if (disabled) options.disabled_passes = {"q8_0-tiles"};
+      run_fusion_passes(g, options);
+      int tiled = 0;
+      for (const Node& n : g.nodes()) {
+        if (n.weight == nullptr || n.weight->dtype != DType::Q8_0) continue;
+        const bool gemm = n.kind == OpKind::kMatMul || n.kind == OpKind::kFusedMatMul;
+        EXPECT_EQ(n.weight->layout, gemm && !disabled ? TensorLayout::kQ8_0Tiles16 : TensorLayout::kRowMajor)
+            << node_label(n);
+        tiled += n.weight->layout == TensorLayout::kQ8_0Tiles16;
+      }
+      EXPECT_EQ(tiled > 0, !disabled);
     }
   }
 }

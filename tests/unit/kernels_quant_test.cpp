@@ -3,6 +3,7 @@
 // dequantized weights, layouts and embedding lookups.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -233,19 +234,28 @@ TEST(GemmQ8_0, ReadsBlocksDirectlyAndMatchesRows) {
   const int64_t n = 157, k = 96;
   const Tensor q = make_q8_0(random_floats(rng, static_cast<size_t>(n * k)), n, k);
   const Tensor rows = q8_0_to_rows(q);
+  const Tensor tiles = to_q8_0_tiles(q);  // 9 whole tiles of 16 rows and a last one of 13
   EXPECT_EQ(dequantized(q), dequantized(rows));
+  EXPECT_EQ(dequantized(q), dequantized(tiles));
+  EXPECT_EQ(dequantized(q), dequantized(q8_0_to_rows(tiles)));
   const Tensor deq = make_tensor(dequantized(q), {n, k}, DType::F32);
   for (int64_t m : {1, 2, 3, 4, 5, 33}) {
     const auto x = random_floats(rng, static_cast<size_t>(m * k));
     std::vector<float> want(static_cast<size_t>(m * n));
     ref::gemm(x.data(), m, k, deq, nullptr, want.data());
     for (const QuantLeaves* leaves : available_quant_leaves()) {
-      std::vector<float> got(want.size());
-      run_gemm_quantized(*leaves, x.data(), m, k, q, nullptr, got.data(), pool);
-      expect_close(got, want, 1e-5f, 1e-4f, std::string("q8_0 ") + leaves->name);
-      std::fill(got.begin(), got.end(), 0.0f);
-      run_gemm_quantized(*leaves, x.data(), m, k, q, nullptr, got.data(), one);
-      expect_close(got, want, 1e-5f, 1e-4f, std::string("q8_0 one thread ") + leaves->name);
+      for (const Tensor* w : {&q, &tiles}) {
+        const bool tiled = w == &tiles;
+        const std::string what = std::string(tiled ? "q8_0 tiles " : "q8_0 ") + leaves->name;
+        // Tiles take X in int16 blocks: each x off by at most 1/65534 of its block's max (|x|, |w| <= 1 here).
+        const float atol = tiled ? static_cast<float>(k) / 65534.0f : 1e-4f;
+        std::vector<float> got(want.size());
+        run_gemm_quantized(*leaves, x.data(), m, k, *w, nullptr, got.data(), pool);
+        expect_close(got, want, 1e-5f, atol, what);
+        std::fill(got.begin(), got.end(), 0.0f);
+        run_gemm_quantized(*leaves, x.data(), m, k, *w, nullptr, got.data(), one);
+        expect_close(got, want, 1e-5f, atol, what + " one thread");
+      }
     }
     // The public entry point routes Q8_0 and W8A8-packed Q8_0 as well.
     std::vector<float> got(want.size());
@@ -253,6 +263,69 @@ TEST(GemmQ8_0, ReadsBlocksDirectlyAndMatchesRows) {
     expect_close(got, want, 1e-5f, 1e-4f, "kernels::gemm q8_0");
     gemm(x.data(), m, k, relayout(q, true), nullptr, got.data(), pool);
     expect_close(got, want, 0.0f, 0.05f, "kernels::gemm q8_0 as w8a8");
+  }
+}
+
+// kQ8_0Tiles16 puts every scale and weight where tensor/q8_0_tiles.h says: tile t's block g is 544 bytes at
+// (t * blocks + g) * 544, its 16 rows' f16 scales first, then column pair p of row j at 32 + p * 32 + j * 2; the
+// last tile is padded with zero rows.
+TEST(GemmQ8_0, TilesPutEachWeightWhereTheLayoutSays) {
+  std::mt19937 rng(8);
+  for (const int64_t n : {1, 15, 16, 17, 40}) {
+    const int64_t k = 64, blocks = 2;
+    const Tensor q = make_q8_0(random_floats(rng, static_cast<size_t>(n * k)), n, k);
+    const Tensor t = to_q8_0_tiles(q);
+    ASSERT_EQ(t.layout, TensorLayout::kQ8_0Tiles16);
+    ASSERT_EQ(t.nbytes(), static_cast<size_t>((n + 15) / 16 * blocks * 544));
+    const uint8_t* out = t.as<uint8_t>();
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t g = 0; g < blocks; ++g) {
+        const uint8_t* block = q.as<uint8_t>() + (r * blocks + g) * 34;
+        const uint8_t* tile_block = out + ((r / 16) * blocks + g) * 544;
+        ASSERT_EQ(std::memcmp(tile_block + (r % 16) * 2, block, 2), 0) << "scale of row " << r;
+        for (int64_t c = 0; c < 32; ++c)
+          ASSERT_EQ(tile_block[32 + (c / 2) * 32 + (r % 16) * 2 + c % 2], block[2 + c]) << "row " << r << " col " << c;
+      }
+    }
+    for (int64_t r = n; r < (n + 15) / 16 * 16; ++r) {  // padding rows: zero scales and weights
+      for (int64_t g = 0; g < blocks; ++g) {
+        const uint8_t* tile_block = out + ((r / 16) * blocks + g) * 544;
+        EXPECT_EQ(tile_block[(r % 16) * 2] | tile_block[(r % 16) * 2 + 1], 0);
+        for (int64_t p = 0; p < 16; ++p) EXPECT_EQ(tile_block[32 + p * 32 + (r % 16) * 2], 0);
+      }
+    }
+  }
+  EXPECT_THROW(to_q8_0_tiles(to_q8_0_tiles(make_q8_0(std::vector<float>(64), 2, 32))), Error);
+  EXPECT_THROW(to_q8_0_tiles(make_tensor(std::vector<float>(64), {2, 32}, DType::F32)), Error);
+}
+
+// The int16 x int8 tile kernels: exact int32 block sums combined by the same fused multiply-adds, so every variant
+// gives the reference's bits, on awkward sizes (a last tile of 13 rows, column ranges split mid-matrix).
+TEST(GemmQ8_0, TileVariantsMatchTheReferenceExactly) {
+  std::mt19937 rng(9);
+  const int64_t n = 157, k = 160;
+  const Tensor tiles = to_q8_0_tiles(make_q8_0(random_floats(rng, static_cast<size_t>(n * k)), n, k));
+  const auto bias = random_floats(rng, static_cast<size_t>(n));
+  for (int64_t m : {1, 2, 3, 5, 9, 17, 70}) {
+    auto xf = random_floats(rng, static_cast<size_t>(m * k));
+    for (int64_t c = 0; c < 32; ++c) xf[static_cast<size_t>(c)] = 0.0f;  // an all-zero block: scale 0
+    std::vector<int16_t> q_ref(static_cast<size_t>(m * k));
+    std::vector<float> s_ref(static_cast<size_t>(m * k / 32));
+    kRefQuantLeaves.quantize_int16(xf.data(), m, k, q_ref.data(), s_ref.data());
+    std::vector<float> want(static_cast<size_t>(m * n));
+    kRefQuantLeaves.q8_0_tiles_cols({q_ref.data(), s_ref.data()}, m, k, tiles.as<uint8_t>(), n, bias.data(),
+                                    want.data(), 0, n);
+    for (const QuantLeaves* leaves : available_quant_leaves()) {
+      std::vector<int16_t> q(q_ref.size());
+      std::vector<float> s(s_ref.size());
+      leaves->quantize_int16(xf.data(), m, k, q.data(), s.data());
+      EXPECT_EQ(q, q_ref) << leaves->name;
+      EXPECT_EQ(s, s_ref) << leaves->name;
+      std::vector<float> got(want.size(), -1.0f);
+      for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 48}, {48, 144}, {144, n}})
+        leaves->q8_0_tiles_cols({q.data(), s.data()}, m, k, tiles.as<uint8_t>(), n, bias.data(), got.data(), n0, n1);
+      EXPECT_EQ(got, want) << leaves->name << " m " << m;
+    }
   }
 }
 

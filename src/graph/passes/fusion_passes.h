@@ -39,6 +39,9 @@ const std::vector<FusionPass>& fusion_passes();
 // bf16 GEMM weights -> copies in TensorLayout::kBf16Blocked64 owned by the graph, when the active kernels read that
 // layout (kernels::gemm_prefers_bf16_blocked); the embedding keeps reading the row-major original.
 int block_bf16_weights(Graph& graph);
+// GGUF Q8_0 GEMM weights -> copies in TensorLayout::kQ8_0Tiles16 owned by the graph (every quantized GEMM leaf reads
+// it); the embedding keeps reading the row-major original.
+int tile_q8_0_weights(Graph& graph);
 // Passes that lay weights out for the kernels rather than rewrite the graph. They run after the fusion passes
 // whatever the strategy (so fusion auto vs none compares the fusion alone) and can be disabled the same way.
 const std::vector<FusionPass>& layout_passes();

@@ -22,6 +22,7 @@ const std::vector<FusionPass>& layout_passes() {
   static const std::vector<FusionPass> passes = {
       {"bf16-blocked", "bf16 GEMM weights in oneDNN's blocked layout (oneDNN matmul + one stream per GEMV)",
        block_bf16_weights},
+      {"q8_0-tiles", "GGUF Q8_0 GEMM weights in 16-row tiles (one stream per decode GEMV tile)", tile_q8_0_weights},
   };
   return passes;
 }

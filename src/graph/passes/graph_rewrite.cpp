@@ -1,6 +1,7 @@
 #include "graph/passes/graph_rewrite.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 namespace minfer::graph {
 
@@ -52,6 +53,28 @@ bool replace_nodes(Graph& graph, const GraphIndex& index, std::vector<int> group
   }
   nodes = std::move(out);
   return true;
+}
+
+int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*convert)(const Tensor&)) {
+  std::unordered_map<const Tensor*, const Tensor*> converted;
+  int rewrites = 0;
+  for (Node& n : graph.mutable_nodes()) {
+    if (n.kind != OpKind::kMatMul && n.kind != OpKind::kFusedMatMul) continue;
+    const Tensor* w = n.weight;
+    if (w == nullptr || w->rank() != 2 || !wants(*w)) continue;
+    auto [it, fresh] = converted.try_emplace(w, nullptr);
+    if (fresh) {
+      if (graph.owns_constant(w)) {
+        graph.replace_constant(w, convert(*w));
+        it->second = w;
+      } else {
+        it->second = graph.add_constant(convert(*w));
+      }
+    }
+    n.weight = it->second;
+    ++rewrites;
+  }
+  return rewrites;
 }
 
 }  // namespace minfer::graph

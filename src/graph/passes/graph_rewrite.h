@@ -50,4 +50,9 @@ int rewrite_all(Graph& graph, TryAt try_at) {
   return rewrites;
 }
 
+// What the layout passes share: points every matmul whose weight `wants` accepts at convert(weight). A weight the
+// graph packed itself (fused) is re-laid in place, keeping one copy; a checkpoint weight gets a copy beside it (the
+// embedding may read the original); a weight two nodes share is converted once. Returns the nodes rewritten.
+int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*convert)(const Tensor&));
+
 }  // namespace minfer::graph

@@ -8,6 +8,7 @@
 #include "base/half.h"
 #include "kernels/quant_leaf.h"
 #include "kernels/ref/ref_quant.h"
+#include "tensor/q8_0_tiles.h"
 
 namespace minfer::kernels::ref {
 
@@ -79,6 +80,40 @@ void w8a8_cols(const QuantizedRows& a, int64_t m, const W8A8View& w, int64_t n, 
   }
 }
 
+void quantize_int16(const float* x, int64_t rows, int64_t k, int16_t* q, float* scale) {
+  const int64_t blocks = k / 32;
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t g = 0; g < blocks; ++g) {
+      const float* xb = x + i * k + g * 32;
+      float amax = 0.0f;
+      for (int c = 0; c < 32; ++c) amax = std::fmax(amax, std::fabs(xb[c]));
+      const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+      scale[i * blocks + g] = amax / 32767.0f;
+      for (int c = 0; c < 32; ++c) q[i * k + g * 32 + c] = static_cast<int16_t>(std::nearbyint(xb[c] * inv));
+    }
+  }
+}
+
+void q8_0_tiles_cols(const Int16Blocks& x, int64_t m, int64_t k, const uint8_t* tiles, int64_t n, const float* bias,
+                     float* y, int64_t n0, int64_t n1) {
+  const Q80Tiles layout{n, k};
+  const int64_t blocks = k / 32;
+  for (int64_t j = n0; j < n1; ++j) {
+    for (int64_t i = 0; i < m; ++i) {
+      float acc = 0.0f;
+      for (int64_t g = 0; g < blocks; ++g) {
+        int32_t sum = 0;
+        for (int64_t c = g * 32; c < g * 32 + 32; ++c)
+          sum += int32_t{x.q[i * k + c]} * static_cast<int8_t>(tiles[layout.weight_offset(j, c)]);
+        uint16_t d;
+        std::memcpy(&d, tiles + layout.scale_offset(j, g), 2);
+        acc = std::fma(static_cast<float>(sum), f16_to_f32(d) * x.scale[i * blocks + g], acc);
+      }
+      y[i * n + j] = bias ? acc + bias[j] : acc;
+    }
+  }
+}
+
 }  // namespace minfer::kernels::ref
 
 namespace minfer::kernels {
@@ -89,6 +124,8 @@ const QuantLeaves kRefQuantLeaves = {
     .w8a16_scratch_min_rows = INT64_MAX,
     .quantize_rows = ref::quantize_rows,
     .w8a8_cols = ref::w8a8_cols,
+    .quantize_int16 = ref::quantize_int16,
+    .q8_0_tiles_cols = ref::q8_0_tiles_cols,
 };
 
 }  // namespace minfer::kernels

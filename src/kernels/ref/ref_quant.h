@@ -15,6 +15,9 @@ void w8a16_cols(const float* x, int64_t m, int64_t k, const W8A16View& w, int64_
 // Signed encoding: q[i, p] is the int8 value itself.
 void quantize_rows(const float* x, int64_t rows, int64_t k, int64_t k4, int64_t group_size, int64_t groups, uint8_t* q,
                    float* scale, int32_t* sums);
+void quantize_int16(const float* x, int64_t rows, int64_t k, int16_t* q, float* scale);
+void q8_0_tiles_cols(const Int16Blocks& x, int64_t m, int64_t k, const uint8_t* tiles, int64_t n, const float* bias,
+                     float* y, int64_t n0, int64_t n1);
 void w8a8_cols(const QuantizedRows& a, int64_t m, const W8A8View& w, int64_t n, const float* bias, float* y, int64_t n0,
                int64_t n1);
 

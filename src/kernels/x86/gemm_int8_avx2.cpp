@@ -293,6 +293,8 @@ const QuantLeaves kAvx2QuantLeaves = {
     .w8a16_scratch_min_rows = 32,
     .quantize_rows = avx2::quantize_rows,
     .w8a8_cols = avx2::w8a8_cols,
+    .quantize_int16 = avx2::quantize_int16,
+    .q8_0_tiles_cols = avx2::q8_0_tiles_cols,
 };
 
 }  // namespace minfer::kernels

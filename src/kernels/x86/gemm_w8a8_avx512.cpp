@@ -153,6 +153,8 @@ const QuantLeaves kAvx512QuantLeaves = {
     .w8a16_scratch_min_rows = 32,
     .quantize_rows = avx512::quantize_rows,
     .w8a8_cols = avx512::w8a8_cols,
+    .quantize_int16 = avx512::quantize_int16,
+    .q8_0_tiles_cols = avx512::q8_0_tiles_cols,
 };
 
 }  // namespace minfer::kernels
