@@ -212,11 +212,17 @@ Tensor to_q8_0_tiles(const Tensor& w) {
   t.layout = TensorLayout::kQ8_0Tiles16;
   uint8_t* out = t.mutable_as<uint8_t>();
   const uint8_t* in = w.as<uint8_t>();
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t g = 0; g < k / 32; ++g) {
-      const uint8_t* block = in + (r * (k / 32) + g) * kQ80BlockBytes;
-      std::memcpy(out + tiles.scale_offset(r, g), block, 2);
-      for (int64_t c = 0; c < 32; ++c) out[tiles.weight_offset(r, g * 32 + c)] = block[2 + c];
+  // Tile by tile, block by block: each source block's scale and 16 column pairs go to their 2-byte slots, with no
+  // offset computed per element (this runs over every weight of the model at load).
+  for (int64_t tile = 0; tile < tiles.tiles(); ++tile) {
+    const int64_t rows = std::min(Q80Tiles::kRows, n - tile * Q80Tiles::kRows);
+    for (int64_t g = 0; g < tiles.blocks(); ++g) {
+      uint8_t* dst = out + tiles.block_offset(tile, g);
+      for (int64_t j = 0; j < rows; ++j) {
+        const uint8_t* block = in + ((tile * Q80Tiles::kRows + j) * tiles.blocks() + g) * kQ80BlockBytes;
+        std::memcpy(dst + 2 * j, block, 2);
+        for (int64_t p = 0; p < 16; ++p) std::memcpy(dst + 32 + 32 * p + 2 * j, block + 2 + 2 * p, 2);
+      }
     }
   }
   return t;
