@@ -77,9 +77,10 @@ void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, in
   const int64_t n = w.dim(0);
   if (m <= 0 || n <= 0) return;
   const bool parallel = m * n * k >= kMinParallelMacs;
+  if (w.dtype == DType::Q8_0 && k % 32 != 0)
+    fail("gemm: Q8_0 weight {} has rows that are not whole blocks of 32", w.shape_string());
 
   if (w.dtype == DType::Q8_0 && w.layout == TensorLayout::kQ8_0Tiles16) {
-    if (k % 32 != 0) fail("gemm: Q8_0 weight {} has rows that are not whole blocks of 32", w.shape_string());
     // X in int16 blocks (kernels/quant_leaf.h), in buffers the calling thread keeps (no allocation once warm).
     // The pool's threads see them through these pointers: a thread_local named inside the lambdas would be theirs.
     thread_local std::vector<int16_t> q_buffer;
@@ -107,7 +108,6 @@ void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, in
     W8A16View view;
     view.data = w.data;
     if (w.dtype == DType::Q8_0) {
-      if (k % 32 != 0) fail("gemm: Q8_0 weight {} has rows that are not whole blocks of 32", w.shape_string());
       view.q8_0 = true;
       view.group_size = 32;
       view.groups = k / 32;

@@ -26,22 +26,22 @@ float element(const Tensor& t, int64_t i) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Byte offsets of row r's block-g scale and of weight (r, c) in a Q8_0 matrix of either layout.
-int64_t q80_scale_offset(const Tensor& w, int64_t r, int64_t g) {
-  if (w.layout == TensorLayout::kQ8_0Tiles16) return Q80Tiles{w.dim(0), w.dim(1)}.scale_offset(r, g);
-  return (r * (w.dim(1) / 32) + g) * kQ80BlockBytes;
-}
-int64_t q80_weight_offset(const Tensor& w, int64_t r, int64_t c) {
-  if (w.layout == TensorLayout::kQ8_0Tiles16) return Q80Tiles{w.dim(0), w.dim(1)}.weight_offset(r, c);
-  return (r * (w.dim(1) / 32) + c / 32) * kQ80BlockBytes + 2 + c % 32;
-}
-float q80_scale(const Tensor& w, int64_t r, int64_t g) {
+// Block g of row r of a Q8_0 matrix in either layout: its 32 int8 weights into q, its scale returned.
+float q80_block(const Tensor& w, int64_t r, int64_t g, int8_t* q) {
+  const uint8_t* data = w.as<uint8_t>();
   uint16_t d;
-  std::memcpy(&d, w.as<uint8_t>() + q80_scale_offset(w, r, g), 2);
+  if (w.layout == TensorLayout::kQ8_0Tiles16) {
+    const Q80Tiles tiles{w.dim(0), w.dim(1)};
+    const uint8_t* block = data + tiles.block_offset(r / Q80Tiles::kRows, g);
+    const int64_t j = r % Q80Tiles::kRows;
+    std::memcpy(&d, block + Q80Tiles::scale_in_block(j), 2);
+    for (int64_t p = 0; p < 16; ++p) std::memcpy(q + 2 * p, block + Q80Tiles::pair_in_block(p, j), 2);
+  } else {
+    const uint8_t* block = data + (r * (w.dim(1) / 32) + g) * kQ80BlockBytes;
+    std::memcpy(&d, block, 2);
+    std::memcpy(q, block + 2, 32);
+  }
   return f16_to_f32(d);
-}
-int8_t q80_weight(const Tensor& w, int64_t r, int64_t c) {
-  return static_cast<int8_t>(w.as<uint8_t>()[q80_weight_offset(w, r, c)]);
 }
 
 // Fills the panel arrays of a kVnniPanels tensor from its row form.
@@ -193,8 +193,8 @@ Tensor q8_0_to_rows(const Tensor& w) {
   p->scales = Tensor::allocate(DType::F32, {n, blocks});
   Tensor q = Tensor::allocate(DType::I8, {n, k});
   for (int64_t r = 0; r < n; ++r) {
-    for (int64_t g = 0; g < blocks; ++g) p->scales.mutable_as<float>()[r * blocks + g] = q80_scale(w, r, g);
-    for (int64_t c = 0; c < k; ++c) q.mutable_as<int8_t>()[r * k + c] = q80_weight(w, r, c);
+    for (int64_t g = 0; g < blocks; ++g)
+      p->scales.mutable_as<float>()[r * blocks + g] = q80_block(w, r, g, q.mutable_as<int8_t>() + r * k + g * 32);
   }
   if (blocks == 1) p->group_size = k;
   q.quant = std::move(p);
@@ -220,8 +220,8 @@ Tensor to_q8_0_tiles(const Tensor& w) {
       uint8_t* dst = out + tiles.block_offset(tile, g);
       for (int64_t j = 0; j < rows; ++j) {
         const uint8_t* block = in + ((tile * Q80Tiles::kRows + j) * tiles.blocks() + g) * kQ80BlockBytes;
-        std::memcpy(dst + 2 * j, block, 2);
-        for (int64_t p = 0; p < 16; ++p) std::memcpy(dst + 32 + 32 * p + 2 * j, block + 2 + 2 * p, 2);
+        std::memcpy(dst + Q80Tiles::scale_in_block(j), block, 2);
+        for (int64_t p = 0; p < 16; ++p) std::memcpy(dst + Q80Tiles::pair_in_block(p, j), block + 2 + 2 * p, 2);
       }
     }
   }
@@ -253,7 +253,11 @@ void dequantize_rows(const Tensor& w, int64_t row0, int64_t rows, float* out) {
   for (int64_t r = row0; r < row0 + rows; ++r) {
     float* o = out + (r - row0) * k;
     if (w.dtype == DType::Q8_0) {
-      for (int64_t c = 0; c < k; ++c) o[c] = q80_scale(w, r, c / 32) * static_cast<float>(q80_weight(w, r, c));
+      for (int64_t g = 0; g < k / 32; ++g) {
+        int8_t q[32];
+        const float s = q80_block(w, r, g, q);
+        for (int64_t c = 0; c < 32; ++c) o[g * 32 + c] = s * static_cast<float>(q[c]);
+      }
       continue;
     }
     const QuantParams& p = *w.quant;

@@ -22,10 +22,13 @@ struct Q80Tiles {
   int64_t blocks() const { return k / 32; }
   int64_t bytes() const { return tiles() * blocks() * kBlockBytes; }
   int64_t block_offset(int64_t tile, int64_t g) const { return (tile * blocks() + g) * kBlockBytes; }
+  // Within a tile's block: the f16 scale of the tile's row j, and row j's column pair p (weights 2p, 2p + 1).
+  static constexpr int64_t scale_in_block(int64_t j) { return 2 * j; }
+  static constexpr int64_t pair_in_block(int64_t p, int64_t j) { return 32 + 32 * p + 2 * j; }
   // Where the f16 scale of row r's block g, and weight (r, c), sit.
-  int64_t scale_offset(int64_t r, int64_t g) const { return block_offset(r / kRows, g) + (r % kRows) * 2; }
+  int64_t scale_offset(int64_t r, int64_t g) const { return block_offset(r / kRows, g) + scale_in_block(r % kRows); }
   int64_t weight_offset(int64_t r, int64_t c) const {
-    return block_offset(r / kRows, c / 32) + 32 + (c % 32 / 2) * 32 + (r % kRows) * 2 + c % 2;
+    return block_offset(r / kRows, c / 32) + pair_in_block(c % 32 / 2, r % kRows) + c % 2;
   }
 };
 
