@@ -109,8 +109,8 @@ void BM_StrategyBf16(benchmark::State& state, bool packed) {
 }
 
 // The two leaves over the blocked layout on one thread, all columns: the own block-major kernel against oneDNN's
-// matmul at batched-decode row counts (which one the driver picks: kOneDnnMinRows). `cold`: the weights come
-// from DRAM (rotated copies, as in a decode step); otherwise one copy that stays in cache (the inner loop alone).
+// matmul at batched-decode and prefill row counts (which one the driver picks: onednn_takes_rows). `cold`: the weights
+// come from DRAM (rotated copies, as in a decode step); otherwise one copy that stays in cache (the inner loop alone).
 void BM_BlockedLeaf(benchmark::State& state, bool onednn, int64_t n, int64_t k, bool cold = true) {
   if (!kernel_table(Isa::kAvx512Bf16)) return state.SkipWithError("needs AVX-512-BF16");
   const int64_t m = state.range(0), ldxb = bf16_row_stride(k), rows = onednn ? onednn_rows(m) : m;
@@ -183,6 +183,8 @@ int register_all() {
           ->Arg(16)
           ->Arg(32)
           ->Arg(64)
+          ->Arg(128)
+          ->Arg(512)
           ->UseRealTime()
           ->MinTime(0.2);
     }

@@ -134,7 +134,8 @@ const char* active_isa() { return active_kernels().name; }
 std::string kernels_summary() {
   std::string summary = active_isa();
   if (gemm_prefers_bf16_blocked()) {
-    summary += fmt::format(" (bf16 matmul from {} rows: oneDNN {})", kOneDnnMinRows, onednn_gemm_impl(64, 1024, 1024));
+    summary += fmt::format(" (bf16 matmul for {}-{} and {}+ rows: oneDNN {})", kOneDnnMinRows, kOwnBatchedMinRows - 1,
+                           kOwnBatchedMaxRows + 1, onednn_gemm_impl(128, 1024, 1024));
   }
   return summary;
 }

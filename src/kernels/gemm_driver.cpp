@@ -2,7 +2,7 @@
 // (multiples of 16; of 64 for blocked weights), so each weight row is streamed exactly once, by whichever thread
 // claims it. For bf16 weights on a leaf set with a bf16-activation GEMM, the activations are first rounded to
 // bf16 once per call (into a per-thread scratch that only grows), then every column chunk reads them from cache;
-// blocked weights go to the own GEMV or, from kOneDnnMinRows rows, to oneDNN's matmul per chunk.
+// blocked weights go to the own kernel or, for the row counts onednn_takes_rows names, to oneDNN's matmul per chunk.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -18,6 +18,10 @@
 namespace minfer::kernels {
 namespace {
 
+// Column chunks of the own block-major kernel (12-64 rows of X over blocked weights) hold at least 3 blocks of 64
+// weight rows: for the 896-column GEMMs (down, o) 1-block chunks made 2 threads 10-30% slower than 3-block ones
+// (BENCHMARKS, "Block-major GEMM for batched decode"); the GEMV keeps 1-block chunks, where balance matters more.
+constexpr int64_t kBatchedBlockedGrain = 192;
 // Below this many multiply-adds the fork-join costs more than it saves.
 constexpr int64_t kMinParallelMacs = 1 << 16;
 // Rounding the activations to bf16 is split across the pool from this many elements on (prefill).
@@ -93,21 +97,21 @@ uint16_t* bf16_scratch(size_t elems) {
   return buf.data() + ((64 - addr % 64) % 64) / sizeof(uint16_t);
 }
 
-// Blocked weights go to the own GEMV for a few rows and to oneDNN's matmul for more (given whole row buckets:
-// kernels/onednn_gemm.h); row-major ones to the leaf's GEMM.
+// Blocked weights go to the own kernel or to oneDNN's matmul (given whole row buckets) by the number of rows
+// (onednn_takes_rows, kernels/onednn_gemm.h); row-major ones to the leaf's GEMM.
 void run_gemm_bf16(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
                    float* y, ThreadPool& pool, const GemmEpilogue* epilogue) {
   const int64_t n = w.dim(0);
   const int64_t ldxb = bf16_row_stride(k);
   const bool blocked = w.layout == TensorLayout::kBf16Blocked64;
-  const bool onednn = blocked && m >= kOneDnnMinRows;
+  const bool onednn = blocked && onednn_takes_rows(m);
   const GemmBf16ColsFn leaf =
       onednn ? onednn_gemm_bf16_blocked_cols : (blocked ? leaves.gemm_bf16_blocked_cols : leaves.gemm_bf16_cols);
   const uint16_t* xb = round_rows_to_bf16(leaves.bf16_round_rows, x, m, k, pool, onednn ? onednn_rows(m) : m);
   const auto* wb = static_cast<const uint16_t*>(w.data);
   for_column_tiles(
       pool, m, n, k, y, epilogue, [=](int64_t n0, int64_t n1) { leaf(xb, ldxb, m, k, wb, n, bias, y, n0, n1); },
-      blocked ? 64 : 16);
+      !blocked ? 16 : (onednn || m < kOwnBatchedMinRows ? 64 : kBatchedBlockedGrain));
 }
 
 }  // namespace

@@ -7,9 +7,16 @@
 
 namespace minfer::kernels {
 
-// From this many rows of X on, the GEMM driver hands blocked bf16 weights to oneDNN; below it, the own GEMV
-// (avx512::gemm_bf16_blocked_cols) streams the weights faster (docs/BENCHMARKS.md, "oneDNN").
+// Whether the GEMM driver hands blocked bf16 weights with m rows of X to oneDNN: for 8-11 rows and past 64
+// (prefill). The own kernel (avx512::gemm_bf16_blocked_cols) takes the rest: up to 7 rows it streams the weights
+// faster (docs/BENCHMARKS.md, "oneDNN"), and from 12 to 64 rows (batched decode) its block-major loop with the
+// next segment prefetched measured 1.1-1.35x oneDNN (BENCHMARKS, "Block-major GEMM for batched decode").
 inline constexpr int64_t kOneDnnMinRows = 8;
+inline constexpr int64_t kOwnBatchedMinRows = 12;
+inline constexpr int64_t kOwnBatchedMaxRows = 64;
+inline constexpr bool onednn_takes_rows(int64_t m) {
+  return m >= kOneDnnMinRows && (m < kOwnBatchedMinRows || m > kOwnBatchedMaxRows);
+}
 
 // The rows oneDNN is given for m rows of X: m itself up to 64, then m rounded up to 16 (to 64 past 512). Each
 // new shape is a new JIT-compiled primitive (~0.4 ms, kept per thread), so batches of every size between 65

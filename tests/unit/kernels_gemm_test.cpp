@@ -198,13 +198,14 @@ TEST(KernelsGemm, Bf16ActivationStrategiesOnColumnRanges) {
 // padding); the own GEMV (any m) and oneDNN's matmul (m from kOneDnnMinRows on, given whole row buckets), each
 // directly on column ranges (n0 on the 64-row grid, n1 anywhere), and the dispatcher on the pool (GEMV or oneDNN
 // by m) match the reference on bf16-rounded X. k covers odd sizes, a partial 16-column sub-block and a partial
-// 32-column pad; m covers the GEMV's row groups, the oneDNN threshold and a padded row bucket.
+// 32-column pad (and k segments of the block-major loop: 600 and 1100); m covers the one-pass row counts, the
+// block-major loop's balanced row groups (9, 13, 32, 64, 70), oneDNN's row counts and a padded row bucket.
 TEST(KernelsGemm, Bf16BlockedMatchesReference) {
   if (!kernel_table(Isa::kAvx512Bf16)) GTEST_SKIP() << "no AVX-512-BF16 on this CPU";
   std::mt19937 rng(12);
   ThreadPool pool(2);
-  for (int64_t m : {1, 2, 3, 4, 5, 7, 9, 64, 70}) {
-    for (int64_t k : {1, 17, 31, 33, 95, 600}) {
+  for (int64_t m : {1, 2, 3, 4, 5, 7, 9, 13, 32, 64, 70}) {
+    for (int64_t k : {1, 17, 31, 33, 95, 600, 1100}) {
       for (int64_t n : {5, 64, 83, 200}) {
         const Problem p = make_problem(rng, m, k, n, DType::BF16, true);
         const Tensor blocked = to_bf16_blocked(p.w);
@@ -235,7 +236,7 @@ TEST(KernelsGemm, Bf16BlockedMatchesReference) {
         avx512::gemm_bf16_blocked_cols(xb.data(), ldxb, m, k, blocked.as<uint16_t>(), n, p.bias.data(), y.data(), n0,
                                        n1);
         expect_close(y, want, rtol_for(k), 1e-30f, label("avx512_bf16 blocked GEMV", p, DType::BF16, true), &p.scale);
-        if (m >= kOneDnnMinRows) {
+        if (m >= kOneDnnMinRows) {  // every m oneDNN may be given, not only those onednn_takes_rows picks
           std::vector<float> yd(p.want.size(), -7.0f);
           onednn_gemm_bf16_blocked_cols(xb.data(), ldxb, m, k, blocked.as<uint16_t>(), n, p.bias.data(), yd.data(), n0,
                                         n1);

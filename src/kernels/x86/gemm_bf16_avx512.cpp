@@ -9,8 +9,9 @@
 //  * packed form (prefill): a panel of 32 weight rows x kKc is transposed once into an L1-sized buffer of
 //    k-pairs (pair p of row r at [p][r]), then a 12 x 32 register tile accumulates outer products: one
 //    broadcast pair of X (an embedded {1to16} memory operand) times two panel vectors per pair of vdpbf16ps.
-// And the decode GEMV over weights already in oneDNN's blocked layout (TensorLayout::kBf16Blocked64), whose
-// larger batches oneDNN's matmul takes (kernels/onednn_gemm.cpp).
+// And the GEMM over weights already in oneDNN's blocked layout (TensorLayout::kBf16Blocked64) for decode: one pass
+// up to 7 rows, block-major with prefetch for batches; the driver gives oneDNN's matmul 8-11 rows and prefill
+// (kernels/onednn_gemm.h, onednn_takes_rows).
 #include "kernels/x86/avx512_util.h"
 #include "kernels/x86/x86_kernels.h"
 
@@ -91,11 +92,14 @@ void dot_many(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const uint
 // horizontal sums; the padding (rows past n, columns past k) is zero, so no masking but on the store.
 constexpr int64_t kBlockRows = 64;
 
-// y[i, j..min(j + 64, n1)) for i < MR from the 64-row block at `block`. With `prefetch`, the next block's line at
-// the same offset is fetched into L2 as each pair row is read (the block-major loop below).
+// y[i, j..min(j + 64, n1)) for i < MR from `pairs` pair rows of the 64-row block at `block` (+= y instead of + bias
+// when `accumulate`). With `prefetch`, the pair rows p = phase, phase + stride, ... of the segment at `prefetch` are
+// fetched into L2 as pair row p here is read: the block-major loop below gives each of its row groups one phase,
+// so the next segment's fetch is spread evenly over all of them.
 template <int MR>
 inline void block_tile(const uint16_t* xb, int64_t ldxb, int64_t pairs, const uint16_t* block, const float* bias,
-                       float* y, int64_t n, int64_t j, int64_t n1, const uint16_t* prefetch) {
+                       float* y, int64_t n, int64_t j, int64_t n1, const uint16_t* prefetch, int stride, int phase,
+                       bool accumulate) {
   // One or two rows of X leave 4-8 accumulators, too few chains to cover vdpbf16ps's latency: they get a second
   // set for the odd pairs, added at the end.
   constexpr int kSets = MR <= 2 ? 2 : 1;
@@ -107,9 +111,13 @@ inline void block_tile(const uint16_t* xb, int64_t ldxb, int64_t pairs, const ui
       for (int c = 0; c < 4; ++c) acc[s][i][c] = _mm512_setzero_ps();
     }
   }
+  int until_prefetch = phase;
   for (int64_t p = 0; p < pairs; p += kSets, block += kSets * 2 * kBlockRows) {
     if (prefetch) {
-      for (int l = 0; l < 4 * kSets; ++l) _mm_prefetch(reinterpret_cast<const char*>(prefetch + l * 32), _MM_HINT_T1);
+      if (until_prefetch-- == 0) {
+        for (int l = 0; l < 4 * kSets; ++l) _mm_prefetch(reinterpret_cast<const char*>(prefetch + l * 32), _MM_HINT_T1);
+        until_prefetch = stride - 1;
+      }
       prefetch += kSets * 2 * kBlockRows;
     }
     for (int s = 0; s < kSets; ++s) {
@@ -129,28 +137,47 @@ inline void block_tile(const uint16_t* xb, int64_t ldxb, int64_t pairs, const ui
     for (int i = 0; i < MR; ++i) {
       __m512 v = acc[0][i][c];
       if constexpr (kSets == 2) v = _mm512_add_ps(v, acc[1][i][c]);
-      _mm512_mask_storeu_ps(y + i * n + col, mask, _mm512_add_ps(v, b));
+      const __m512 base = accumulate ? _mm512_maskz_loadu_ps(mask, y + i * n + col) : b;
+      _mm512_mask_storeu_ps(y + i * n + col, mask, _mm512_add_ps(v, base));
     }
   }
 }
 
 using BlockTileFn = void (*)(const uint16_t*, int64_t, int64_t, const uint16_t*, const float*, float*, int64_t, int64_t,
-                             int64_t, const uint16_t*);
+                             int64_t, const uint16_t*, int, int, bool);
 constexpr int kOnePassRows = 7;  // 28 accumulators: up to 7 X rows read each block once, in one pass
 constexpr BlockTileFn kBlockTile[kOnePassRows + 1] = {nullptr,       block_tile<1>, block_tile<2>, block_tile<3>,
                                                       block_tile<4>, block_tile<5>, block_tile<6>, block_tile<7>};
 constexpr int kGroupRows = 6;  // block-major groups: 7 rows measured slower once the block is re-read from L2
+// Pair rows per segment of a block: at most 128 x 256 B = 32 KiB, so the groups after the first read it from L1.
+constexpr int64_t kSegmentPairs = 128;
 
-// Block-major, for more rows than one pass holds: each 64-row block is read from memory once, by the first
-// group of 6 X rows (which also prefetches the next block into L2), and from L2 by the other groups.
+// Block-major, for more rows than one pass holds. Each 64-row block is cut along k into segments of equal length;
+// all row groups (at most 6 rows each, sizes balanced so that no group is a small leftover) run over a segment
+// while it sits in L1, the first group having read it from memory or L2, and meanwhile the groups together
+// prefetch the next segment (the rest of this block, or the next block of [n0, n1)) into L2, one pair row in
+// `groups` each: a steady stream from memory instead of a burst during the first group's pass.
 void blocked_many(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t kp, const uint16_t* w, int64_t n,
                   const float* bias, float* y, int64_t n0, int64_t n1) {
+  const int64_t pairs = kp / 2;  // a multiple of 16 (kp is a multiple of 32)
+  const int64_t segments = (pairs + kSegmentPairs - 1) / kSegmentPairs;
+  const int64_t segment = ((pairs + segments - 1) / segments + 15) / 16 * 16;
+  const int64_t groups = (m + kGroupRows - 1) / kGroupRows;
+  constexpr int64_t kPairElems = 2 * kBlockRows;  // bf16 per pair row of a block
   for (int64_t j = n0; j < n1; j += kBlockRows) {
     const uint16_t* block = w + j * kp;
-    const uint16_t* next = j + kBlockRows < n1 ? block + kBlockRows * kp : nullptr;
-    for (int64_t i = 0; i < m; i += kGroupRows) {
-      const int64_t rows = m - i < kGroupRows ? m - i : kGroupRows;
-      kBlockTile[rows](xb + i * ldxb, ldxb, kp / 2, block, bias, y + i * n, n, j, n1, i == 0 ? next : nullptr);
+    for (int64_t p0 = 0; p0 < pairs; p0 += segment) {
+      const int64_t len = pairs - p0 < segment ? pairs - p0 : segment;
+      const uint16_t* next = p0 + len < pairs      ? block + (p0 + len) * kPairElems
+                             : j + kBlockRows < n1 ? block + kBlockRows * kp
+                                                   : nullptr;
+      int64_t i = 0;
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t rows = m * (g + 1) / groups - m * g / groups;  // 4 to 6 rows
+        kBlockTile[rows](xb + i * ldxb + 2 * p0, ldxb, len, block + p0 * kPairElems, bias, y + i * n, n, j, n1, next,
+                         static_cast<int>(groups), static_cast<int>(g), p0 > 0);
+        i += rows;
+      }
     }
   }
 }
@@ -314,7 +341,9 @@ void gemm_bf16_blocked_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t
   const int64_t kp = bf16_row_stride(k);
   if (m <= 0) return;
   if (m > kOnePassRows) return blocked_many(xb, ldxb, m, kp, w, n, bias, y, n0, n1);
-  for (int64_t j = n0; j < n1; j += kBlockRows) kBlockTile[m](xb, ldxb, kp / 2, w + j * kp, bias, y, n, j, n1, nullptr);
+  for (int64_t j = n0; j < n1; j += kBlockRows) {
+    kBlockTile[m](xb, ldxb, kp / 2, w + j * kp, bias, y, n, j, n1, nullptr, 1, 0, false);
+  }
 }
 
 void gemm_w8a16_bf16_packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const int8_t* q,
