@@ -10,6 +10,7 @@
 #include <exception>
 #include <functional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace minfer {
@@ -81,5 +82,32 @@ inline size_t dynamic_chunk(size_t n, size_t grain, int threads) {
   const size_t units = std::max<size_t>(1, (target + grain / 2) / grain);
   return units * grain;
 }
+
+// Work claimed from a shared counter in shrinking ("guided") chunks, as OpenMP's schedule(guided): each claim
+// takes what is left / threads, rounded down to a multiple of `grain`, at least one grain. The first chunks are
+// long, so a thread streams one contiguous run of weights and a kernel's prefetch of its next block stays inside
+// its own chunk; the last are single grains, so a thread the OS deschedules leaves little behind. For the GEMM
+// column split this measured faster than fixed chunks of n / (8 threads) at every batch size (docs/BENCHMARKS.md,
+// "Block-major GEMM for batched decode").
+class GuidedChunks {
+ public:
+  GuidedChunks(size_t n, size_t grain, int threads)
+      : n_(n), grain_(grain == 0 ? 1 : grain), threads_(static_cast<size_t>(threads < 1 ? 1 : threads)) {}
+  // [begin, end) of the next chunk; begin == end == n once everything is claimed.
+  std::pair<size_t, size_t> claim() {
+    size_t begin = next_.load(std::memory_order_relaxed);
+    while (begin < n_) {
+      const size_t size = std::max(grain_, (n_ - begin) / threads_ / grain_ * grain_);
+      if (next_.compare_exchange_weak(begin, begin + size, std::memory_order_relaxed)) {
+        return {begin, std::min(n_, begin + size)};
+      }
+    }
+    return {n_, n_};
+  }
+
+ private:
+  size_t n_, grain_, threads_;
+  std::atomic<size_t> next_{0};
+};
 
 }  // namespace minfer

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -18,10 +19,6 @@
 namespace minfer::kernels {
 namespace {
 
-// Column chunks of the own block-major kernel (12-64 rows of X over blocked weights) hold at least 3 blocks of 64
-// weight rows: for the 896-column GEMMs (down, o) 1-block chunks made 2 threads 10-30% slower than 3-block ones
-// (BENCHMARKS, "Block-major GEMM for batched decode"); the GEMV keeps 1-block chunks, where balance matters more.
-constexpr int64_t kBatchedBlockedGrain = 192;
 // Below this many multiply-adds the fork-join costs more than it saves.
 constexpr int64_t kMinParallelMacs = 1 << 16;
 // Rounding the activations to bf16 is split across the pool from this many elements on (prefill).
@@ -56,9 +53,9 @@ void bias_only(int64_t m, int64_t n, const float* bias, float* y, const GemmEpil
 }
 
 // Calls compute(n0, n1) on column tiles covering [0, n), then the epilogue on each tile by the same thread,
-// serially for small problems, else on the pool with tiles claimed from a counter (ThreadPool::share: a
-// thread the OS deschedules does not hold up the others, and the caller never waits for one that has not
-// started).
+// serially for small problems, else on the pool with tiles claimed in shrinking chunks (GuidedChunks, with
+// ThreadPool::share: a thread the OS deschedules does not hold up the others, and the caller never waits for one
+// that has not started).
 template <class Compute>
 void for_column_tiles(ThreadPool& pool, int64_t m, int64_t n, int64_t k, float* y, const GemmEpilogue* epilogue,
                       const Compute& compute, int64_t grain = 16) {
@@ -72,16 +69,12 @@ void for_column_tiles(ThreadPool& pool, int64_t m, int64_t n, int64_t k, float* 
     const Compute& compute;
     const GemmEpilogue* epilogue;
     float* y;
-    int64_t m, n, chunk;
-    std::atomic<int64_t> next{0};
-  } shared{
-      compute, epilogue,
-      y,       m,
-      n,       static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), chunk_grain(grain, epilogue), pool.size()))};
+    int64_t m, n;
+    GuidedChunks chunks;
+  } shared{compute, epilogue, y, m, n, {static_cast<size_t>(n), chunk_grain(grain, epilogue), pool.size()}};
   pool.share([&shared] {
-    for (int64_t begin = shared.next.fetch_add(shared.chunk); begin < shared.n;
-         begin = shared.next.fetch_add(shared.chunk)) {
-      const int64_t end = std::min(shared.n, begin + shared.chunk);
+    for (auto [b, e] = shared.chunks.claim(); b < e; std::tie(b, e) = shared.chunks.claim()) {
+      const auto begin = static_cast<int64_t>(b), end = static_cast<int64_t>(e);
       shared.compute(begin, end);
       if (shared.epilogue) shared.epilogue->apply(shared.epilogue->ctx, shared.y, shared.m, shared.n, begin, end);
     }
@@ -111,7 +104,7 @@ void run_gemm_bf16(const LeafKernels& leaves, const float* x, int64_t m, int64_t
   const auto* wb = static_cast<const uint16_t*>(w.data);
   for_column_tiles(
       pool, m, n, k, y, epilogue, [=](int64_t n0, int64_t n1) { leaf(xb, ldxb, m, k, wb, n, bias, y, n0, n1); },
-      !blocked ? 16 : (onednn || m < kOwnBatchedMinRows ? 64 : kBatchedBlockedGrain));
+      blocked ? 64 : 16);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -20,7 +21,8 @@ namespace {
 constexpr int64_t kMinParallelMacs = 1 << 16;
 
 // Runs body(n0, n1, thread) over [0, n) in chunks of multiples of `unit` (and of the epilogue's column
-// alignment), on one thread or claimed from a counter, then the epilogue on each chunk by the same thread.
+// alignment), on one thread or claimed in shrinking chunks (GuidedChunks), then the epilogue on each chunk by the
+// same thread.
 template <typename Body>
 void split_columns(ThreadPool& pool, float* y, int64_t m, int64_t n, int64_t unit, bool parallel,
                    const GemmEpilogue* epilogue, const Body& body) {
@@ -33,11 +35,11 @@ void split_columns(ThreadPool& pool, float* y, int64_t m, int64_t n, int64_t uni
     tile(0, n, 0);
     return;
   }
-  const int64_t chunk =
-      static_cast<int64_t>(dynamic_chunk(static_cast<size_t>(n), static_cast<size_t>(unit), pool.size()));
-  std::atomic<int64_t> next{0};
+  GuidedChunks chunks(static_cast<size_t>(n), static_cast<size_t>(unit), pool.size());
   pool.run([&](int thread, int) {
-    for (int64_t b = next.fetch_add(chunk); b < n; b = next.fetch_add(chunk)) tile(b, std::min(n, b + chunk), thread);
+    for (auto [b, e] = chunks.claim(); b < e; std::tie(b, e) = chunks.claim()) {
+      tile(static_cast<int64_t>(b), static_cast<int64_t>(e), thread);
+    }
   });
 }
 

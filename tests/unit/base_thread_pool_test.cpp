@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <stdexcept>
+#include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -83,6 +86,34 @@ TEST(SplitRange, AlignedToGrain) {
   EXPECT_EQ(e0 % 16, 0u);
   EXPECT_EQ(e0, b1);
   EXPECT_EQ(e1, 100u);
+}
+
+// Guided chunks cover [0, n) exactly once, each a multiple of the grain but the last, and shrink: one thread
+// claiming alone sees remaining / threads each time; four threads claiming at once still cover every item once.
+TEST(GuidedChunks, CoverTheRangeOnceInShrinkingChunks) {
+  GuidedChunks alone(1000, 64, 2);
+  std::vector<std::pair<size_t, size_t>> got;
+  for (auto c = alone.claim(); c.first < c.second; c = alone.claim()) got.push_back(c);
+  const std::vector<std::pair<size_t, size_t>> want = {{0, 448},   {448, 704}, {704, 832},
+                                                       {832, 896}, {896, 960}, {960, 1000}};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(alone.claim(), std::make_pair(size_t{1000}, size_t{1000}));
+
+  for (size_t n : {size_t{1}, size_t{63}, size_t{9728}, size_t{151936}}) {
+    GuidedChunks shared(n, 16, 4);
+    std::vector<std::atomic<int>> hits(n);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&] {
+        for (auto [b, e] = shared.claim(); b < e; std::tie(b, e) = shared.claim()) {
+          EXPECT_TRUE((e - b) % 16 == 0 || e == n) << b << " " << e;
+          for (size_t i = b; i < e; ++i) hits[i].fetch_add(1);
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n " << n << " item " << i;
+  }
 }
 
 }  // namespace
