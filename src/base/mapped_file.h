@@ -23,6 +23,12 @@ class MappedFile {
   size_t size() const { return size_; }
   std::string_view view() const { return {reinterpret_cast<const char*>(data_), size_}; }
 
+  // Drops the whole pages of [p, p + bytes) from the process's resident memory if they lie in a live file map;
+  // memory anywhere else (heap, another map) is left alone. The map is private and read-only, so nothing is
+  // lost: the pages stay in the page cache and a later read maps them back. For checkpoint weights the engine
+  // has copied into its own layout, which would otherwise stay resident a second time.
+  static void release_pages(const void* p, size_t bytes);
+
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size) : path_(std::move(path)), data_(data), size_(size) {}
   std::string path_;

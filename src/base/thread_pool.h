@@ -62,6 +62,16 @@ class ThreadPool {
   std::atomic<bool> has_error_{false};
 };
 
+// pool->parallel_for, or the whole range on the calling thread when there is no pool (code that runs both at
+// load, with the engine's pool, and in tests or tools without one).
+inline void parallel_for(ThreadPool* pool, size_t n, size_t grain, const std::function<void(size_t, size_t)>& body) {
+  if (pool) {
+    pool->parallel_for(n, grain, body);
+  } else if (n > 0) {
+    body(0, n);
+  }
+}
+
 // Splits n items into `parts` contiguous ranges aligned to `grain`; returns [begin, end) of range `part`.
 inline std::pair<size_t, size_t> split_range(size_t n, size_t grain, int part, int parts) {
   const size_t units = (n + grain - 1) / grain;

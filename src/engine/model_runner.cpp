@@ -1,14 +1,30 @@
 #include "engine/model_runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 
 #include "base/error.h"
 #include "model/decoder_graph.h"
 
 namespace minfer {
+namespace {
+
+// The graph, with the time its passes took (weight packing and re-layout: most of a model's start-up after the
+// files are mapped) in the log.
+graph::Graph compile_logged(const ModelWeights& weights, const graph::FusionOptions& fusion, ThreadPool& pool) {
+  const auto start = std::chrono::steady_clock::now();
+  graph::Graph g = compile_decoder_graph(weights, fusion, nullptr, &pool);
+  spdlog::info("model graph compiled in {:.2f} s ({} threads)",
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), pool.size());
+  return g;
+}
+
+}  // namespace
 
 ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion)
-    : config_(weights.config), graph_(compile_decoder_graph(weights, fusion)) {
+    : config_(weights.config), graph_(compile_logged(weights, fusion, pool)) {
   executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_table(config_));
 }
 

@@ -98,7 +98,8 @@ std::string kernels_summary();
 // decode GEMV streams it at the read bandwidth and oneDNN's matmul takes it as its packed weights).
 bool gemm_prefers_bf16_blocked();
 // A copy of a row-major bf16 matrix [N, K] in the kBf16Blocked64 layout (for kernels::gemm only: the embedding
-// lookup and the other kernels read row-major weights). Throws Error for anything else.
-Tensor to_bf16_blocked(const Tensor& w);
+// lookup and the other kernels read row-major weights), its 64-row blocks split across `pool` when given (this
+// runs over most of the model's bytes at load). Throws Error for anything else.
+Tensor to_bf16_blocked(const Tensor& w, ThreadPool* pool = nullptr);
 
 }  // namespace minfer::kernels

@@ -40,8 +40,8 @@ Tensor q8_0_to_rows(const Tensor& w);
 
 // A copy of a row-major GGUF Q8_0 matrix in TensorLayout::kQ8_0Tiles16 (tensor/q8_0_tiles.h: the same scales and
 // int8, re-ordered, rows padded to 16), which the quantized GEMM reads with int16 activations. Throws Error for
-// anything else.
-Tensor to_q8_0_tiles(const Tensor& w);
+// anything else. The tiles are split across `pool` when given (load time).
+Tensor to_q8_0_tiles(const Tensor& w, ThreadPool* pool = nullptr);
 
 // Re-lays an int8 tensor for the given activation mode: kRows <-> kVnniPanels (no requantization).
 Tensor relayout(const Tensor& w, bool int8_activations);

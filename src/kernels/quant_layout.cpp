@@ -201,7 +201,7 @@ Tensor q8_0_to_rows(const Tensor& w) {
   return q;
 }
 
-Tensor to_q8_0_tiles(const Tensor& w) {
+Tensor to_q8_0_tiles(const Tensor& w, ThreadPool* pool) {
   if (w.dtype != DType::Q8_0 || w.rank() != 2 || w.layout != TensorLayout::kRowMajor || w.dim(1) % 32 != 0)
     fail("to_q8_0_tiles: needs a row-major Q8_0 matrix with rows a multiple of 32, got {} {}", dtype_name(w.dtype),
          w.shape_string());
@@ -214,17 +214,19 @@ Tensor to_q8_0_tiles(const Tensor& w) {
   const uint8_t* in = w.as<uint8_t>();
   // Tile by tile, block by block: each source block's scale and 16 column pairs go to their 2-byte slots, with no
   // offset computed per element (this runs over every weight of the model at load).
-  for (int64_t tile = 0; tile < tiles.tiles(); ++tile) {
-    const int64_t rows = std::min(Q80Tiles::kRows, n - tile * Q80Tiles::kRows);
-    for (int64_t g = 0; g < tiles.blocks(); ++g) {
-      uint8_t* dst = out + tiles.block_offset(tile, g);
-      for (int64_t j = 0; j < rows; ++j) {
-        const uint8_t* block = in + ((tile * Q80Tiles::kRows + j) * tiles.blocks() + g) * kQ80BlockBytes;
-        std::memcpy(dst + Q80Tiles::scale_in_block(j), block, 2);
-        for (int64_t p = 0; p < 16; ++p) std::memcpy(dst + Q80Tiles::pair_in_block(p, j), block + 2 + 2 * p, 2);
+  parallel_for(pool, static_cast<size_t>(tiles.tiles()), 1, [=](size_t t0, size_t t1) {
+    for (auto tile = static_cast<int64_t>(t0); tile < static_cast<int64_t>(t1); ++tile) {
+      const int64_t rows = std::min(Q80Tiles::kRows, n - tile * Q80Tiles::kRows);
+      for (int64_t g = 0; g < tiles.blocks(); ++g) {
+        uint8_t* dst = out + tiles.block_offset(tile, g);
+        for (int64_t j = 0; j < rows; ++j) {
+          const uint8_t* block = in + ((tile * Q80Tiles::kRows + j) * tiles.blocks() + g) * kQ80BlockBytes;
+          std::memcpy(dst + Q80Tiles::scale_in_block(j), block, 2);
+          for (int64_t p = 0; p < 16; ++p) std::memcpy(dst + Q80Tiles::pair_in_block(p, j), block + 2 + 2 * p, 2);
+        }
       }
     }
-  }
+  });
   return t;
 }
 

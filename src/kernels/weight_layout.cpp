@@ -10,7 +10,7 @@ namespace minfer::kernels {
 
 bool gemm_prefers_bf16_blocked() { return active_kernels().leaves->gemm_bf16_blocked_cols != nullptr; }
 
-Tensor to_bf16_blocked(const Tensor& w) {
+Tensor to_bf16_blocked(const Tensor& w, ThreadPool* pool) {
   if (w.dtype != DType::BF16 || w.rank() != 2 || w.layout != TensorLayout::kRowMajor || w.quant)
     fail("to_bf16_blocked: needs a row-major bf16 matrix, got {} {}", dtype_name(w.dtype), w.shape_string());
   const int64_t n = w.dim(0), k = w.dim(1);
@@ -22,20 +22,22 @@ Tensor to_bf16_blocked(const Tensor& w) {
   // r / 64, at pair q, row r % 64; the output is written front to back, pair by pair (the block's 64 source
   // rows, 64 x k bf16, stay in cache meanwhile).
   const int64_t pairs = k / 2;  // whole pairs; an odd k leaves a last column whose partner is padding
-  for (int64_t b = 0; b < (n + 63) / 64; ++b) {
-    const int64_t rows = std::min<int64_t>(64, n - b * 64);
-    uint32_t* out = dst + b * 64 * (kp / 2);
-    for (int64_t q = 0; q < kp / 2; ++q, out += 64) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const uint16_t* row = src + (b * 64 + r) * k;
-        if (q < pairs) {
-          out[r] = uint32_t{row[2 * q]} | (uint32_t{row[2 * q + 1]} << 16);
-        } else if (2 * q < k) {
-          out[r] = row[2 * q];  // odd k: the last column beside a zero
+  parallel_for(pool, static_cast<size_t>((n + 63) / 64), 1, [=](size_t b0, size_t b1) {
+    for (auto b = static_cast<int64_t>(b0); b < static_cast<int64_t>(b1); ++b) {
+      const int64_t rows = std::min<int64_t>(64, n - b * 64);
+      uint32_t* out = dst + b * 64 * (kp / 2);
+      for (int64_t q = 0; q < kp / 2; ++q, out += 64) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const uint16_t* row = src + (b * 64 + r) * k;
+          if (q < pairs) {
+            out[r] = uint32_t{row[2 * q]} | (uint32_t{row[2 * q + 1]} << 16);
+          } else if (2 * q < k) {
+            out[r] = row[2 * q];  // odd k: the last column beside a zero
+          }
         }
       }
     }
-  }
+  });
   t.shape = {n, k};
   t.layout = TensorLayout::kBf16Blocked64;
   return t;

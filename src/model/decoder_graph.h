@@ -16,9 +16,10 @@ namespace minfer {
 graph::Graph build_decoder_graph(const ModelWeights& weights);
 
 // The graph a model runs: the decoder graph rewritten by the fusion passes `options` enables (none for
-// FusionStrategy::kNone). Fused GEMM weights are packed here, once, and owned by the graph.
+// FusionStrategy::kNone). Fused GEMM weights are packed here, once, and owned by the graph; the weight copies of
+// the layout passes are split across `pool` when given.
 graph::Graph compile_decoder_graph(const ModelWeights& weights, const graph::FusionOptions& options,
-                                   graph::FusionReport* report = nullptr);
+                                   graph::FusionReport* report = nullptr, ThreadPool* pool = nullptr);
 
 // The RoPE frequencies and pairing the graph's rope nodes use.
 graph::RopeTable rope_table(const ModelConfig& config);

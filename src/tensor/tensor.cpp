@@ -33,22 +33,45 @@ std::string Tensor::shape_string() const {
   return s + "]";
 }
 
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// A buffer of `bytes` (a multiple of 2 MiB) on a 2 MiB boundary, from fresh anonymous pages: the kernel hands
+// them out zeroed, so nothing is written here and each page is first touched by whoever fills it (the weight
+// copies at load, split across threads); a memset would fault and clear every page once more, serially.
+std::shared_ptr<const void> map_zeroed_huge(size_t bytes) {
+  const size_t mapped = bytes + kHugePage;
+  void* base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) throw std::bad_alloc();
+  const auto start = reinterpret_cast<uintptr_t>(base);
+  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  const size_t head = aligned - start, tail = mapped - head - bytes;
+  if (head > 0) ::munmap(base, head);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(aligned + bytes), tail);
+  void* p = reinterpret_cast<void*>(aligned);
+  ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: ignored where THP is off
+  return {p, [bytes](const void* q) { ::munmap(const_cast<void*>(q), bytes); }};
+}
+
+}  // namespace
+
 Tensor Tensor::allocate(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
   t.dtype = dtype;
   t.shape = std::move(shape);
   // Buffers of 2 MiB and more (weights re-laid out at load) sit on 2 MiB boundaries and ask for transparent
   // huge pages: a decode step streams every weight once, and 4 KiB pages cost a TLB miss every 64 cache lines.
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const bool huge = t.nbytes() >= kHugePage;
-  const size_t align = huge ? kHugePage : 64;
-  const size_t bytes = (t.nbytes() + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, bytes == 0 ? 64 : bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  if (huge) ::madvise(p, bytes, MADV_HUGEPAGE);  // advice only: ignored where THP is off
-  std::memset(p, 0, bytes == 0 ? 64 : bytes);
-  t.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
-  t.data = p;
+  if (t.nbytes() >= kHugePage) {
+    t.owner = map_zeroed_huge((t.nbytes() + kHugePage - 1) / kHugePage * kHugePage);
+  } else {
+    const size_t bytes = (t.nbytes() + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, bytes == 0 ? 64 : bytes);
+    if (p == nullptr) throw std::bad_alloc();
+    std::memset(p, 0, bytes == 0 ? 64 : bytes);
+    t.owner = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
+  }
+  t.data = t.owner.get();
   return t;
 }
 

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "base/cpu_features.h"
 #include "base/error.h"
@@ -255,6 +257,20 @@ TEST(KernelsGemm, Bf16BlockedMatchesReference) {
   std::vector<float> y(32);
   EXPECT_THROW(kernel_table(Isa::kScalar)->gemm(p.x.data(), 2, 40, blocked, nullptr, y.data(), pool), Error);
   EXPECT_THROW(to_bf16_blocked(to_f32(p.w)), Error);
+}
+
+// At load the 64-row blocks are split across the engine's pool: the same bytes as one thread, for a partial last
+// block and odd k, and for a matrix past 2 MiB (fresh zeroed pages: its padding must still read as zero).
+TEST(KernelsGemm, Bf16BlockedOnAPoolIsTheSameBytes) {
+  std::mt19937 rng(13);
+  ThreadPool pool(3);
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{200, 95}, {1100, 1001}}) {
+    const Problem p = make_problem(rng, 1, k, n, DType::BF16, false);
+    const Tensor serial = to_bf16_blocked(p.w);
+    const Tensor split = to_bf16_blocked(p.w, &pool);
+    ASSERT_EQ(split.nbytes(), serial.nbytes());
+    EXPECT_EQ(std::memcmp(split.data, serial.data, serial.nbytes()), 0) << n << " x " << k;
+  }
 }
 
 // Row buckets for oneDNN: never fewer rows than asked, exact up to 64, and few distinct shapes up to the largest

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -297,6 +298,20 @@ TEST(GemmQ8_0, TilesPutEachWeightWhereTheLayoutSays) {
   }
   EXPECT_THROW(to_q8_0_tiles(to_q8_0_tiles(make_q8_0(std::vector<float>(64), 2, 32))), Error);
   EXPECT_THROW(to_q8_0_tiles(make_tensor(std::vector<float>(64), {2, 32}, DType::F32)), Error);
+}
+
+// At load the tiles are split across the engine's pool: the same bytes as one thread, for a last partial tile and
+// for a matrix past 2 MiB (its buffer comes from fresh zeroed pages: the padding rows must still read as zero).
+TEST(GemmQ8_0, TilesOnAPoolAreTheSameBytes) {
+  std::mt19937 rng(10);
+  ThreadPool pool(3);
+  for (const auto& [n, k] : {std::pair<int64_t, int64_t>{157, 96}, {4001, 608}}) {
+    const Tensor q = make_q8_0(random_floats(rng, static_cast<size_t>(n * k)), n, k);
+    const Tensor serial = to_q8_0_tiles(q);
+    const Tensor split = to_q8_0_tiles(q, &pool);
+    ASSERT_EQ(split.nbytes(), serial.nbytes());
+    EXPECT_EQ(std::memcmp(split.data, serial.data, serial.nbytes()), 0) << n << " x " << k;
+  }
 }
 
 // The int16 x int8 tile kernels: exact int32 block sums combined by the same fused multiply-adds, so every variant

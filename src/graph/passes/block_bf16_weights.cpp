@@ -6,11 +6,11 @@
 
 namespace minfer::graph {
 
-int block_bf16_weights(Graph& graph) {
+int block_bf16_weights(Graph& graph, ThreadPool* pool) {
   if (!kernels::gemm_prefers_bf16_blocked()) return 0;
   return relayout_weights(
       graph, [](const Tensor& w) { return w.dtype == DType::BF16 && w.layout == TensorLayout::kRowMajor; },
-      kernels::to_bf16_blocked);
+      kernels::to_bf16_blocked, pool);
 }
 
 }  // namespace minfer::graph

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/thread_pool.h"
 #include "graph/graph.h"
 #include "minfer/config.h"
 
@@ -14,7 +15,8 @@ namespace minfer::graph {
 struct FusionPass {
   const char* name;     // for --disable-pass
   const char* summary;  // one line for reports
-  int (*run)(Graph& graph);
+  // The pool, when given, is the engine's: the layout passes split their copies across it (load time).
+  int (*run)(Graph& graph, ThreadPool* pool);
 };
 
 // matmul q, k, v of one input + rope q, rope k + kv_write -> one GEMM (weights packed [k v per head | q]) with
@@ -38,10 +40,10 @@ const std::vector<FusionPass>& fusion_passes();
 
 // bf16 GEMM weights -> copies in TensorLayout::kBf16Blocked64 owned by the graph, when the active kernels read that
 // layout (kernels::gemm_prefers_bf16_blocked); the embedding keeps reading the row-major original.
-int block_bf16_weights(Graph& graph);
+int block_bf16_weights(Graph& graph, ThreadPool* pool = nullptr);
 // GGUF Q8_0 GEMM weights -> copies in TensorLayout::kQ8_0Tiles16 owned by the graph (every quantized GEMM leaf reads
 // it); the embedding keeps reading the row-major original.
-int tile_q8_0_weights(Graph& graph);
+int tile_q8_0_weights(Graph& graph, ThreadPool* pool = nullptr);
 // Passes that lay weights out for the kernels rather than rewrite the graph. They run after the fusion passes
 // whatever the strategy (so fusion auto vs none compares the fusion alone) and can be disabled the same way.
 const std::vector<FusionPass>& layout_passes();
@@ -57,7 +59,8 @@ struct FusionReport {
   std::vector<std::pair<std::string, int>> rewrites;  // pass name -> rewrites (passes that ran)
 };
 
-// Runs the enabled passes (none for kNone). Throws Error for an unknown pass name, listing the known ones.
-FusionReport run_fusion_passes(Graph& graph, const FusionOptions& options);
+// Runs the enabled passes (none for kNone), the layout passes' copies split across `pool` when given. Throws Error
+// for an unknown pass name, listing the known ones.
+FusionReport run_fusion_passes(Graph& graph, const FusionOptions& options, ThreadPool* pool = nullptr);
 
 }  // namespace minfer::graph

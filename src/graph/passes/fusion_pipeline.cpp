@@ -5,15 +5,25 @@
 #include "graph/passes/fusion_passes.h"
 
 namespace minfer::graph {
+namespace {
+
+// A fusion pass in the pipeline's signature: the rewrites copy nothing large, so they take no pool.
+template <int (*Pass)(Graph&)>
+int graph_only(Graph& graph, ThreadPool*) {
+  return Pass(graph);
+}
+
+}  // namespace
 
 const std::vector<FusionPass>& fusion_passes() {
   static const std::vector<FusionPass> passes = {
-      {"qkv", "q/k/v GEMMs + bias + RoPE + KV write -> one GEMM with an epilogue", fuse_qkv},
-      {"gate-up", "gate/up GEMMs + SiLU*up -> one GEMM with an epilogue", fuse_gate_up},
-      {"residual", "GEMM + residual add -> GEMM with the add in its epilogue", fuse_residual},
-      {"add-rmsnorm", "residual add + RMSNorm -> one row-wise pass", fuse_add_rmsnorm},
-      {"norm-gemm", "RMSNorm + the GEMM reading it -> GEMM with the norm in its prologue", fuse_norm_gemm},
-      {"lm-head-rows", "gather of the sampled rows + lm_head -> GEMM gathering in its prologue", fuse_lm_head_rows},
+      {"qkv", "q/k/v GEMMs + bias + RoPE + KV write -> one GEMM with an epilogue", graph_only<fuse_qkv>},
+      {"gate-up", "gate/up GEMMs + SiLU*up -> one GEMM with an epilogue", graph_only<fuse_gate_up>},
+      {"residual", "GEMM + residual add -> GEMM with the add in its epilogue", graph_only<fuse_residual>},
+      {"add-rmsnorm", "residual add + RMSNorm -> one row-wise pass", graph_only<fuse_add_rmsnorm>},
+      {"norm-gemm", "RMSNorm + the GEMM reading it -> GEMM with the norm in its prologue", graph_only<fuse_norm_gemm>},
+      {"lm-head-rows", "gather of the sampled rows + lm_head -> GEMM gathering in its prologue",
+       graph_only<fuse_lm_head_rows>},
   };
   return passes;
 }
@@ -34,7 +44,7 @@ std::vector<std::string> pass_names() {
   return names;
 }
 
-FusionReport run_fusion_passes(Graph& graph, const FusionOptions& options) {
+FusionReport run_fusion_passes(Graph& graph, const FusionOptions& options, ThreadPool* pool) {
   const std::vector<std::string> known = pass_names();
   for (const std::string& name : options.disabled_passes) {
     if (std::find(known.begin(), known.end(), name) == known.end()) {
@@ -51,12 +61,12 @@ FusionReport run_fusion_passes(Graph& graph, const FusionOptions& options) {
   if (options.strategy != FusionStrategy::kNone) {
     for (const FusionPass& p : fusion_passes()) {
       if (!enabled(p)) continue;
-      report.rewrites.emplace_back(p.name, p.run(graph));
+      report.rewrites.emplace_back(p.name, p.run(graph, pool));
       graph.verify();
     }
   }
   for (const FusionPass& p : layout_passes()) {
-    if (enabled(p)) report.rewrites.emplace_back(p.name, p.run(graph));
+    if (enabled(p)) report.rewrites.emplace_back(p.name, p.run(graph, pool));
   }
   return report;
 }

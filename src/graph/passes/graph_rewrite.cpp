@@ -55,7 +55,8 @@ bool replace_nodes(Graph& graph, const GraphIndex& index, std::vector<int> group
   return true;
 }
 
-int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*convert)(const Tensor&)) {
+int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*convert)(const Tensor&, ThreadPool*),
+                     ThreadPool* pool) {
   std::unordered_map<const Tensor*, const Tensor*> converted;
   int rewrites = 0;
   for (Node& n : graph.mutable_nodes()) {
@@ -65,10 +66,10 @@ int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*conver
     auto [it, fresh] = converted.try_emplace(w, nullptr);
     if (fresh) {
       if (graph.owns_constant(w)) {
-        graph.replace_constant(w, convert(*w));
+        graph.replace_constant(w, convert(*w, pool));
         it->second = w;
       } else {
-        it->second = graph.add_constant(convert(*w));
+        it->second = graph.add_constant(convert(*w, pool));
       }
     }
     n.weight = it->second;

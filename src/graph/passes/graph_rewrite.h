@@ -52,7 +52,9 @@ int rewrite_all(Graph& graph, TryAt try_at) {
 
 // What the layout passes share: points every matmul whose weight `wants` accepts at convert(weight). A weight the
 // graph packed itself (fused) is re-laid in place, keeping one copy; a checkpoint weight gets a copy beside it (the
-// embedding may read the original); a weight two nodes share is converted once. Returns the nodes rewritten.
-int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*convert)(const Tensor&));
+// embedding may read the original); a weight two nodes share is converted once. `convert` gets the pool to split
+// its copy across (null: serial). Returns the nodes rewritten.
+int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*convert)(const Tensor&, ThreadPool*),
+                     ThreadPool* pool);
 
 }  // namespace minfer::graph

@@ -7,13 +7,13 @@
 
 namespace minfer::graph {
 
-int tile_q8_0_weights(Graph& graph) {
+int tile_q8_0_weights(Graph& graph, ThreadPool* pool) {
   return relayout_weights(
       graph,
       [](const Tensor& w) {
         return w.dtype == DType::Q8_0 && w.layout == TensorLayout::kRowMajor && w.dim(1) % 32 == 0;
       },
-      kernels::to_q8_0_tiles);
+      kernels::to_q8_0_tiles, pool);
 }
 
 }  // namespace minfer::graph
