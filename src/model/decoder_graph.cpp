@@ -2,9 +2,6 @@
 
 #include <cmath>
 #include <string>
-#include <unordered_set>
-
-#include "base/mapped_file.h"
 
 namespace minfer {
 
@@ -93,32 +90,10 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
   return g;
 }
 
-namespace {
-
-// Checkpoint weights the compiled graph no longer reads (the passes packed or re-laid them into copies of its own)
-// leave the process's resident memory: a bf16 checkpoint is then resident once, in the kernels' layout, not twice.
-// The embedding table goes too: a lookup reads one row per token, and only those rows' pages come back. Only
-// pages of the mapped files are dropped, and they come back from the page cache when something reads them.
-void release_unread_weights(const ModelWeights& weights, const graph::Graph& g) {
-  std::unordered_set<const void*> read;
-  for (const graph::Node& n : g.nodes()) {
-    if (n.kind == graph::OpKind::kEmbedding) continue;
-    for (const Tensor* t : {n.weight, n.bias, n.norm_weight}) {
-      if (t) read.insert(t->data);
-    }
-  }
-  for (const auto& [name, t] : weights.tensors) {
-    if (!read.contains(t.data)) MappedFile::release_pages(t.data, t.nbytes());
-  }
-}
-
-}  // namespace
-
 graph::Graph compile_decoder_graph(const ModelWeights& weights, const graph::FusionOptions& options,
                                    graph::FusionReport* report, ThreadPool* pool) {
   graph::Graph g = build_decoder_graph(weights);
   graph::FusionReport r = graph::run_fusion_passes(g, options, pool);
-  release_unread_weights(weights, g);
   if (report) *report = std::move(r);
   return g;
 }

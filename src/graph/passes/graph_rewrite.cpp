@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "base/mapped_file.h"
+
 namespace minfer::graph {
 
 GraphIndex::GraphIndex(const Graph& graph)
@@ -70,6 +72,8 @@ int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*conver
         it->second = w;
       } else {
         it->second = graph.add_constant(convert(*w, pool));
+        // The checkpoint's copy stays mapped (the embedding may look rows up in it) but need not stay resident.
+        MappedFile::release_pages(w->data, w->nbytes());
       }
     }
     n.weight = it->second;

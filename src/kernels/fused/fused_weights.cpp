@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "kernels/quant.h"
 #include "tensor/quant_params.h"
 
@@ -41,6 +42,8 @@ Tensor gather_rows(const std::vector<RowCopy>& copies, int64_t rows) {
   if (first.dtype != DType::I8) {  // float, 1-D bias, or Q8_0 blocks: the rows are bytes
     Tensor out = Tensor::allocate(first.dtype, shape_with_rows(first, rows));
     for (const RowCopy& c : copies) copy_bytes_rows(*c.src, c.r0, c.n, out, c.dst_row);
+    // Checkpoint weights read from the file map need not stay resident beside their packed copy.
+    for (const RowCopy& c : copies) MappedFile::release_pages(c.src->data, c.src->nbytes());
     return out;
   }
   const QuantParams& p = *first.quant;
