@@ -74,6 +74,10 @@ const float* Executor::run(const StepInputs& step, std::span<const kernels::KvLa
         static_cast<size_t>(std::max(tokens * slot_width_[s].per_token, sampled * slot_width_[s].per_sampled));
     if (slots_[s].size() < need) slots_[s].resize(need);
   }
+  // The RoPE angles of the step's rows, once for every rope node and fused QKV epilogue of every layer.
+  const int64_t half_rot = static_cast<int64_t>(rope_.inv_freq.size());
+  kernels::rope_angles(step.positions.data(), tokens, rope_.inv_freq.data(), half_rot,
+                       grow(rope_cos_, tokens * half_rot), grow(rope_sin_, tokens * half_rot));
   dispatches_last_step_ = 0;
   const std::vector<Node>& nodes = graph_.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -121,9 +125,10 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
       float* y = buffer(node.output);
       const int64_t half_rot = static_cast<int64_t>(rope_.inv_freq.size());
       pool_.parallel_for(static_cast<size_t>(tokens), 1, [&](size_t b, size_t e) {
-        std::copy(x + static_cast<int64_t>(b) * w, x + static_cast<int64_t>(e) * w, y + static_cast<int64_t>(b) * w);
-        kernels::rope(y + static_cast<int64_t>(b) * w, step.positions.data() + b, static_cast<int64_t>(e - b),
-                      node.heads, node.head_dim, rope_.inv_freq.data(), half_rot, rope_.style);
+        const auto first = static_cast<int64_t>(b);
+        std::copy(x + first * w, x + static_cast<int64_t>(e) * w, y + first * w);
+        kernels::rope(y + first * w, rope_cos_.data() + first * half_rot, rope_sin_.data() + first * half_rot,
+                      static_cast<int64_t>(e - b), node.heads, node.head_dim, half_rot, rope_.style);
       });
       return;
     }
@@ -218,12 +223,12 @@ void Executor::run_fused_matmul(const Node& node, const StepInputs& step,
   }
   if (node.epilogue == Epilogue::kRopeKvWrite) {
     MINFER_CHECK(!node.gather, "a rope/kv-write epilogue runs on every token");
-    op.positions = step.positions.data();
+    op.rope_cos = rope_cos_.data();
+    op.rope_sin = rope_sin_.data();
     op.slot_mapping = step.slot_mapping.data();
     op.cache = kv_layers[static_cast<size_t>(node.layer)];
     op.heads = node.heads;
     op.head_dim = node.head_dim;
-    op.inv_freq = rope_.inv_freq.data();
     op.half_rot = static_cast<int64_t>(rope_.inv_freq.size());
     op.style = rope_.style;
   }

@@ -79,6 +79,8 @@ class Executor {
   // Fused matmuls' scratch, shared by all of them (nodes run one at a time): the gathered/normalised input,
   // and the GEMM result an epilogue reads (gate/up, q/k/v).
   std::vector<float> prologue_scratch_, gemm_scratch_;
+  // cos / sin of the step's RoPE angles, [tokens, half_rot] (kernels::rope_angles), made once per step.
+  std::vector<float> rope_cos_, rope_sin_;
   int64_t dispatches_last_step_ = 0;
   int64_t dispatches_total_ = 0;
   bool profiling_ = false;

@@ -22,10 +22,10 @@ struct Ops {
     if (weight.numel() != dim) fail("rmsnorm: weight of shape {} for rows of {}", weight.shape_string(), dim);
     L->rmsnorm(x, weight.data, weight.dtype, eps, y, rows, dim);
   }
-  static void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
-                   const float* inv_freq, int64_t half_rot, RopeStyle style) {
+  static void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
+                   int64_t half_rot, RopeStyle style) {
     if (half_rot < 0 || 2 * half_rot > head_dim) fail("rope: {} rotated pairs in a head of {}", half_rot, head_dim);
-    L->rope(x, positions, tokens, heads, head_dim, inv_freq, half_rot, style);
+    L->rope(x, cos, sin, tokens, heads, head_dim, half_rot, style);
   }
   static void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out) {
     if (table.rank() != 2) fail("embedding: table of shape {} is not 2-D", table.shape_string());
@@ -107,9 +107,13 @@ void gemm(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bi
 void rmsnorm(const float* x, const Tensor& weight, float eps, float* y, int64_t rows, int64_t dim) {
   active_kernels().rmsnorm(x, weight, eps, y, rows, dim);
 }
-void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, const float* inv_freq,
+void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
           int64_t half_rot, RopeStyle style) {
-  active_kernels().rope(x, positions, tokens, heads, head_dim, inv_freq, half_rot, style);
+  active_kernels().rope(x, cos, sin, tokens, heads, head_dim, half_rot, style);
+}
+void rope_angles(const int32_t* positions, int64_t tokens, const float* inv_freq, int64_t half_rot, float* cos,
+                 float* sin) {
+  ref::rope_angles(positions, tokens, inv_freq, half_rot, cos, sin);
 }
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   active_kernels().silu_mul(gate, up, out, n);

@@ -23,13 +23,18 @@ void gemm(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bi
 void rmsnorm(const float* x, const Tensor& weight, float eps, float* y, int64_t rows, int64_t dim);
 
 // Rotary position embedding in place on x [tokens, heads, head_dim]. Rotates the first 2*half_rot dims of each
-// head by angle position * inv_freq[i], i < half_rot (inv_freq precomputed by the model: theta and scaling).
+// head of token t by the angles whose cosines and sines are cos/sin [t, 0..half_rot) (rope_angles).
 enum class RopeStyle : uint8_t {
   kNeox,         // HF Llama/Qwen2 "rotate_half": pairs (i, i + rot_dim/2)
   kInterleaved,  // Meta/llama2.c/GGUF-llama: pairs (2i, 2i + 1)
 };
-void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, const float* inv_freq,
+void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
           int64_t half_rot, RopeStyle style);
+// cos/sin [tokens, half_rot] of the angles position[t] * inv_freq[i] (inv_freq precomputed by the model: theta and
+// scaling), in f32 with std::cos / std::sin as HF computes them. The executor makes them once per step, so the
+// RoPE of every layer (and of every column tile of a fused QKV GEMM) reads a table instead of calling libm.
+void rope_angles(const int32_t* positions, int64_t tokens, const float* inv_freq, int64_t half_rot, float* cos,
+                 float* sin);
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

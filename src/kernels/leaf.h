@@ -20,8 +20,8 @@ using GemmColsFn = void (*)(const float* x, int64_t m, int64_t k, const void* w,
                             const float* bias, float* y, int64_t n0, int64_t n1);
 using RmsnormFn = void (*)(const float* x, const void* weight, DType wtype, float eps, float* y, int64_t rows,
                            int64_t dim);
-using RopeFn = void (*)(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,
-                        const float* inv_freq, int64_t half_rot, RopeStyle style);
+using RopeFn = void (*)(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
+                        int64_t half_rot, RopeStyle style);
 using BinaryFn = void (*)(const float* a, const float* b, float* out, int64_t n);
 using SoftmaxFn = void (*)(float* x, int64_t rows, int64_t cols);
 using EmbeddingFn = void (*)(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out);

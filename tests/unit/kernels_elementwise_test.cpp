@@ -56,11 +56,13 @@ TEST(KernelsElementwise, RopeMatchesReferenceBothStyles) {
               std::pow(1e6f, -2.0f * static_cast<float>(i) / static_cast<float>(head_dim));
         }
         const std::vector<int32_t> pos = {0, 1, 17, 4095, 131071};
+        std::vector<float> cos(static_cast<size_t>(tokens * half_rot)), sin(cos.size());
+        ref::rope_angles(pos.data(), tokens, inv_freq.data(), half_rot, cos.data(), sin.data());
         std::vector<float> want = x;
-        ref::rope(want.data(), pos.data(), tokens, heads, head_dim, inv_freq.data(), half_rot, style);
+        ref::rope(want.data(), cos.data(), sin.data(), tokens, heads, head_dim, half_rot, style);
         for (const KernelTable* t : available_tables()) {
           std::vector<float> y = x;
-          t->rope(y.data(), pos.data(), tokens, heads, head_dim, inv_freq.data(), half_rot, style);
+          t->rope(y.data(), cos.data(), sin.data(), tokens, heads, head_dim, half_rot, style);
           expect_close(y, want, 1e-6f, 1e-7f,
                        std::string(t->name) + " rope head_dim " + std::to_string(head_dim) + " half_rot " +
                            std::to_string(half_rot) + (style == RopeStyle::kNeox ? " neox" : " interleaved"));

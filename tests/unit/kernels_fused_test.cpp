@@ -175,12 +175,14 @@ TEST(FusedMatMul, QkvEpilogueMatchesProjectionsRopeAndKvWrite) {
                      .y = scratch.data()};
       op.epilogue = Epilogue::kRopeKvWrite;
       op.out = q_out.data();
-      op.positions = positions.data();
+      std::vector<float> cos(static_cast<size_t>(c.m * c.half_rot)), sin(cos.size());
+      rope_angles(positions.data(), c.m, inv_freq.data(), c.half_rot, cos.data(), sin.data());
+      op.rope_cos = cos.data();
+      op.rope_sin = sin.data();
       op.slot_mapping = slots.data();
       op.cache = view;
       op.heads = c.heads;
       op.head_dim = c.head_dim;
-      op.inv_freq = inv_freq.data();
       op.half_rot = c.half_rot;
       op.style = c.style;
       fused_matmul(*t, op, pool);
@@ -191,8 +193,8 @@ TEST(FusedMatMul, QkvEpilogueMatchesProjectionsRopeAndKvWrite) {
         auto q = gemm_of(*u, h, c.m, c.hidden, wq, bq.as<float>(), pool);
         auto k = gemm_of(*u, h, c.m, c.hidden, wk, bk.as<float>(), pool);
         const auto v = gemm_of(*u, h, c.m, c.hidden, wv, bv.as<float>(), pool);
-        u->rope(q.data(), positions.data(), c.m, c.heads, c.head_dim, inv_freq.data(), c.half_rot, c.style);
-        u->rope(k.data(), positions.data(), c.m, c.kv_heads, c.head_dim, inv_freq.data(), c.half_rot, c.style);
+        u->rope(q.data(), cos.data(), sin.data(), c.m, c.heads, c.head_dim, c.half_rot, c.style);
+        u->rope(k.data(), cos.data(), sin.data(), c.m, c.kv_heads, c.head_dim, c.half_rot, c.style);
         std::vector<float> want_k32(k32.size()), want_v32(k32.size());
         std::vector<uint16_t> want_k16(k32.size()), want_v16(k32.size());
         KvLayerView want_view = empty_view;

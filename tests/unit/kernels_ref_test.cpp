@@ -46,32 +46,40 @@ TEST(KernelsReference, RmsnormKnownValues) {
   EXPECT_NEAR(y[1], 2 * 4.0 / std::sqrt(12.5), 1e-6);
 }
 
+// x rotated by the angles of one token at `pos` (the table rope_angles makes, then rope).
+void rope_one(std::vector<float>& x, int32_t pos, const std::vector<float>& inv_freq, int64_t head_dim,
+              int64_t half_rot, RopeStyle style) {
+  std::vector<float> cos(static_cast<size_t>(half_rot)), sin(cos.size());
+  ref::rope_angles(&pos, 1, inv_freq.data(), half_rot, cos.data(), sin.data());
+  ref::rope(x.data(), cos.data(), sin.data(), 1, 1, head_dim, half_rot, style);
+}
+
 TEST(KernelsReference, RopeAtPositionOne) {
   const std::vector<float> inv_freq = {1.0f, 0.01f};
   const int32_t pos = 1;
   // Neox pairs (0, 2) and (1, 3): x = e0 + e3.
   std::vector<float> x = {1, 0, 0, 1};
-  ref::rope(x.data(), &pos, 1, 1, 4, inv_freq.data(), 2, RopeStyle::kNeox);
+  rope_one(x, pos, inv_freq, 4, 2, RopeStyle::kNeox);
   EXPECT_NEAR(x[0], std::cos(1.0), 1e-7);
   EXPECT_NEAR(x[2], std::sin(1.0), 1e-7);
   EXPECT_NEAR(x[1], -std::sin(0.01), 1e-7);
   EXPECT_NEAR(x[3], std::cos(0.01), 1e-7);
   // Interleaved pairs (0, 1) and (2, 3).
   x = {1, 0, 0, 1};
-  ref::rope(x.data(), &pos, 1, 1, 4, inv_freq.data(), 2, RopeStyle::kInterleaved);
+  rope_one(x, pos, inv_freq, 4, 2, RopeStyle::kInterleaved);
   EXPECT_NEAR(x[0], std::cos(1.0), 1e-7);
   EXPECT_NEAR(x[1], std::sin(1.0), 1e-7);
   EXPECT_NEAR(x[2], -std::sin(0.01), 1e-7);
   EXPECT_NEAR(x[3], std::cos(0.01), 1e-7);
   // Partial rotation: one pair of a 6-dim head, the rest untouched; position 0 is the identity.
   x = {1, 2, 3, 4, 5, 6};
-  ref::rope(x.data(), &pos, 1, 1, 6, inv_freq.data(), 1, RopeStyle::kNeox);
+  rope_one(x, pos, inv_freq, 6, 1, RopeStyle::kNeox);
   EXPECT_NEAR(x[0], std::cos(1.0) - 2 * std::sin(1.0), 1e-6);
   EXPECT_NEAR(x[1], 2 * std::cos(1.0) + std::sin(1.0), 1e-6);
   EXPECT_EQ((std::vector<float>(x.begin() + 2, x.end())), (std::vector<float>{3, 4, 5, 6}));
   const int32_t zero = 0;
   x = {1, 2, 3, 4};
-  ref::rope(x.data(), &zero, 1, 1, 4, inv_freq.data(), 2, RopeStyle::kNeox);
+  rope_one(x, zero, inv_freq, 4, 2, RopeStyle::kNeox);
   EXPECT_EQ(x, (std::vector<float>{1, 2, 3, 4}));
 }
 

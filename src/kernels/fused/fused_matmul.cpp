@@ -61,12 +61,12 @@ void fused_matmul(const KernelTable& table, const FusedMatMul& op, ThreadPool& p
         fail("rope: {} rotated pairs in a head of {}", op.half_rot, op.head_dim);
       RopeKvWriteEpilogue e;
       e.table = &table;
-      e.positions = op.positions;
+      e.cos = op.rope_cos;
+      e.sin = op.rope_sin;
       e.slot_mapping = op.slot_mapping;
       e.cache = op.cache;
       e.heads = op.heads;
       e.head_dim = op.head_dim;
-      e.inv_freq = op.inv_freq;
       e.half_rot = op.half_rot;
       e.style = op.style;
       e.q_out = op.out;

@@ -40,12 +40,12 @@ struct FusedMatMul {
   float* out = nullptr;             // kSiluMul: [rows, n / 2]; kRopeKvWrite: roped Q [rows, heads * head_dim]
   int64_t block = 0;                // kSiluMul: gate/up interleave block
   // kRopeKvWrite.
-  const int32_t* positions = nullptr;
+  const float* rope_cos = nullptr;  // [rows, half_rot] (rope_angles of the rows' positions)
+  const float* rope_sin = nullptr;
   const int64_t* slot_mapping = nullptr;
   KvLayerView cache;
   int64_t heads = 0;
   int64_t head_dim = 0;
-  const float* inv_freq = nullptr;
   int64_t half_rot = 0;
   RopeStyle style = RopeStyle::kNeox;
 };

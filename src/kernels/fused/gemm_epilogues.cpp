@@ -34,7 +34,7 @@ void apply_rope_kv_write(const void* ctx, float* y, int64_t m, int64_t n, int64_
     const int64_t g = c / (2 * hd);
     for (int64_t r = 0; r < m; ++r) {
       float* k = y + r * n + c;
-      rope(k, e.positions + r, 1, 1, hd, e.inv_freq, e.half_rot, e.style);
+      rope(k, e.cos + r * e.half_rot, e.sin + r * e.half_rot, 1, 1, hd, e.half_rot, e.style);
       kv_write_head(e.cache, g, k, k + hd, e.slot_mapping[r]);
     }
   }
@@ -45,7 +45,7 @@ void apply_rope_kv_write(const void* ctx, float* y, int64_t m, int64_t n, int64_
   const int64_t h1 = (n1 - kv_end) / hd;
   for (int64_t r = 0; r < m; ++r) {
     float* q = y + r * n + q0;
-    rope(q, e.positions + r, 1, h1 - h0, hd, e.inv_freq, e.half_rot, e.style);
+    rope(q, e.cos + r * e.half_rot, e.sin + r * e.half_rot, 1, h1 - h0, hd, e.half_rot, e.style);
     std::memcpy(e.q_out + r * q_width + h0 * hd, q, static_cast<size_t>((h1 - h0) * hd) * sizeof(float));
   }
 }

@@ -35,13 +35,13 @@ struct SiluMulEpilogue {
 // K and Q heads at the rows' positions, K and V written to the paged cache at the rows' slots, roped Q copied
 // to q_out [m, heads * head_dim] (the layout paged attention reads).
 struct RopeKvWriteEpilogue {
-  const KernelTable* table = nullptr;     // the rope leaf
-  const int32_t* positions = nullptr;     // [m]
+  const KernelTable* table = nullptr;  // the rope leaf
+  const float* cos = nullptr;          // [m, half_rot]: the rows' RoPE angles (rope_angles)
+  const float* sin = nullptr;
   const int64_t* slot_mapping = nullptr;  // [m], negative = do not cache
   KvLayerView cache;
   int64_t heads = 0;
   int64_t head_dim = 0;
-  const float* inv_freq = nullptr;
   int64_t half_rot = 0;
   RopeStyle style = RopeStyle::kNeox;
   float* q_out = nullptr;

@@ -13,7 +13,9 @@ namespace minfer::kernels::ref {
 // Whole ops, single-threaded, same semantics as kernels.h.
 void gemm(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y);
 void rmsnorm(const float* x, const Tensor& weight, float eps, float* y, int64_t rows, int64_t dim);
-void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, const float* inv_freq,
+void rope_angles(const int32_t* positions, int64_t tokens, const float* inv_freq, int64_t half_rot, float* cos,
+                 float* sin);
+void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
           int64_t half_rot, RopeStyle style);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);

@@ -50,25 +50,22 @@ void rmsnorm(const float* x, const void* weight, DType wtype, float eps, float* 
   }
 }
 
-void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, const float* inv_freq,
+void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
           int64_t half_rot, RopeStyle style) {
-  if (half_rot > kMaxHalfRot) return ref::rope(x, positions, tokens, heads, head_dim, inv_freq, half_rot, style);
-  alignas(32) float cs[2 * kMaxHalfRot];
-  alignas(32) float sn[2 * kMaxHalfRot];
+  if (half_rot > kMaxHalfRot) return ref::rope(x, cos, sin, tokens, heads, head_dim, half_rot, style);
+  // Neox rotates pair (i, i + half_rot) by the table's row as is. Interleaved: cs duplicated per pair, sn = (-s, +s),
+  // so x' = x * cs + swap_pairs(x) * sn.
+  alignas(64) float cs[2 * kMaxHalfRot];
+  alignas(64) float sn[2 * kMaxHalfRot];
   const bool neox = style == RopeStyle::kNeox;
   for (int64_t t = 0; t < tokens; ++t) {
-    const float pos = static_cast<float>(positions[t]);
-    for (int64_t i = 0; i < half_rot; ++i) {
-      const float angle = pos * inv_freq[i];
-      const float c = std::cos(angle);
-      const float s = std::sin(angle);
-      if (neox) {
-        cs[i] = c;
-        sn[i] = s;
-      } else {
-        cs[2 * i] = cs[2 * i + 1] = c;
-        sn[2 * i] = -s;
-        sn[2 * i + 1] = s;
+    const float* ct = cos + t * half_rot;
+    const float* st = sin + t * half_rot;
+    if (!neox) {
+      for (int64_t i = 0; i < half_rot; ++i) {
+        cs[2 * i] = cs[2 * i + 1] = ct[i];
+        sn[2 * i] = -st[i];
+        sn[2 * i + 1] = st[i];
       }
     }
     for (int64_t h = 0; h < heads; ++h) {
@@ -76,8 +73,8 @@ void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int
       if (neox) {
         for (int64_t i = 0; i < half_rot; i += 8) {
           const int64_t n = half_rot - i;
-          const __m256 c = load_partial(cs + i, n);
-          const __m256 s = load_partial(sn + i, n);
+          const __m256 c = load_partial(ct + i, n);
+          const __m256 s = load_partial(st + i, n);
           const __m256 x0 = load_partial(v + i, n);
           const __m256 x1 = load_partial(v + half_rot + i, n);
           store_partial(v + i, n, _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, s)));

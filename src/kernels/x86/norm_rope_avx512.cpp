@@ -50,28 +50,22 @@ void rmsnorm(const float* x, const void* weight, DType wtype, float eps, float* 
   }
 }
 
-void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim, const float* inv_freq,
+void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
           int64_t half_rot, RopeStyle style) {
-  if (half_rot > kMaxHalfRot) return ref::rope(x, positions, tokens, heads, head_dim, inv_freq, half_rot, style);
-  // Per token, cos/sin tables with libm (as the reference), then every head rotated with vectors.
-  // Neox: cs[i], sn[i] for pair (i, i + half_rot). Interleaved: cs duplicated per pair, sn = (-s, +s), so
-  // x' = x * cs + swap_pairs(x) * sn.
+  if (half_rot > kMaxHalfRot) return ref::rope(x, cos, sin, tokens, heads, head_dim, half_rot, style);
+  // Neox rotates pair (i, i + half_rot) by the table's row as is. Interleaved: cs duplicated per pair, sn = (-s, +s),
+  // so x' = x * cs + swap_pairs(x) * sn.
   alignas(64) float cs[2 * kMaxHalfRot];
   alignas(64) float sn[2 * kMaxHalfRot];
   const bool neox = style == RopeStyle::kNeox;
   for (int64_t t = 0; t < tokens; ++t) {
-    const float pos = static_cast<float>(positions[t]);
-    for (int64_t i = 0; i < half_rot; ++i) {
-      const float angle = pos * inv_freq[i];
-      const float c = std::cos(angle);
-      const float s = std::sin(angle);
-      if (neox) {
-        cs[i] = c;
-        sn[i] = s;
-      } else {
-        cs[2 * i] = cs[2 * i + 1] = c;
-        sn[2 * i] = -s;
-        sn[2 * i + 1] = s;
+    const float* ct = cos + t * half_rot;
+    const float* st = sin + t * half_rot;
+    if (!neox) {
+      for (int64_t i = 0; i < half_rot; ++i) {
+        cs[2 * i] = cs[2 * i + 1] = ct[i];
+        sn[2 * i] = -st[i];
+        sn[2 * i + 1] = st[i];
       }
     }
     for (int64_t h = 0; h < heads; ++h) {
@@ -79,8 +73,8 @@ void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int
       if (neox) {
         for (int64_t i = 0; i < half_rot; i += 16) {
           const __mmask16 m = tail_mask(half_rot - i);
-          const __m512 c = _mm512_maskz_loadu_ps(m, cs + i);
-          const __m512 s = _mm512_maskz_loadu_ps(m, sn + i);
+          const __m512 c = _mm512_maskz_loadu_ps(m, ct + i);
+          const __m512 s = _mm512_maskz_loadu_ps(m, st + i);
           const __m512 x0 = _mm512_maskz_loadu_ps(m, v + i);
           const __m512 x1 = _mm512_maskz_loadu_ps(m, v + half_rot + i);
           _mm512_mask_storeu_ps(v + i, m, _mm512_sub_ps(_mm512_mul_ps(x0, c), _mm512_mul_ps(x1, s)));

@@ -15,8 +15,8 @@
   void gemm_cols_packed(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n,                 \
                         const float* bias, float* y, int64_t n0, int64_t n1);                                        \
   void rmsnorm(const float* x, const void* weight, DType wtype, float eps, float* y, int64_t rows, int64_t dim);     \
-  void rope(float* x, const int32_t* positions, int64_t tokens, int64_t heads, int64_t head_dim,                     \
-            const float* inv_freq, int64_t half_rot, RopeStyle style);                                               \
+  void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,           \
+            int64_t half_rot, RopeStyle style);                                                                      \
   void silu_mul(const float* gate, const float* up, float* out, int64_t n);                                          \
   void add(const float* a, const float* b, float* out, int64_t n);                                                   \
   void softmax(float* x, int64_t rows, int64_t cols);                                                                \
