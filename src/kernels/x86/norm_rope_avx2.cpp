@@ -3,6 +3,7 @@
 
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/x86/avx2_util.h"
+#include "kernels/x86/rope_tables.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels::avx2 {
@@ -38,7 +39,7 @@ void rmsnorm_rows(const float* x, const typename W::Elem* w, float eps, float* y
   }
 }
 
-constexpr int64_t kMaxHalfRot = 512;
+using x86::kMaxRopeHalfRot;
 
 }  // namespace
 
@@ -52,22 +53,15 @@ void rmsnorm(const float* x, const void* weight, DType wtype, float eps, float* 
 
 void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
           int64_t half_rot, RopeStyle style) {
-  if (half_rot > kMaxHalfRot) return ref::rope(x, cos, sin, tokens, heads, head_dim, half_rot, style);
-  // Neox rotates pair (i, i + half_rot) by the table's row as is. Interleaved: cs duplicated per pair, sn = (-s, +s),
-  // so x' = x * cs + swap_pairs(x) * sn.
-  alignas(64) float cs[2 * kMaxHalfRot];
-  alignas(64) float sn[2 * kMaxHalfRot];
+  if (half_rot > kMaxRopeHalfRot) return ref::rope(x, cos, sin, tokens, heads, head_dim, half_rot, style);
+  // Neox rotates pair (i, i + half_rot) by the table's row as is; interleaved by cs/sn (x86::interleaved_rope_row).
+  alignas(64) float cs[2 * kMaxRopeHalfRot];
+  alignas(64) float sn[2 * kMaxRopeHalfRot];
   const bool neox = style == RopeStyle::kNeox;
   for (int64_t t = 0; t < tokens; ++t) {
     const float* ct = cos + t * half_rot;
     const float* st = sin + t * half_rot;
-    if (!neox) {
-      for (int64_t i = 0; i < half_rot; ++i) {
-        cs[2 * i] = cs[2 * i + 1] = ct[i];
-        sn[2 * i] = -st[i];
-        sn[2 * i + 1] = st[i];
-      }
-    }
+    if (!neox) x86::interleaved_rope_row(ct, st, half_rot, cs, sn);
     for (int64_t h = 0; h < heads; ++h) {
       float* v = x + (t * heads + h) * head_dim;
       if (neox) {
