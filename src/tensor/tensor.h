@@ -49,7 +49,8 @@ struct Tensor {
   }
   std::string shape_string() const;
 
-  // A new tensor that owns a zero-initialised (64-byte aligned) buffer of the given type and shape.
+  // A new tensor that owns a zero-initialised buffer of the given type and shape: 64-byte aligned, or from 2 MiB on
+  // on a 2 MiB boundary in fresh pages with transparent huge pages requested (weights re-laid out at load).
   static Tensor allocate(DType dtype, std::vector<int64_t> shape);
   // Mutable access to an owned buffer created by allocate().
   template <typename T>
