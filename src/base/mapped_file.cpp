@@ -17,14 +17,15 @@
 namespace minfer {
 namespace {
 
-// The live maps (start -> size), so release_pages only ever advises file maps.
+// The live maps (start -> size), so release_pages only ever advises file maps. Never destroyed: a MappedFile held
+// by a static (or by a Python object freed at interpreter exit) may unregister after static destructors ran.
 struct MapRegistry {
   std::mutex mutex;
   std::map<uintptr_t, size_t> maps;
 };
 MapRegistry& registry() {
-  static MapRegistry r;
-  return r;
+  static auto* r = new MapRegistry;
+  return *r;
 }
 
 }  // namespace
