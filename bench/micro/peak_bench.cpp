@@ -1,10 +1,13 @@
 // Peak arithmetic rates of this machine, the ceilings the GEMM figures are compared against: AVX-512 f32 FMA
-// (vfmadd231ps zmm, 32 flops each) and AVX-512-BF16 dot products (vdpbf16ps zmm, 64 flops each), on register
-// operands only, with enough independent accumulators to cover the latency; one thread and every thread of
-// a ThreadPool. Skipped where the CPU lacks the instructions.
+// (vfmadd231ps zmm, 32 flops each), AVX-512-BF16 dot products (vdpbf16ps zmm, 64 flops each) and AMX-BF16 tile
+// products (tdpbf16ps: 16 x 32 by 32 x 16 bf16 into 16 x 16 f32, 16384 flops each), on register (tile) operands
+// only, with enough independent accumulators to cover the latency; one thread and every thread of a ThreadPool.
+// Skipped where the CPU lacks the instructions (AMX: or the kernel did not grant its state).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -45,7 +48,48 @@ __attribute__((target("avx512f,avx512bf16"))) float dpbf16_loop(float seed) {
   return lanes[0] + lanes[15];
 }
 
-void run_peak(benchmark::State& state, float (*loop)(float), double flops_per_op) {
+// The AMX tile configuration (palette 1): tiles 0-7 of 16 rows x 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Four accumulator tiles (0-3) over two A tiles (4, 5) and two B tiles (6, 7): four independent products per
+// iteration, as a GEMM's 2 x 2 register block of tiles does.
+__attribute__((target("amx-tile,amx-bf16"))) float amx_loop(float seed) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = 16;
+    cfg.colsb[t] = 64;
+  }
+  _tile_loadconfig(&cfg);
+  alignas(64) uint16_t ab[16 * 32];
+  std::fill(ab, ab + 16 * 32, uint16_t{0x3300});  // tiny, so the sums stay finite
+  alignas(64) float c[16 * 16];
+  std::fill(c, c + 16 * 16, seed);
+  _tile_loadd(0, c, 64);
+  _tile_loadd(1, c, 64);
+  _tile_loadd(2, c, 64);
+  _tile_loadd(3, c, 64);
+  _tile_loadd(4, ab, 64);
+  _tile_loadd(5, ab, 64);
+  _tile_loadd(6, ab, 64);
+  _tile_loadd(7, ab, 64);
+  for (int64_t it = 0; it < kIters / kAcc; ++it) {  // each product ~16x a vdpbf16ps: a similar time per call
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, 64);
+  _tile_release();
+  return c[0] + c[255];
+}
+
+void run_peak(benchmark::State& state, float (*loop)(float), double flops_per_call) {
   const int threads = static_cast<int>(state.range(0));
   ThreadPool pool(threads);
   std::vector<float> sink(static_cast<size_t>(threads) * 16);
@@ -53,22 +97,28 @@ void run_peak(benchmark::State& state, float (*loop)(float), double flops_per_op
     pool.run([&](int t, int) { sink[static_cast<size_t>(t) * 16] = loop(static_cast<float>(t) + 1.0f); });
     benchmark::DoNotOptimize(sink.data());
   }
-  const double flops = static_cast<double>(state.iterations()) * threads * kIters * kAcc * flops_per_op;
+  const double flops = static_cast<double>(state.iterations()) * threads * flops_per_call;
   state.counters["GFLOPS"] = benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsRate);
 }
 
 void BM_PeakFma(benchmark::State& state) {
   if (!cpu_features().has_avx512()) return state.SkipWithError("needs AVX-512");
-  run_peak(state, fma_loop, 32.0);
+  run_peak(state, fma_loop, 32.0 * kIters * kAcc);
 }
 
 void BM_PeakDpbf16(benchmark::State& state) {
   if (!cpu_features().avx512_bf16) return state.SkipWithError("needs AVX-512-BF16");
-  run_peak(state, dpbf16_loop, 64.0);
+  run_peak(state, dpbf16_loop, 64.0 * kIters * kAcc);
+}
+
+void BM_PeakAmx(benchmark::State& state) {
+  if (!cpu_features().amx_bf16) return state.SkipWithError("needs AMX-BF16 (granted by the kernel)");
+  run_peak(state, amx_loop, 16384.0 * 4 * (kIters / kAcc));
 }
 
 BENCHMARK(BM_PeakFma)->Name("peak/avx512_fma_f32")->Arg(1)->Arg(2)->UseRealTime()->MinTime(0.2);
 BENCHMARK(BM_PeakDpbf16)->Name("peak/avx512_dpbf16")->Arg(1)->Arg(2)->UseRealTime()->MinTime(0.2);
+BENCHMARK(BM_PeakAmx)->Name("peak/amx_bf16")->Arg(1)->Arg(2)->UseRealTime()->MinTime(0.2);
 
 }  // namespace
 }  // namespace minfer

@@ -138,8 +138,13 @@ const char* active_isa() { return active_kernels().name; }
 std::string kernels_summary() {
   std::string summary = active_isa();
   if (gemm_prefers_bf16_blocked()) {
-    summary += fmt::format(" (bf16 matmul for {}-{} and {}+ rows: oneDNN {})", kOneDnnMinRows, kOwnBatchedMinRows - 1,
-                           kOwnBatchedMaxRows + 1, onednn_gemm_impl(128, 1024, 1024));
+    const char* impl = onednn_gemm_impl(128, 1024, 1024);
+    if (onednn_takes_rows(kOwnBatchedMinRows)) {
+      summary += fmt::format(" (bf16 matmul for {}+ rows: oneDNN {})", kOneDnnMinRows, impl);
+    } else {
+      summary += fmt::format(" (bf16 matmul for {}-{} and {}+ rows: oneDNN {})", kOneDnnMinRows, kOwnBatchedMinRows - 1,
+                             kOwnBatchedMaxRows + 1, impl);
+    }
   }
   return summary;
 }

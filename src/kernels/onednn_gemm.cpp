@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/error.h"
 #include "kernels/leaf.h"
 
@@ -24,8 +25,26 @@ namespace {
 
 using dnnl::memory;
 
+// oneDNN detects the CPU itself; capped here to what minfer detected, so that MINFER_ISA (and an AMX state the
+// kernel did not grant) hold for oneDNN's kernels too. Must run before oneDNN compiles its first kernel: every
+// use of oneDNN goes through this engine.
+void cap_onednn_isa() {
+  const CpuFeatures& f = cpu_features();
+  dnnl::cpu_isa cap = dnnl::cpu_isa::all;
+  if (!f.amx_bf16) cap = dnnl::cpu_isa::avx512_core_bf16;
+  if (!f.avx512_bf16) cap = dnnl::cpu_isa::avx512_core_vnni;
+  if (!f.avx512_vnni) cap = dnnl::cpu_isa::avx512_core;
+  if (!f.has_avx512()) cap = dnnl::cpu_isa::avx2;
+  if (!f.has_avx2_fma()) cap = dnnl::cpu_isa::sse41;
+  if (cap != dnnl::cpu_isa::all && dnnl::set_max_cpu_isa(cap) != dnnl::status::success)
+    spdlog::warn("oneDNN: could not cap its instruction set to what minfer detected");
+}
+
 dnnl::engine& cpu_engine() {
-  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine engine = [] {
+    cap_onednn_isa();
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return engine;
 }
 
@@ -131,6 +150,11 @@ void onednn_gemm_bf16_blocked_cols(const uint16_t* xb, int64_t ldxb, int64_t m, 
       for (int64_t j = 0; j < shape.cols; ++j) to[j] = from[j];
     }
   }
+}
+
+bool onednn_takes_rows(int64_t m) {
+  static const bool amx = cpu_features().amx_bf16;
+  return onednn_takes_rows(m, amx);
 }
 
 const char* onednn_gemm_impl(int64_t m, int64_t k, int64_t n) {

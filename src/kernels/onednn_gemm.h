@@ -7,16 +7,21 @@
 
 namespace minfer::kernels {
 
-// Whether the GEMM driver hands blocked bf16 weights with m rows of X to oneDNN: for 8-11 rows and past 64
-// (prefill). The own kernel (avx512::gemm_bf16_blocked_cols) takes the rest: up to 7 rows it streams the weights
-// faster (docs/BENCHMARKS.md, "oneDNN"), and from 12 to 64 rows (batched decode) its block-major loop with the
-// next segment prefetched measured 1.1-1.35x oneDNN (BENCHMARKS, "Block-major GEMM for batched decode").
+// Whether the GEMM driver hands blocked bf16 weights with m rows of X to oneDNN. Without AMX: for 8-11 rows and
+// past 64 (prefill); the own kernel (avx512::gemm_bf16_blocked_cols) takes the rest: up to 7 rows it streams the
+// weights faster (docs/BENCHMARKS.md, "oneDNN"), and from 12 to 64 rows (batched decode) its block-major loop
+// with the next segment prefetched measured 1.1-1.35x oneDNN's AVX-512 brgemm (BENCHMARKS, "Block-major GEMM for
+// batched decode"). With AMX (cpu_features().amx_bf16: the CPU has it, the kernel granted the tile state and
+// MINFER_ISA does not cap it): oneDNN from 8 rows on, as its AMX brgemm multiplies 16 x 32 bf16 tiles at several
+// times the vdpbf16ps rate the own loop is bound by; up to 7 rows decode is bound by the weight stream.
 inline constexpr int64_t kOneDnnMinRows = 8;
 inline constexpr int64_t kOwnBatchedMinRows = 12;
 inline constexpr int64_t kOwnBatchedMaxRows = 64;
-inline constexpr bool onednn_takes_rows(int64_t m) {
-  return m >= kOneDnnMinRows && (m < kOwnBatchedMinRows || m > kOwnBatchedMaxRows);
+inline constexpr bool onednn_takes_rows(int64_t m, bool amx) {
+  return m >= kOneDnnMinRows && (amx || m < kOwnBatchedMinRows || m > kOwnBatchedMaxRows);
 }
+// The same for this process's CPU.
+bool onednn_takes_rows(int64_t m);
 
 // The rows oneDNN is given for m rows of X: m itself up to 64, then m rounded up to 16 (to 64 past 512). Each
 // new shape is a new JIT-compiled primitive (~0.4 ms, kept per thread), so batches of every size between 65

@@ -196,6 +196,19 @@ TEST(KernelsGemm, Bf16ActivationStrategiesOnColumnRanges) {
   }
 }
 
+// Which rows of blocked bf16 weights go to oneDNN: with AMX every count from 8 on; without, 8-11 and past 64
+// (the own block-major loop takes batched decode); never below 8 (the own GEMV streams the weights).
+TEST(KernelsGemm, OneDnnRowsByAmx) {
+  for (int64_t m : {1, 7}) EXPECT_FALSE(onednn_takes_rows(m, true) || onednn_takes_rows(m, false)) << m;
+  for (int64_t m : {8, 11, 65, 512}) EXPECT_TRUE(onednn_takes_rows(m, true) && onednn_takes_rows(m, false)) << m;
+  for (int64_t m : {12, 32, 64}) EXPECT_TRUE(onednn_takes_rows(m, true) && !onednn_takes_rows(m, false)) << m;
+  EXPECT_EQ(onednn_takes_rows(32), onednn_takes_rows(32, cpu_features().amx_bf16));
+  // oneDNN is capped to what minfer detected: no AMX kernel unless AMX is on (MINFER_ISA=avx512_bf16 turns it off).
+  if (!cpu_features().amx_bf16) {
+    EXPECT_EQ(std::string(onednn_gemm_impl(128, 1024, 1024)).find("amx"), std::string::npos);
+  }
+}
+
 // The blocked layout (oneDNN's BA16a64b2a): to_bf16_blocked puts every element where that format says (and zero
 // padding); the own GEMV (any m) and oneDNN's matmul (m from kOneDnnMinRows on, given whole row buckets), each
 // directly on column ranges (n0 on the 64-row grid, n1 anywhere), and the dispatcher on the pool (GEMV or oneDNN
