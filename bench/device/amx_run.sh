@@ -2,12 +2,14 @@
 # A device run (docs/BENCHMARKS.md, "An AMX machine"): what the CPU has, the GEMM kernels' tests on it, peak
 # rates and the engine's GEMM at decode / prefill shapes, then whole steps of the Qwen2.5-0.5B shape with AMX
 # against minfer capped to AVX-512-BF16 (MINFER_ISA, which caps oneDNN too), two alternated rounds, then the
-# 1.5B shape. Needs .cache/device/pack.tar.xz (bench/device/pack.sh). Output: stdout and $OUT/log.txt.
+# 1.5B shape. Needs .cache/device/pack.tar.xz (bench/device/pack.sh). Output: stdout and $OUT/log.txt ($OUT: the
+# device tool's folder there; ./device-out elsewhere).
 set -u
 D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
 tar -xJf .cache/device/pack.tar.xz -C "$D"
 L="$D/lib/ld-linux-x86-64.so.2 --library-path $D/lib"
-OUT=${OUT:-$D/out}
+OUT=${OUT:-device-out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
 lscpu | grep -E "Model name|^CPU\(s\)|max MHz|L2|L3"
