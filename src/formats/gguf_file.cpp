@@ -8,10 +8,28 @@
 namespace minfer {
 namespace {
 
-constexpr uint32_t kGgmlF32 = 0;
-constexpr uint32_t kGgmlF16 = 1;
-constexpr uint32_t kGgmlQ8_0 = 8;
-constexpr uint32_t kGgmlBF16 = 30;
+// ggml type ids of the tensor types minfer reads, and the dtype each becomes.
+struct GgmlType {
+  uint32_t id;
+  DType dtype;
+};
+constexpr GgmlType kGgmlTypes[] = {
+    {0, DType::F32},   {1, DType::F16},   {2, DType::Q4_0},  {3, DType::Q4_1},    {6, DType::Q5_0},
+    {7, DType::Q5_1},  {8, DType::Q8_0},  {10, DType::Q2_K}, {11, DType::Q3_K},   {12, DType::Q4_K},
+    {13, DType::Q5_K}, {14, DType::Q6_K}, {20, DType::IQ4_NL}, {23, DType::IQ4_XS}, {30, DType::BF16},
+};
+
+const DType* dtype_of_ggml(uint32_t id) {
+  for (const GgmlType& t : kGgmlTypes)
+    if (t.id == id) return &t.dtype;
+  return nullptr;
+}
+
+std::string supported_ggml_types() {
+  std::string s;
+  for (const GgmlType& t : kGgmlTypes) s += (s.empty() ? "" : ", ") + ggml_type_name(t.id);
+  return s;
+}
 
 // A bounds-checked little-endian cursor over the mapped file.
 class Cursor {
@@ -187,15 +205,17 @@ void GgufFile::parse() {
   // Every tensor of a supported type must lie inside the file.
   for (const auto& info : tensors_) {
     int64_t n = 1;
-    for (int64_t d : info.shape) n *= d;
-    uint64_t bytes = 0;
-    switch (info.ggml_type) {
-      case kGgmlF32: bytes = 4ull * static_cast<uint64_t>(n); break;
-      case kGgmlF16:
-      case kGgmlBF16: bytes = 2ull * static_cast<uint64_t>(n); break;
-      case kGgmlQ8_0: bytes = static_cast<uint64_t>(n) / 32 * 34; break;
-      default: continue;  // reported only if the tensor is used
-    }
+    for (int64_t d : info.shape)
+      if (__builtin_mul_overflow(n, d, &n) || n > (int64_t{1} << 48))
+        fail_load(path, "tensor '{}': its dimensions multiply past what any file holds", info.name);
+    const DType* dtype = dtype_of_ggml(info.ggml_type);
+    if (!dtype) continue;  // reported only if the tensor is used
+    const BlockShape block = dtype_block(*dtype);
+    if (info.shape.empty() || info.shape.back() % block.elements != 0)
+      fail_load(path, "tensor '{}' of type {}: row length {} is not a multiple of the block size {}", info.name,
+                ggml_type_name(info.ggml_type), info.shape.empty() ? 0 : info.shape.back(), block.elements);
+    const uint64_t bytes = static_cast<uint64_t>(n) / static_cast<uint64_t>(block.elements) *
+                           static_cast<uint64_t>(block.bytes);
     if (info.offset > file_->size() || data_offset_ + info.offset + bytes > file_->size())
       fail_load(
           path,
@@ -300,17 +320,11 @@ const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
 
 Tensor GgufFile::tensor(const GgufTensorInfo& info) const {
   Tensor t;
-  switch (info.ggml_type) {
-    case kGgmlF32: t.dtype = DType::F32; break;
-    case kGgmlF16: t.dtype = DType::F16; break;
-    case kGgmlBF16: t.dtype = DType::BF16; break;
-    case kGgmlQ8_0: t.dtype = DType::Q8_0; break;
-    default:
-      fail_load(path(), "tensor '{}' has type {}, which minfer does not support (supported: F32, F16, BF16, Q8_0)",
-                info.name, ggml_type_name(info.ggml_type));
-  }
-  if (t.dtype == DType::Q8_0 && info.shape.back() % 32 != 0)
-    fail_load(path(), "tensor '{}': Q8_0 row length {} is not a multiple of 32", info.name, info.shape.back());
+  const DType* dtype = dtype_of_ggml(info.ggml_type);
+  if (!dtype)
+    fail_load(path(), "tensor '{}' has type {}, which minfer does not support (supported: {})", info.name,
+              ggml_type_name(info.ggml_type), supported_ggml_types());
+  t.dtype = *dtype;
   t.shape = info.shape;
   t.data = file_->data() + data_offset_ + info.offset;
   t.owner = file_;

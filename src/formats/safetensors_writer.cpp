@@ -21,7 +21,7 @@ std::string_view safetensors_dtype_name(DType d) {
     case DType::I8: return "I8";
     case DType::I32: return "I32";
     case DType::I64: return "I64";
-    case DType::Q8_0: break;
+    default: break;  // GGUF block types
   }
   fail("safetensors cannot store dtype {}", dtype_name(d));
 }

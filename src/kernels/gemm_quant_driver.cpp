@@ -43,6 +43,36 @@ void split_columns(ThreadPool& pool, float* y, int64_t m, int64_t n, int64_t uni
   });
 }
 
+// GGUF block types: x quantized to int8 blocks of 32 (in buffers the calling thread keeps), then the rows of w
+// decoded and multiplied by the leaf, four rows at a time.
+void run_gemm_gguf(const QuantLeaves& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
+                   float* y, ThreadPool& pool, bool parallel, const GemmEpilogue* epilogue) {
+  if (k % dtype_block(w.dtype).elements != 0)
+    fail("gemm: {} weight {} has rows that are not whole blocks", dtype_name(w.dtype), w.shape_string());
+  thread_local std::vector<int8_t> q_buffer;
+  thread_local std::vector<float> d_buffer, s_buffer;
+  q_buffer.resize(static_cast<size_t>(m * k));
+  d_buffer.resize(static_cast<size_t>(m * k / 16));
+  s_buffer.resize(static_cast<size_t>(m * k / 16));
+  int8_t* q = q_buffer.data();
+  float* d16 = d_buffer.data();
+  float* s16 = s_buffer.data();
+  auto quantize = [&](size_t r0, size_t r1) {
+    const int64_t i0 = static_cast<int64_t>(r0);
+    leaves.quantize_q8(x + i0 * k, static_cast<int64_t>(r1 - r0), k, q + i0 * k, d16 + i0 * k / 16, s16 + i0 * k / 16);
+  };
+  if (m * k >= (1 << 15) && pool.size() > 1) {
+    pool.parallel_for(static_cast<size_t>(m), 1, quantize);
+  } else {
+    quantize(0, static_cast<size_t>(m));
+  }
+  const Q8Blocks xq{q, d16, s16};
+  const int64_t n = w.dim(0);
+  split_columns(pool, y, m, n, 4, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
+    leaves.gguf_cols(xq, m, k, w.dtype, w.as<uint8_t>(), n, bias, y, n0, n1);
+  });
+}
+
 }  // namespace
 
 const QuantLeaves& quant_leaves(Isa isa) {
@@ -53,6 +83,8 @@ const QuantLeaves& quant_leaves(Isa isa) {
     l.w8a8_cols = kAvx2QuantLeaves.w8a8_cols;
     l.quantize_int16 = kAvx2QuantLeaves.quantize_int16;  // the Q8_0 tiles' int16 dot products want VNNI too
     l.q8_0_tiles_cols = kAvx2QuantLeaves.q8_0_tiles_cols;
+    l.quantize_q8 = kAvx2QuantLeaves.quantize_q8;  // the GGUF block types' vpdpbusd too
+    l.gguf_cols = kAvx2QuantLeaves.gguf_cols;
     return l;
   }();
   static const QuantLeaves avx512_bf16 = [] {
@@ -82,6 +114,10 @@ void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, in
   if (w.dtype == DType::Q8_0 && k % 32 != 0)
     fail("gemm: Q8_0 weight {} has rows that are not whole blocks of 32", w.shape_string());
 
+  if (is_block_type(w.dtype) && w.dtype != DType::Q8_0) {
+    run_gemm_gguf(leaves, x, m, k, w, bias, y, pool, parallel, epilogue);
+    return;
+  }
   if (w.dtype == DType::Q8_0 && w.layout == TensorLayout::kQ8_0Tiles16) {
     // X in int16 blocks (kernels/quant_leaf.h), in buffers the calling thread keeps (no allocation once warm).
     // The pool's threads see them through these pointers: a thread_local named inside the lambdas would be theirs.

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "kernels/gguf_blocks.h"
 #include "kernels/quant.h"
 #include "kernels/quant_leaf.h"
 #include "tensor/q8_0_tiles.h"
@@ -42,6 +43,25 @@ float q80_block(const Tensor& w, int64_t r, int64_t g, int8_t* q) {
     std::memcpy(q, block + 2, 32);
   }
   return f16_to_f32(d);
+}
+
+// Rows of a GGUF block-type matrix: each decoded (kernels/gguf_blocks.h) and expanded as d * q - m, which is the
+// f32 gguf-py's dequantizers give.
+void dequantize_gguf_rows(const Tensor& w, int64_t row0, int64_t rows, float* out) {
+  const int64_t k = w.dim(1);
+  if (k % dtype_block(w.dtype).elements != 0)
+    fail("dequantize_rows: {} rows of {} elements are not whole blocks", dtype_name(w.dtype), k);
+  const size_t row_bytes = dtype_bytes(w.dtype, static_cast<size_t>(k));
+  std::vector<int8_t> q(static_cast<size_t>(k));
+  std::vector<float> d(static_cast<size_t>(k / gguf::kSubBlock)), m(d.size());
+  for (int64_t r = row0; r < row0 + rows; ++r) {
+    gguf::decode_row(w.dtype, w.as<uint8_t>() + static_cast<size_t>(r) * row_bytes, k, q.data(), d.data(), m.data());
+    float* o = out + (r - row0) * k;
+    for (int64_t e = 0; e < k; ++e) {
+      const size_t g = static_cast<size_t>(e / gguf::kSubBlock);
+      o[e] = d[g] * static_cast<float>(q[static_cast<size_t>(e)]) - m[g];
+    }
+  }
 }
 
 // Fills the panel arrays of a kVnniPanels tensor from its row form.
@@ -97,7 +117,7 @@ Tensor rows_payload(const Tensor& w) {
 
 }  // namespace
 
-bool is_quantized(const Tensor& w) { return w.dtype == DType::Q8_0 || (w.dtype == DType::I8 && w.quant); }
+bool is_quantized(const Tensor& w) { return is_block_type(w.dtype) || (w.dtype == DType::I8 && w.quant); }
 
 Tensor quantize_matrix(const Tensor& w, const QuantScheme& scheme, const float* column_factors,
                        const float* row_factors) {
@@ -232,6 +252,8 @@ Tensor to_q8_0_tiles(const Tensor& w, ThreadPool* pool) {
 
 Tensor relayout(const Tensor& w, bool int8_activations) {
   if (w.dtype == DType::Q8_0) return int8_activations ? relayout(q8_0_to_rows(w), true) : w;
+  // The other GGUF block types run as stored, with int8 activations in either mode (kernels/gguf_blocks.h).
+  if (is_block_type(w.dtype)) return w;
   if (!is_quantized(w)) fail("relayout: the tensor is not quantized");
   const bool panels = w.quant->layout == QuantParams::Layout::kVnniPanels;
   if (panels == int8_activations) return w;
@@ -251,6 +273,10 @@ void dequantize_rows(const Tensor& w, int64_t row0, int64_t rows, float* out) {
   if (!is_quantized(w) || w.rank() != 2) fail("dequantize_rows: the tensor is not a quantized matrix");
   const int64_t n = w.dim(0), k = w.dim(1);
   if (row0 < 0 || rows < 0 || row0 + rows > n) fail("dequantize_rows: rows [{}, {}) outside {}", row0, row0 + rows, n);
+  if (is_block_type(w.dtype) && w.dtype != DType::Q8_0) {
+    dequantize_gguf_rows(w, row0, rows, out);
+    return;
+  }
   const int64_t k4 = ceil_div(k, 4) * 4;
   for (int64_t r = row0; r < row0 + rows; ++r) {
     float* o = out + (r - row0) * k;

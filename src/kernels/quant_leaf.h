@@ -9,6 +9,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/gemm_epilogue.h"
 #include "kernels/leaf.h"
+#include "tensor/dtype.h"
 
 namespace minfer::kernels {
 
@@ -74,6 +75,21 @@ using QuantizeInt16Fn = void (*)(const float* x, int64_t rows, int64_t k, int16_
 using Q80TilesColsFn = void (*)(const Int16Blocks& x, int64_t m, int64_t k, const uint8_t* tiles, int64_t n,
                                 const float* bias, float* y, int64_t n0, int64_t n1);
 
+// Activations for the GGUF block types (kernels/gguf_blocks.h): each row of x [m, k] in blocks of 32, scale
+// d = max|x| / 127 and q = round(x / d) in [-127, 127], as llama.cpp's Q8_0 activations. Per 16 elements the leaves
+// read the block's scale (d16) and d times the sum of the 16 q (s16, for the offsets of the asymmetric types).
+struct Q8Blocks {
+  const int8_t* q = nullptr;    // [m, k]
+  const float* d16 = nullptr;   // [m, k / 16]
+  const float* s16 = nullptr;   // [m, k / 16]
+};
+using QuantizeQ8Fn = void (*)(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16);
+// Columns [n0, n1) of y[m, n] = x * dequant(w)^T (+ bias) for w [n, k] rows of GGUF blocks of `type` (any block type
+// but Q8_0, which has its own tiles): each weight row is decoded into the form of gguf_blocks.h (int8 and per-16
+// scales, in L1, never f32) and multiplied with every row of x as exact int32 sums per 16 elements, scaled in f32.
+using GgufColsFn = void (*)(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* w, int64_t n,
+                            const float* bias, float* y, int64_t n0, int64_t n1);
+
 struct QuantLeaves {
   const char* name;
   W8A16ColsFn w8a16_cols;
@@ -87,6 +103,8 @@ struct QuantLeaves {
   int64_t w8a16_bf16_min_rows = INT64_MAX;
   QuantizeInt16Fn quantize_int16 = nullptr;
   Q80TilesColsFn q8_0_tiles_cols = nullptr;
+  QuantizeQ8Fn quantize_q8 = nullptr;
+  GgufColsFn gguf_cols = nullptr;
 };
 
 // Floats of W8A16 scratch per thread: a slab of 32 dequantized weight rows.

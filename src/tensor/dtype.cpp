@@ -6,17 +6,35 @@
 
 namespace minfer {
 
-size_t dtype_bytes(DType dtype, size_t n) {
+BlockShape dtype_block(DType dtype) {
   switch (dtype) {
-    case DType::F32: return 4 * n;
-    case DType::F16: return 2 * n;
-    case DType::BF16: return 2 * n;
-    case DType::I8: return n;
-    case DType::I32: return 4 * n;
-    case DType::I64: return 8 * n;
-    case DType::Q8_0: return (n / 32) * 34;
+    case DType::F32: return {1, 4};
+    case DType::F16: return {1, 2};
+    case DType::BF16: return {1, 2};
+    case DType::I8: return {1, 1};
+    case DType::I32: return {1, 4};
+    case DType::I64: return {1, 8};
+    case DType::Q8_0: return {32, 34};
+    case DType::Q4_0: return {32, 18};
+    case DType::Q4_1: return {32, 20};
+    case DType::Q5_0: return {32, 22};
+    case DType::Q5_1: return {32, 24};
+    case DType::Q2_K: return {256, 84};
+    case DType::Q3_K: return {256, 110};
+    case DType::Q4_K: return {256, 144};
+    case DType::Q5_K: return {256, 176};
+    case DType::Q6_K: return {256, 210};
+    case DType::IQ4_NL: return {32, 18};
+    case DType::IQ4_XS: return {256, 136};
   }
-  return 0;
+  return {1, 0};
+}
+
+bool is_block_type(DType dtype) { return dtype_block(dtype).elements > 1; }
+
+size_t dtype_bytes(DType dtype, size_t n) {
+  const BlockShape b = dtype_block(dtype);
+  return n / static_cast<size_t>(b.elements) * static_cast<size_t>(b.bytes);
 }
 
 std::string_view dtype_name(DType dtype) {
@@ -28,6 +46,17 @@ std::string_view dtype_name(DType dtype) {
     case DType::I32: return "i32";
     case DType::I64: return "i64";
     case DType::Q8_0: return "q8_0";
+    case DType::Q4_0: return "q4_0";
+    case DType::Q4_1: return "q4_1";
+    case DType::Q5_0: return "q5_0";
+    case DType::Q5_1: return "q5_1";
+    case DType::Q2_K: return "q2_k";
+    case DType::Q3_K: return "q3_k";
+    case DType::Q4_K: return "q4_k";
+    case DType::Q5_K: return "q5_k";
+    case DType::Q6_K: return "q6_k";
+    case DType::IQ4_NL: return "iq4_nl";
+    case DType::IQ4_XS: return "iq4_xs";
   }
   return "?";
 }
@@ -35,9 +64,9 @@ std::string_view dtype_name(DType dtype) {
 bool parse_dtype(std::string_view name, DType* out) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::I32, DType::I64, DType::Q8_0}) {
-    if (lower == dtype_name(d)) {
-      *out = d;
+  for (int d = 0; d <= static_cast<int>(DType::IQ4_XS); ++d) {
+    if (lower == dtype_name(static_cast<DType>(d))) {
+      *out = static_cast<DType>(d);
       return true;
     }
   }

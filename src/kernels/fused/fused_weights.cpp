@@ -14,7 +14,7 @@ namespace {
 
 int64_t row_elems(const Tensor& t) { return t.rank() == 1 ? 1 : t.dim(1); }
 
-// Bytes of one row of t's data (float, Q8_0 blocks or int8).
+// Bytes of one row of t's data (float, GGUF blocks or int8).
 size_t row_bytes(const Tensor& t) { return dtype_bytes(t.dtype, static_cast<size_t>(row_elems(t))); }
 
 void copy_bytes_rows(const Tensor& src, int64_t r0, int64_t n, Tensor& dst, int64_t dst_row) {
@@ -39,7 +39,7 @@ struct RowCopy {
 // rows along with the int8 rows; a W8A8 weight (VNNI panels) is packed in row form and re-paneled.
 Tensor gather_rows(const std::vector<RowCopy>& copies, int64_t rows) {
   const Tensor& first = *copies.front().src;
-  if (first.dtype != DType::I8) {  // float, 1-D bias, or Q8_0 blocks: the rows are bytes
+  if (first.dtype != DType::I8) {  // float, 1-D bias, or GGUF blocks: the rows are bytes
     Tensor out = Tensor::allocate(first.dtype, shape_with_rows(first, rows));
     for (const RowCopy& c : copies) copy_bytes_rows(*c.src, c.r0, c.n, out, c.dst_row);
     // Checkpoint weights read from the file map need not stay resident beside their packed copy.
@@ -73,14 +73,13 @@ bool packable(const Tensor& a, const Tensor& b) {
     case DType::F32:
     case DType::F16:
     case DType::BF16: return true;
-    case DType::Q8_0: return a.rank() == 2;
     case DType::I8: {  // int8 with scales: the same scheme on both sides
       if (!a.quant || !b.quant || a.rank() != 2) return false;
       const QuantParams &pa = *a.quant, &pb = *b.quant;
       return pa.group_size == pb.group_size && pa.symmetric == pb.symmetric &&
              pa.int8_activations == pb.int8_activations;
     }
-    default: return false;
+    default: return is_block_type(a.dtype) && a.rank() == 2;  // GGUF blocks: whole rows of bytes
   }
 }
 

@@ -126,6 +126,8 @@ const QuantLeaves kRefQuantLeaves = {
     .w8a8_cols = ref::w8a8_cols,
     .quantize_int16 = ref::quantize_int16,
     .q8_0_tiles_cols = ref::q8_0_tiles_cols,
+    .quantize_q8 = ref::quantize_q8,
+    .gguf_cols = ref::gguf_cols,
 };
 
 }  // namespace minfer::kernels

@@ -295,6 +295,8 @@ const QuantLeaves kAvx2QuantLeaves = {
     .w8a8_cols = avx2::w8a8_cols,
     .quantize_int16 = avx2::quantize_int16,
     .q8_0_tiles_cols = avx2::q8_0_tiles_cols,
+    .quantize_q8 = avx2::quantize_q8,
+    .gguf_cols = avx2::gguf_cols,
 };
 
 }  // namespace minfer::kernels

@@ -155,6 +155,8 @@ const QuantLeaves kAvx512QuantLeaves = {
     .w8a8_cols = avx512::w8a8_cols,
     .quantize_int16 = avx512::quantize_int16,
     .q8_0_tiles_cols = avx512::q8_0_tiles_cols,
+    .quantize_q8 = avx512::quantize_q8,
+    .gguf_cols = avx512::gguf_cols,
 };
 
 }  // namespace minfer::kernels

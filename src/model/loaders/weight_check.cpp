@@ -12,9 +12,9 @@ std::string shape_str(const std::vector<int64_t>& shape) {
 }
 
 bool supported_dtype(DType d, size_t rank) {
-  // Q8_0 (GGUF) only for matrices: its blocks run along rows.
+  // GGUF block types (Q8_0, Q4_K, ...) only for matrices: their blocks run along rows.
   // I8: the int8 weights of a quantized checkpoint (their scales attached, model/quant/).
-  return d == DType::F32 || d == DType::F16 || d == DType::BF16 || ((d == DType::Q8_0 || d == DType::I8) && rank == 2);
+  return d == DType::F32 || d == DType::F16 || d == DType::BF16 || ((is_block_type(d) || d == DType::I8) && rank == 2);
 }
 
 }  // namespace

@@ -152,6 +152,9 @@ void write_quantized_checkpoint(const ModelWeights& weights, const std::string& 
       entries.push_back(SafetensorsEntry::from_tensor(hf, t));
       continue;
     }
+    if (is_block_type(t.dtype) && t.dtype != DType::Q8_0)
+      fail("{}: tensor '{}' is GGUF {}, which an int8 safetensors checkpoint cannot hold (write a GGUF instead)",
+           out_dir, hf, dtype_name(t.dtype));
     const Tensor rows = kernels::relayout(t, false);  // Q8_0 and panels -> int8 rows with scales
     entries.push_back(SafetensorsEntry::from_tensor(hf, rows));
     entries.push_back(SafetensorsEntry::from_tensor(hf + std::string(kScaleSuffix), rows.quant->scales));

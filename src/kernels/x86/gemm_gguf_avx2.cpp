@@ -1,0 +1,136 @@
+// AVX2 leaves of the GGUF block-type GEMM (contract in kernels/quant_leaf.h). Four weight rows at a time are decoded
+// into a per-thread L1 scratch (kernels/gguf_blocks.h, vectorised by the compiler here) as signed int8; 32 products at
+// a time come from vpmaddubsw on |q| and sign(q) x (|q| <= 128 and |x| <= 127 keep its int16 pair sums exact), widened
+// to int32 by vpmaddwd, and per 16 elements scaled by d_w x d_x in f32. Each activation vector serves the four rows.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/gguf_blocks.h"
+#include "kernels/x86/avx2_util.h"
+#include "kernels/x86/x86_quant_kernels.h"
+
+namespace minfer::kernels::avx2 {
+namespace {
+
+constexpr int kRows = 4;
+
+inline int32_t hsum_epi32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+struct DecodedRows {
+  std::vector<int8_t> q;
+  std::vector<float> d, off;
+  int64_t k = 0;
+
+  void reserve(int64_t width) {
+    if (k == width) return;
+    k = width;
+    q.assign(static_cast<size_t>(kRows * k), 0);
+    d.assign(static_cast<size_t>(kRows * k / 16 + 8), 0.0f);
+    off.assign(static_cast<size_t>(kRows * k / 16 + 8), 0.0f);
+  }
+  int8_t* q_row(int r) { return q.data() + r * k; }
+  float* d_row(int r) { return d.data() + r * (k / 16); }
+  float* off_row(int r) { return off.data() + r * (k / 16); }
+};
+
+// 8 lanes holding v[0] x4, v[1] x4: the scale of each int32 lane of a 32-byte product.
+inline __m256 spread2(const float* v) {
+  const __m256i idx = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(v)))),
+                                  idx);
+}
+
+template <int R>
+void dot_rows(DecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, bool offsets, float* out) {
+  const int8_t* xq = x.q + i * k;
+  const float* xd = x.d16 + i * (k / 16);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < k; c += 32) {
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c));
+    const __m256 xs = spread2(xd + c / 16);
+    for (int r = 0; r < R; ++r) {
+      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q_row(r) + c));
+      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qv, qv), _mm256_sign_epi8(xv, qv));
+      const __m256i p32 = _mm256_madd_epi16(p16, ones);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(spread2(w.d_row(r) + c / 16), xs), acc[r]);
+    }
+  }
+  const float* s16 = x.s16 + i * (k / 16);
+  for (int r = 0; r < R; ++r) {
+    float sum = hsum(acc[r]);
+    if (offsets) {
+      const float* off = w.off_row(r);
+      __m256 o = _mm256_setzero_ps();
+      int64_t g = 0;
+      for (; g + 8 <= k / 16; g += 8) o = _mm256_fmadd_ps(_mm256_loadu_ps(off + g), _mm256_loadu_ps(s16 + g), o);
+      float tail = 0.0f;
+      for (; g < k / 16; ++g) tail += off[g] * s16[g];
+      sum -= hsum(o) + tail;
+    }
+    out[r] = sum;
+  }
+}
+
+}  // namespace
+
+void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const float* xb = x + i * k + b * 32;
+      __m256 v[4], amax = _mm256_setzero_ps();
+      for (int h = 0; h < 4; ++h) {
+        v[h] = _mm256_loadu_ps(xb + 8 * h);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[h]));
+      }
+      const float d = hmax(amax) / 127.0f;
+      const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+      __m256i qi[4];
+      for (int h = 0; h < 4; ++h) qi[h] = _mm256_cvtps_epi32(_mm256_mul_ps(v[h], id));  // nearest even
+      const __m256i q16a = _mm256_packs_epi32(qi[0], qi[1]), q16b = _mm256_packs_epi32(qi[2], qi[3]);
+      __m256i q8 = _mm256_packs_epi16(q16a, q16b);  // lanes interleaved by the packs: put them back in order
+      q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i * k + b * 32), q8);
+      const int64_t at = i * (k / 16) + 2 * b;
+      d16[at] = d16[at + 1] = d;
+      s16[at] = d * static_cast<float>(hsum_epi32(_mm256_add_epi32(qi[0], qi[1])));
+      s16[at + 1] = d * static_cast<float>(hsum_epi32(_mm256_add_epi32(qi[2], qi[3])));
+    }
+  }
+}
+
+void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* w, int64_t n, const float* bias,
+               float* y, int64_t n0, int64_t n1) {
+  thread_local DecodedRows rows;
+  rows.reserve(k);
+  const size_t row_bytes = dtype_bytes(type, static_cast<size_t>(k));
+  const bool offsets = gguf::has_offsets(type);
+  float out[kRows];
+  for (int64_t j0 = n0; j0 < n1; j0 += kRows) {
+    const int count = static_cast<int>(std::min<int64_t>(kRows, n1 - j0));
+    for (int r = 0; r < count; ++r)
+      gguf::decode_row(type, w + static_cast<size_t>(j0 + r) * row_bytes, k, rows.q_row(r), rows.d_row(r),
+                       rows.off_row(r));
+    for (int64_t i = 0; i < m; ++i) {
+      switch (count) {
+        case 4: dot_rows<4>(rows, x, i, k, offsets, out); break;
+        case 3: dot_rows<3>(rows, x, i, k, offsets, out); break;
+        case 2: dot_rows<2>(rows, x, i, k, offsets, out); break;
+        default: dot_rows<1>(rows, x, i, k, offsets, out); break;
+      }
+      for (int r = 0; r < count; ++r) y[i * n + j0 + r] = bias ? out[r] + bias[j0 + r] : out[r];
+    }
+  }
+}
+
+}  // namespace minfer::kernels::avx2
