@@ -1,27 +1,53 @@
 // GGUF block types (ggml's layouts, as gguf-py's dequantizers read them) decoded into one common form that the
 // quantized GEMM multiplies with int8 activations:
-//   element e of the block = d[e / 16] * q[e] - m[e / 16]
-// with q an int8, d a per-16-elements scale and m a per-16-elements offset (0 for the symmetric types). Every d and
-// m is exact in f32 (an f16 times a 6-bit or 8-bit integer), and d * q is exact too, so the one rounding of
-// d * q - m gives the same f32 as gguf-py's numpy expression (asserted by the dequantization test).
+//   element e of the block = d[e / 16] * (u[e] - z) - m[e / 16]
+// with u an unsigned byte, z a constant of the type (zero_point), d a per-16-elements scale and m a per-16-elements
+// offset (0 for the symmetric types). Every d and m is exact in f32 (an f16 times a 6-bit or 8-bit integer), and
+// d * (u - z) is exact too, so the one rounding of d * (u - z) - m gives the same f32 as gguf-py's numpy expression
+// (asserted by the dequantization test against gguf-py).
 //
-// The decoders are plain loops over bytes, inline here, and compiled into each instruction set's translation unit
-// (kernels/x86/gemm_gguf_*.cpp), where the compiler vectorises them; the scalar build is the reference.
+// These are the scalar decoders, the reference; kernels/x86/gguf_decode_avx2.h has vector ones for the x86 leaves.
+// Include only from .cpp files.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#ifdef __F16C__
+// As in kernels/x86/avx512_util.h: GCC 12 warns falsely inside its own AVX-512 intrinsics once inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
 
 #include "base/half.h"
 #include "tensor/dtype.h"
 
 namespace minfer::kernels::gguf {
+// Internal linkage: each instruction set's translation unit keeps its own vectorised copy (an inline function of one
+// name would be merged by the linker into whichever copy it saw first, scalar or AVX-512).
+namespace {
 
 // Elements sharing one (d, m) pair in the decoded form.
 inline constexpr int64_t kSubBlock = 16;
 
-// IQ4_NL / IQ4_XS's non-linear 4-bit code book (ggml's kvalues_iq4nl).
-inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// z of the decoded form: u - z is the type's signed quantized value.
+constexpr int zero_point(DType t) {
+  switch (t) {
+    case DType::Q4_0: return 8;
+    case DType::Q5_0: return 16;
+    case DType::Q3_K: return 4;
+    case DType::Q6_K: return 32;
+    case DType::IQ4_NL:
+    case DType::IQ4_XS: return 128;
+    default: return 0;
+  }
+}
+
+// IQ4_NL / IQ4_XS's non-linear 4-bit code book (ggml's kvalues_iq4nl: -127, -104, ..., 113) plus 128: the u of
+// their decoded form.
+inline constexpr uint8_t kIq4Unsigned[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
 
 // True for the types whose decoded form has offsets m (the others have m = 0 and skip the offset term).
 constexpr bool has_offsets(DType t) {
@@ -31,84 +57,83 @@ constexpr bool has_offsets(DType t) {
 inline float read_f16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
+#ifdef __F16C__
+  return _cvtsh_ss(h);  // the same exact conversion in one instruction where the build has F16C
+#else
   return f16_to_f32(h);
+#endif
 }
 
 // 32-element blocks whose 16 bytes of nibbles hold element j in the low and j + 16 in the high nibble.
-inline void split_nibbles(const uint8_t* qs, int8_t* q, int offset) {
+inline void split_nibbles(const uint8_t* __restrict qs, uint8_t* __restrict q) {
   for (int j = 0; j < 16; ++j) {
-    q[j] = static_cast<int8_t>((qs[j] & 0x0F) - offset);
-    q[j + 16] = static_cast<int8_t>((qs[j] >> 4) - offset);
+    q[j] = qs[j] & 0x0F;
+    q[j + 16] = qs[j] >> 4;
   }
 }
 
-inline void decode_q4_0(const uint8_t* b, int8_t* q, float* d, float* m) {
+inline void decode_q4_0(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   d[0] = d[1] = read_f16(b);
   m[0] = m[1] = 0.0f;
-  split_nibbles(b + 2, q, 8);
+  split_nibbles(b + 2, q);
 }
 
-inline void decode_q4_1(const uint8_t* b, int8_t* q, float* d, float* m) {
+inline void decode_q4_1(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   d[0] = d[1] = read_f16(b);
   m[0] = m[1] = -read_f16(b + 2);
-  split_nibbles(b + 4, q, 0);
+  split_nibbles(b + 4, q);
 }
 
-inline void add_high_bits_32(const uint8_t* qh_bytes, int8_t* q, int offset) {
+inline void add_high_bits_32(const uint8_t* __restrict qh_bytes, uint8_t* __restrict q) {
   uint32_t qh;
   std::memcpy(&qh, qh_bytes, 4);
-  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(q[j] + static_cast<int>((qh >> j) & 1u) * 16 - offset);
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<uint8_t>(q[j] | ((qh >> j) & 1u) << 4);
 }
 
-inline void decode_q5_0(const uint8_t* b, int8_t* q, float* d, float* m) {
+inline void decode_q5_0(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   d[0] = d[1] = read_f16(b);
   m[0] = m[1] = 0.0f;
-  split_nibbles(b + 6, q, 0);
-  add_high_bits_32(b + 2, q, 16);
+  split_nibbles(b + 6, q);
+  add_high_bits_32(b + 2, q);
 }
 
-inline void decode_q5_1(const uint8_t* b, int8_t* q, float* d, float* m) {
+inline void decode_q5_1(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   d[0] = d[1] = read_f16(b);
   m[0] = m[1] = -read_f16(b + 2);
-  split_nibbles(b + 8, q, 0);
-  add_high_bits_32(b + 4, q, 0);
+  split_nibbles(b + 8, q);
+  add_high_bits_32(b + 4, q);
 }
 
-inline void decode_q8_0(const uint8_t* b, int8_t* q, float* d, float* m) {
-  d[0] = d[1] = read_f16(b);
-  m[0] = m[1] = 0.0f;
-  std::memcpy(q, b + 2, 32);
-}
-
-inline void decode_iq4_nl(const uint8_t* b, int8_t* q, float* d, float* m) {
+inline void decode_iq4_nl(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   d[0] = d[1] = read_f16(b);
   m[0] = m[1] = 0.0f;
   for (int j = 0; j < 16; ++j) {
-    q[j] = kIq4Values[b[2 + j] & 0x0F];
-    q[j + 16] = kIq4Values[b[2 + j] >> 4];
+    q[j] = kIq4Unsigned[b[2 + j] & 0x0F];
+    q[j + 16] = kIq4Unsigned[b[2 + j] >> 4];
   }
 }
 
 // Q2_K: scales[16] (low nibble scale, high nibble min), qs[64] (2 bits each), d, dmin.
-inline void decode_q2_k(const uint8_t* b, int8_t* q, float* d, float* m) {
-  const uint8_t* scales = b;
-  const uint8_t* qs = b + 16;
+inline void decode_q2_k_scales(const uint8_t* __restrict b, float* __restrict d, float* __restrict m) {
   const float dd = read_f16(b + 80), dmin = read_f16(b + 82);
   for (int s = 0; s < 16; ++s) {
-    d[s] = dd * static_cast<float>(scales[s] & 0x0F);
-    m[s] = dmin * static_cast<float>(scales[s] >> 4);
+    d[s] = dd * static_cast<float>(b[s] & 0x0F);
+    m[s] = dmin * static_cast<float>(b[s] >> 4);
   }
+}
+
+inline void decode_q2_k(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
+  decode_q2_k_scales(b, d, m);
+  const uint8_t* qs = b + 16;
   for (int g = 0; g < 2; ++g) {
     for (int shift = 0; shift < 4; ++shift) {
-      for (int l = 0; l < 32; ++l) q[g * 128 + shift * 32 + l] = static_cast<int8_t>((qs[g * 32 + l] >> (2 * shift)) & 3);
+      for (int l = 0; l < 32; ++l) q[g * 128 + shift * 32 + l] = static_cast<uint8_t>((qs[g * 32 + l] >> (2 * shift)) & 3);
     }
   }
 }
 
 // Q3_K: hmask[32], qs[64], scales[12] (16 six-bit scales, offset 32), d.
-inline void decode_q3_k(const uint8_t* b, int8_t* q, float* d, float* m) {
-  const uint8_t* hmask = b;
-  const uint8_t* qs = b + 32;
+inline void decode_q3_k_scales(const uint8_t* __restrict b, float* __restrict d, float* __restrict m) {
   const uint8_t* sc = b + 96;
   const float dd = read_f16(b + 108);
   for (int s = 0; s < 16; ++s) {
@@ -117,13 +142,19 @@ inline void decode_q3_k(const uint8_t* b, int8_t* q, float* d, float* m) {
     d[s] = dd * static_cast<float>((low | (high << 4)) - 32);
     m[s] = 0.0f;
   }
+}
+
+inline void decode_q3_k(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
+  decode_q3_k_scales(b, d, m);
+  const uint8_t* hmask = b;
+  const uint8_t* qs = b + 32;
   for (int g = 0; g < 2; ++g) {
     for (int shift = 0; shift < 4; ++shift) {
       for (int l = 0; l < 32; ++l) {
         const int e = g * 128 + shift * 32 + l;
         const int low = (qs[g * 32 + l] >> (2 * shift)) & 3;
         const int high = (hmask[l] >> (e / 32)) & 1;
-        q[e] = static_cast<int8_t>(low - (high ? 0 : 4));
+        q[e] = static_cast<uint8_t>(low | (high << 2));  // low - 4 (1 - high) = u - 4
       }
     }
   }
@@ -140,7 +171,7 @@ inline void k_scale_min(const uint8_t* sc, int j, int* scale, int* min) {
   }
 }
 
-inline void k_scales(const uint8_t* b, float* d, float* m) {
+inline void k_scales(const uint8_t* __restrict b, float* __restrict d, float* __restrict m) {
   const float dd = read_f16(b), dmin = read_f16(b + 2);
   for (int j = 0; j < 8; ++j) {
     int scale, min;
@@ -151,33 +182,33 @@ inline void k_scales(const uint8_t* b, float* d, float* m) {
 }
 
 // Q4_K: d, dmin, scales[12], qs[128]: byte l of group g holds element 64g + l (low) and 64g + 32 + l (high).
-inline void decode_q4_k(const uint8_t* b, int8_t* q, float* d, float* m) {
+inline void decode_q4_k(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   k_scales(b, d, m);
   const uint8_t* qs = b + 16;
   for (int g = 0; g < 4; ++g) {
     for (int l = 0; l < 32; ++l) {
-      q[g * 64 + l] = static_cast<int8_t>(qs[g * 32 + l] & 0x0F);
-      q[g * 64 + 32 + l] = static_cast<int8_t>(qs[g * 32 + l] >> 4);
+      q[g * 64 + l] = qs[g * 32 + l] & 0x0F;
+      q[g * 64 + 32 + l] = qs[g * 32 + l] >> 4;
     }
   }
 }
 
 // Q5_K: as Q4_K with qh[32] before qs: bit i of qh[l] is the fifth bit of element 32i + l.
-inline void decode_q5_k(const uint8_t* b, int8_t* q, float* d, float* m) {
+inline void decode_q5_k(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   k_scales(b, d, m);
   const uint8_t* qh = b + 16;
   const uint8_t* qs = b + 48;
   for (int g = 0; g < 4; ++g) {
     for (int l = 0; l < 32; ++l) {
       const int lo = g * 64 + l, hi = g * 64 + 32 + l;
-      q[lo] = static_cast<int8_t>((qs[g * 32 + l] & 0x0F) | (((qh[l] >> (2 * g)) & 1) << 4));
-      q[hi] = static_cast<int8_t>((qs[g * 32 + l] >> 4) | (((qh[l] >> (2 * g + 1)) & 1) << 4));
+      q[lo] = static_cast<uint8_t>((qs[g * 32 + l] & 0x0F) | (((qh[l] >> (2 * g)) & 1) << 4));
+      q[hi] = static_cast<uint8_t>((qs[g * 32 + l] >> 4) | (((qh[l] >> (2 * g + 1)) & 1) << 4));
     }
   }
 }
 
-// Q6_K: ql[128], qh[64], scales[16] (int8), d; q = (4 low bits | 2 high bits << 4) - 32.
-inline void decode_q6_k(const uint8_t* b, int8_t* q, float* d, float* m) {
+// Q6_K: ql[128], qh[64], scales[16] (int8), d; u = 4 low bits | 2 high bits << 4, z = 32.
+inline void decode_q6_k(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   const uint8_t* ql = b;
   const uint8_t* qh = b + 128;
   const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
@@ -190,17 +221,17 @@ inline void decode_q6_k(const uint8_t* b, int8_t* q, float* d, float* m) {
     for (int l = 0; l < 32; ++l) {
       const uint8_t h = qh[g * 32 + l];
       const uint8_t a = ql[g * 64 + l], c = ql[g * 64 + 32 + l];
-      int8_t* o = q + g * 128;
-      o[l] = static_cast<int8_t>(((a & 0x0F) | ((h & 3) << 4)) - 32);
-      o[l + 32] = static_cast<int8_t>(((c & 0x0F) | (((h >> 2) & 3) << 4)) - 32);
-      o[l + 64] = static_cast<int8_t>(((a >> 4) | (((h >> 4) & 3) << 4)) - 32);
-      o[l + 96] = static_cast<int8_t>(((c >> 4) | (((h >> 6) & 3) << 4)) - 32);
+      uint8_t* o = q + g * 128;
+      o[l] = static_cast<uint8_t>((a & 0x0F) | ((h & 3) << 4));
+      o[l + 32] = static_cast<uint8_t>((c & 0x0F) | (((h >> 2) & 3) << 4));
+      o[l + 64] = static_cast<uint8_t>((a >> 4) | (((h >> 4) & 3) << 4));
+      o[l + 96] = static_cast<uint8_t>((c >> 4) | (((h >> 6) & 3) << 4));
     }
   }
 }
 
 // IQ4_XS: d, scales_h (u16: 2 high bits per 32), scales_l[4] (4 low bits per 32), qs[128] (16 bytes per 32).
-inline void decode_iq4_xs(const uint8_t* b, int8_t* q, float* d, float* m) {
+inline void decode_iq4_xs(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   const float dd = read_f16(b);
   uint16_t scales_h;
   std::memcpy(&scales_h, b + 2, 2);
@@ -212,28 +243,27 @@ inline void decode_iq4_xs(const uint8_t* b, int8_t* q, float* d, float* m) {
     d[2 * j] = d[2 * j + 1] = dd * static_cast<float>((low | (high << 4)) - 32);
     m[2 * j] = m[2 * j + 1] = 0.0f;
     for (int l = 0; l < 16; ++l) {
-      q[j * 32 + l] = kIq4Values[qs[j * 16 + l] & 0x0F];
-      q[j * 32 + 16 + l] = kIq4Values[qs[j * 16 + l] >> 4];
+      q[j * 32 + l] = kIq4Unsigned[qs[j * 16 + l] & 0x0F];
+      q[j * 32 + 16 + l] = kIq4Unsigned[qs[j * 16 + l] >> 4];
     }
   }
 }
 
-// Decodes `blocks` consecutive blocks of `type` from `src`: q gets blocks x elements int8, d and m one float per 16.
+// Decodes `blocks` consecutive blocks of `type` from `src`: u gets blocks x elements bytes, d and m one float per 16.
 template <typename Decode>
-inline void decode_each(Decode decode, const uint8_t* src, int64_t blocks, int64_t elements, int64_t bytes, int8_t* q,
-                        float* d, float* m) {
+inline void decode_each(Decode decode, const uint8_t* __restrict src, int64_t blocks, int64_t elements, int64_t bytes,
+                        uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
   const int64_t subs = elements / kSubBlock;
   for (int64_t i = 0; i < blocks; ++i) decode(src + i * bytes, q + i * elements, d + i * subs, m + i * subs);
 }
 
-inline void decode_blocks(DType type, const uint8_t* src, int64_t blocks, int8_t* q, float* d, float* m) {
+inline void decode_blocks(DType type, const uint8_t* src, int64_t blocks, uint8_t* q, float* d, float* m) {
   const BlockShape s = dtype_block(type);
   switch (type) {
     case DType::Q4_0: return decode_each(decode_q4_0, src, blocks, s.elements, s.bytes, q, d, m);
     case DType::Q4_1: return decode_each(decode_q4_1, src, blocks, s.elements, s.bytes, q, d, m);
     case DType::Q5_0: return decode_each(decode_q5_0, src, blocks, s.elements, s.bytes, q, d, m);
     case DType::Q5_1: return decode_each(decode_q5_1, src, blocks, s.elements, s.bytes, q, d, m);
-    case DType::Q8_0: return decode_each(decode_q8_0, src, blocks, s.elements, s.bytes, q, d, m);
     case DType::Q2_K: return decode_each(decode_q2_k, src, blocks, s.elements, s.bytes, q, d, m);
     case DType::Q3_K: return decode_each(decode_q3_k, src, blocks, s.elements, s.bytes, q, d, m);
     case DType::Q4_K: return decode_each(decode_q4_k, src, blocks, s.elements, s.bytes, q, d, m);
@@ -246,8 +276,9 @@ inline void decode_blocks(DType type, const uint8_t* src, int64_t blocks, int8_t
 }
 
 // Decodes one row of k elements (k a multiple of the block's elements).
-inline void decode_row(DType type, const uint8_t* row, int64_t k, int8_t* q, float* d, float* m) {
+inline void decode_row(DType type, const uint8_t* row, int64_t k, uint8_t* q, float* d, float* m) {
   decode_blocks(type, row, k / dtype_block(type).elements, q, d, m);
 }
 
+}  // namespace
 }  // namespace minfer::kernels::gguf

@@ -45,21 +45,22 @@ float q80_block(const Tensor& w, int64_t r, int64_t g, int8_t* q) {
   return f16_to_f32(d);
 }
 
-// Rows of a GGUF block-type matrix: each decoded (kernels/gguf_blocks.h) and expanded as d * q - m, which is the
+// Rows of a GGUF block-type matrix: each decoded (kernels/gguf_blocks.h) and expanded as d * (u - z) - m, which is the
 // f32 gguf-py's dequantizers give.
 void dequantize_gguf_rows(const Tensor& w, int64_t row0, int64_t rows, float* out) {
   const int64_t k = w.dim(1);
   if (k % dtype_block(w.dtype).elements != 0)
     fail("dequantize_rows: {} rows of {} elements are not whole blocks", dtype_name(w.dtype), k);
   const size_t row_bytes = dtype_bytes(w.dtype, static_cast<size_t>(k));
-  std::vector<int8_t> q(static_cast<size_t>(k));
+  const int z = gguf::zero_point(w.dtype);
+  std::vector<uint8_t> u(static_cast<size_t>(k));
   std::vector<float> d(static_cast<size_t>(k / gguf::kSubBlock)), m(d.size());
   for (int64_t r = row0; r < row0 + rows; ++r) {
-    gguf::decode_row(w.dtype, w.as<uint8_t>() + static_cast<size_t>(r) * row_bytes, k, q.data(), d.data(), m.data());
+    gguf::decode_row(w.dtype, w.as<uint8_t>() + static_cast<size_t>(r) * row_bytes, k, u.data(), d.data(), m.data());
     float* o = out + (r - row0) * k;
     for (int64_t e = 0; e < k; ++e) {
       const size_t g = static_cast<size_t>(e / gguf::kSubBlock);
-      o[e] = d[g] * static_cast<float>(q[static_cast<size_t>(e)]) - m[g];
+      o[e] = d[g] * static_cast<float>(u[static_cast<size_t>(e)] - z) - m[g];
     }
   }
 }

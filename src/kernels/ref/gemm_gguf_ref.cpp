@@ -36,16 +36,17 @@ void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_
                float* y, int64_t n0, int64_t n1) {
   const int64_t subs = k / gguf::kSubBlock;
   const size_t row_bytes = dtype_bytes(type, static_cast<size_t>(k));
-  std::vector<int8_t> q(static_cast<size_t>(k));
+  const int32_t z = gguf::zero_point(type);
+  std::vector<uint8_t> u(static_cast<size_t>(k));
   std::vector<float> d(static_cast<size_t>(subs)), off(static_cast<size_t>(subs));
   for (int64_t j = n0; j < n1; ++j) {
-    gguf::decode_row(type, w + static_cast<size_t>(j) * row_bytes, k, q.data(), d.data(), off.data());
+    gguf::decode_row(type, w + static_cast<size_t>(j) * row_bytes, k, u.data(), d.data(), off.data());
     for (int64_t i = 0; i < m; ++i) {
       const int8_t* xq = x.q + i * k;
       float sum = 0.0f;
       for (int64_t g = 0; g < subs; ++g) {
         int32_t dot = 0;
-        for (int64_t e = g * 16; e < g * 16 + 16; ++e) dot += static_cast<int32_t>(q[static_cast<size_t>(e)]) * xq[e];
+        for (int64_t e = g * 16; e < g * 16 + 16; ++e) dot += (u[static_cast<size_t>(e)] - z) * xq[e];
         sum += d[static_cast<size_t>(g)] * x.d16[i * subs + g] * static_cast<float>(dot);
         sum -= off[static_cast<size_t>(g)] * x.s16[i * subs + g];
       }

@@ -1,7 +1,9 @@
 // AVX2 leaves of the GGUF block-type GEMM (contract in kernels/quant_leaf.h). Four weight rows at a time are decoded
-// into a per-thread L1 scratch (kernels/gguf_blocks.h, vectorised by the compiler here) as signed int8; 32 products at
-// a time come from vpmaddubsw on |q| and sign(q) x (|q| <= 128 and |x| <= 127 keep its int16 pair sums exact), widened
-// to int32 by vpmaddwd, and per 16 elements scaled by d_w x d_x in f32. Each activation vector serves the four rows.
+// into a per-thread L1 scratch (kernels/x86/gguf_decode_avx2.h) as the bytes u of kernels/gguf_blocks.h; 32 products
+// at a time come from vpmaddubsw on u and x (u <= 63 and |x| <= 127 keep its int16 pair sums exact), widened to int32
+// by vpmaddwd, less z x sum(x) (the zero point, computed once per activation vector for the four rows). The IQ4 types
+// (u up to 241, z = 128) take the signed values u - z and vpmaddubsw on |q| and sign(q) x instead. Per 16 elements the
+// exact int32 sums are scaled by d_w x d_x in f32.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "kernels/gguf_blocks.h"
 #include "kernels/x86/avx2_util.h"
+#include "kernels/x86/gguf_decode_avx2.h"
 #include "kernels/x86/x86_quant_kernels.h"
 
 namespace minfer::kernels::avx2 {
@@ -25,7 +28,7 @@ inline int32_t hsum_epi32(__m256i v) {
 }
 
 struct DecodedRows {
-  std::vector<int8_t> q;
+  std::vector<uint8_t> q;
   std::vector<float> d, off;
   int64_t k = 0;
 
@@ -36,7 +39,7 @@ struct DecodedRows {
     d.assign(static_cast<size_t>(kRows * k / 16 + 8), 0.0f);
     off.assign(static_cast<size_t>(kRows * k / 16 + 8), 0.0f);
   }
-  int8_t* q_row(int r) { return q.data() + r * k; }
+  uint8_t* q_row(int r) { return q.data() + r * k; }
   float* d_row(int r) { return d.data() + r * (k / 16); }
   float* off_row(int r) { return off.data() + r * (k / 16); }
 };
@@ -49,7 +52,7 @@ inline __m256 spread2(const float* v) {
 }
 
 template <int R>
-void dot_rows(DecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, bool offsets, float* out) {
+void dot_rows(DecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, int zero_point, bool offsets, float* out) {
   const int8_t* xq = x.q + i * k;
   const float* xd = x.d16 + i * (k / 16);
   const __m256i ones = _mm256_set1_epi16(1);
@@ -58,10 +61,19 @@ void dot_rows(DecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, bool offs
   for (int64_t c = 0; c < k; c += 32) {
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c));
     const __m256 xs = spread2(xd + c / 16);
+    const bool sign_trick = zero_point == 128;
+    const __m256i unbias = zero_point && !sign_trick
+                               ? _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(zero_point)), xv), ones)
+                               : _mm256_setzero_si256();
     for (int r = 0; r < R; ++r) {
-      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q_row(r) + c));
-      const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qv, qv), _mm256_sign_epi8(xv, qv));
-      const __m256i p32 = _mm256_madd_epi16(p16, ones);
+      const __m256i uv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q_row(r) + c));
+      __m256i p32;
+      if (sign_trick) {
+        const __m256i qv = _mm256_xor_si256(uv, _mm256_set1_epi8(static_cast<char>(0x80)));  // u - 128 as int8
+        p32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(qv, qv), _mm256_sign_epi8(xv, qv)), ones);
+      } else {
+        p32 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(uv, xv), ones), unbias);
+      }
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(spread2(w.d_row(r) + c / 16), xs), acc[r]);
     }
   }
@@ -115,18 +127,19 @@ void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_
   rows.reserve(k);
   const size_t row_bytes = dtype_bytes(type, static_cast<size_t>(k));
   const bool offsets = gguf::has_offsets(type);
+  const int zero_point = gguf::zero_point(type);
   float out[kRows];
   for (int64_t j0 = n0; j0 < n1; j0 += kRows) {
     const int count = static_cast<int>(std::min<int64_t>(kRows, n1 - j0));
     for (int r = 0; r < count; ++r)
-      gguf::decode_row(type, w + static_cast<size_t>(j0 + r) * row_bytes, k, rows.q_row(r), rows.d_row(r),
-                       rows.off_row(r));
+      x86_gguf::decode_row(type, w + static_cast<size_t>(j0 + r) * row_bytes, k, rows.q_row(r), rows.d_row(r),
+                           rows.off_row(r));
     for (int64_t i = 0; i < m; ++i) {
       switch (count) {
-        case 4: dot_rows<4>(rows, x, i, k, offsets, out); break;
-        case 3: dot_rows<3>(rows, x, i, k, offsets, out); break;
-        case 2: dot_rows<2>(rows, x, i, k, offsets, out); break;
-        default: dot_rows<1>(rows, x, i, k, offsets, out); break;
+        case 4: dot_rows<4>(rows, x, i, k, zero_point, offsets, out); break;
+        case 3: dot_rows<3>(rows, x, i, k, zero_point, offsets, out); break;
+        case 2: dot_rows<2>(rows, x, i, k, zero_point, offsets, out); break;
+        default: dot_rows<1>(rows, x, i, k, zero_point, offsets, out); break;
       }
       for (int r = 0; r < count; ++r) y[i * n + j0 + r] = bias ? out[r] + bias[j0 + r] : out[r];
     }
