@@ -1,4 +1,5 @@
 // `minfer`: the command-line front end (generate, info, make-test-model, ...).
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -7,10 +8,13 @@
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
+  // Logs go to stderr: stdout carries only a command's output (generated text, ids, JSON, tables).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("minfer"));
   CLI::App app{"minfer: a CPU-first LLM inference engine"};
   app.require_subcommand(1);
   minfer::tools::add_bench_command(app);
   minfer::tools::add_bench_serve_command(*app.get_subcommand("bench"));
+  minfer::tools::add_dump_tensor_command(app);
   minfer::tools::add_generate_command(app);
   minfer::tools::add_eval_ppl_command(app);
   minfer::tools::add_eval_quant_command(app);

