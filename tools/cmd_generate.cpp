@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "engine/generator.h"
 #include "kernels/kernels.h"
+#include "model/default_model.h"
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
 #include "model/quant/quantize_model.h"
@@ -54,8 +55,17 @@ std::vector<int32_t> parse_ids(const std::string& text) {
   return ids;
 }
 
+// --model, or the default model when none is given (model/default_model.h).
+std::string model_path(const GenerateArgs& args) {
+  if (!args.model.empty()) return args.model;
+  const auto path = find_default_model();
+  if (!path) fail("no --model given and {}", default_model_hint());
+  spdlog::info("no --model given: using the default model, SmolLM2-135M-Instruct ({})", *path);
+  return *path;
+}
+
 void run_generate(const GenerateArgs& args) {
-  ModelWeights weights = load_model(args.model);
+  ModelWeights weights = load_model(model_path(args));
   quantize_model(weights, args.quant.config(), args.threads);  // no-op for --quantization none
   std::unique_ptr<Tokenizer> tokenizer;
   try {
@@ -134,7 +144,9 @@ void add_generate_command(CLI::App& app) {
   args->sampling.max_tokens = 128;
   args->sampling.temperature = 0.8f;
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt, streaming tokens as they come");
-  cmd->add_option("-m,--model", args->model, "Hugging Face directory, .gguf file, or llama2.c .bin")->required();
+  cmd->add_option("-m,--model", args->model,
+                  "Hugging Face directory, .gguf file, or llama2.c .bin (default: SmolLM2-135M-Instruct from the "
+                  "project venv)");
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt as space-separated token ids")->excludes(prompt);
   cmd->add_option("-n,--max-new-tokens", args->sampling.max_tokens, "Tokens to generate")->capture_default_str();

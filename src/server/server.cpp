@@ -11,6 +11,7 @@
 
 #include "minfer/engine.h"
 #include "server/chat_prompt.h"
+#include "model/default_model.h"
 #include "server/demo_model.h"
 #include "server/generation_handler.h"
 #include "server/metrics.h"
@@ -39,6 +40,13 @@ void run_server(ServeOptions options) {
   raise_open_file_limit();
   std::optional<DemoModel> demo;
   if (options.engine.model_path.empty()) {
+    if (auto path = find_default_model()) {
+      options.engine.model_path = *path;
+      spdlog::info("no --model given: serving the default model, SmolLM2-135M-Instruct ({})", *path);
+    }
+  }
+  if (options.engine.model_path.empty()) {
+    spdlog::warn("no --model given and {}", default_model_hint());
     demo.emplace();
     options.engine.model_path = demo->path();
     if (options.served_model_name.empty()) options.served_model_name = "minfer-demo";

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import os
 import re
 import signal
 import socket
@@ -28,12 +29,12 @@ START_TIMEOUT_S = 120
 class Server:
     """A running `minfer serve`; its output is collected by a thread so the pipe never fills."""
 
-    def __init__(self, minfer, model: Optional[Path], *extra: str):
+    def __init__(self, minfer, model: Optional[Path], *extra: str, env: Optional[Dict[str, str]] = None):
         cmd = [str(minfer.binary), "serve", "--port", "0", "--threads", "2", *extra]
         if model is not None:
             cmd += ["--model", str(model)]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
         self.lines: List[str] = []
         self.port: Optional[int] = None
         ready = threading.Event()
@@ -406,8 +407,9 @@ def test_sigterm_drains_running_requests(minfer, model):
         socket.create_connection(("127.0.0.1", s.port), timeout=2).close()
 
 
-def test_demo_model_without_model_flag(minfer):
-    s = Server(minfer, None, "--max-model-len", "128", "--kv-cache-memory", "8MiB")
+def test_demo_model_without_model_flag_or_default_model(minfer):
+    # MINFER_DEFAULT_MODEL=none: as on a machine without the default model (SmolLM2, tests/e2e/test_default_model.py).
+    s = Server(minfer, None, "--max-model-len", "128", "--kv-cache-memory", "8MiB", env={"MINFER_DEFAULT_MODEL": "none"})
     try:
         assert "meaningless" in s.output()
         assert s.post("/generate", {"text": "hi", "max_new_tokens": 3})["output"] is not None
