@@ -41,11 +41,19 @@ class GgufBuilder {
     put(static_cast<uint64_t>(n));
     for (int i = 0; i < n; ++i) put_str(fmt::format("t{}", i));
   }
-  // shape outermost first; ggml type 0 = F32, 1 = F16, 8 = Q8_0, 12 = Q4_K.
+  // shape outermost first; ggml type 0 = F32, 1 = F16, 2 = Q4_0, 8 = Q8_0, 12 = Q4_K, 14 = Q6_K, 16 = IQ2_XXS, or any
+  // other id (one byte per element).
   void tensor(const std::string& name, std::vector<uint64_t> shape, uint32_t type = 0, std::vector<float> values = {}) {
     uint64_t n = 1;
     for (uint64_t d : shape) n *= d;
-    const uint64_t bytes = type == 0 ? 4 * n : type == 1 ? 2 * n : type == 8 ? n / 32 * 34 : n / 256 * 144;
+    const uint64_t bytes = type == 0    ? 4 * n
+                           : type == 1  ? 2 * n
+                           : type == 2  ? n / 32 * 18
+                           : type == 8  ? n / 32 * 34
+                           : type == 12 ? n / 256 * 144
+                           : type == 14 ? n / 256 * 210
+                           : type == 16 ? n / 256 * 66
+                                        : n;
     tensors_.push_back({name, std::move(shape), type, data_size_, std::move(values)});
     data_size_ += (bytes + 31) / 32 * 32;
   }
@@ -99,13 +107,13 @@ class GgufBuilder {
   uint64_t data_size_ = 0;
 };
 
-// A 2-layer model: hidden 64, 4 heads of 16, 2 kv heads, ffn 128, vocab 100.
-GgufBuilder tiny(const std::string& arch, bool bias, bool output, uint32_t matrix_type = 0) {
+// A 2-layer model: hidden h (64), 4 heads of h / 4, 2 kv heads, ffn 2h, vocab 100.
+GgufBuilder tiny(const std::string& arch, bool bias, bool output, uint32_t matrix_type = 0, uint64_t h = 64) {
   GgufBuilder b;
   b.str("general.architecture", arch);
-  b.u32(arch + ".embedding_length", 64);
+  b.u32(arch + ".embedding_length", static_cast<uint32_t>(h));
   b.u32(arch + ".block_count", 2);
-  b.u32(arch + ".feed_forward_length", 128);
+  b.u32(arch + ".feed_forward_length", static_cast<uint32_t>(2 * h));
   b.u32(arch + ".attention.head_count", 4);
   b.u32(arch + ".attention.head_count_kv", 2);
   b.u32(arch + ".context_length", 4096);
@@ -116,25 +124,25 @@ GgufBuilder tiny(const std::string& arch, bool bias, bool output, uint32_t matri
   b.u32("tokenizer.ggml.bos_token_id", 97);
   b.u32("tokenizer.ggml.eos_token_id", 98);
   b.u32("tokenizer.ggml.eot_token_id", 99);
-  b.tensor("token_embd.weight", {100, 64}, matrix_type);
-  b.tensor("output_norm.weight", {64});
-  if (output) b.tensor("output.weight", {100, 64}, matrix_type);
+  b.tensor("token_embd.weight", {100, h}, matrix_type);
+  b.tensor("output_norm.weight", {h});
+  if (output) b.tensor("output.weight", {100, h}, matrix_type);
   for (int i = 0; i < 2; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
-    b.tensor(p + "attn_norm.weight", {64});
-    b.tensor(p + "attn_q.weight", {64, 64}, matrix_type);
-    b.tensor(p + "attn_k.weight", {32, 64}, matrix_type);
-    b.tensor(p + "attn_v.weight", {32, 64}, matrix_type);
+    b.tensor(p + "attn_norm.weight", {h});
+    b.tensor(p + "attn_q.weight", {h, h}, matrix_type);
+    b.tensor(p + "attn_k.weight", {h / 2, h}, matrix_type);
+    b.tensor(p + "attn_v.weight", {h / 2, h}, matrix_type);
     if (bias) {
-      b.tensor(p + "attn_q.bias", {64});
-      b.tensor(p + "attn_k.bias", {32});
-      b.tensor(p + "attn_v.bias", {32});
+      b.tensor(p + "attn_q.bias", {h});
+      b.tensor(p + "attn_k.bias", {h / 2});
+      b.tensor(p + "attn_v.bias", {h / 2});
     }
-    b.tensor(p + "attn_output.weight", {64, 64}, matrix_type);
-    b.tensor(p + "ffn_norm.weight", {64});
-    b.tensor(p + "ffn_gate.weight", {128, 64}, matrix_type);
-    b.tensor(p + "ffn_up.weight", {128, 64}, matrix_type);
-    b.tensor(p + "ffn_down.weight", {64, 128}, matrix_type);
+    b.tensor(p + "attn_output.weight", {h, h}, matrix_type);
+    b.tensor(p + "ffn_norm.weight", {h});
+    b.tensor(p + "ffn_gate.weight", {2 * h, h}, matrix_type);
+    b.tensor(p + "ffn_up.weight", {2 * h, h}, matrix_type);
+    b.tensor(p + "ffn_down.weight", {h, 2 * h}, matrix_type);
   }
   return b;
 }
@@ -199,8 +207,46 @@ TEST_F(GgufLoad, LlamaWithRopeFreqsAndF16AndQ8Weights) {
 }
 
 TEST_F(GgufLoad, UnsupportedTensorType) {
-  tiny("llama", false, true, 12).write(path_);
-  expect_load_error([&] { load_model(path_); }, path_, "has type Q4_K, which minfer does not support");
+  tiny("llama", false, true, 16, 256).write(path_);
+  expect_load_error([&] { load_model(path_); }, path_,
+                    "tensor 'blk.0.attn_q.weight' has type IQ2_XXS, which minfer does not support");
+  tiny("llama", false, true, 99).write(path_);
+  expect_load_error([&] { load_model(path_); }, path_, "has type type 99, which minfer does not support");
+}
+
+// GGUF block types load as themselves, in a mix within one file (here Q4_K matrices beside a Q6_K embedding).
+TEST_F(GgufLoad, BlockTypesLoadInAnyMix) {
+  tiny("llama", false, true, 2).write(path_);
+  EXPECT_EQ(load_model(path_).get("layers.0.wq").dtype, DType::Q4_0);
+  GgufBuilder b = tiny("llama", false, false, 12, 256);
+  b.write(path_);
+  const ModelWeights w = load_model(path_);
+  EXPECT_EQ(w.get("layers.1.w_down").dtype, DType::Q4_K);
+  EXPECT_EQ(w.config.dtype, DType::Q4_K);
+}
+
+TEST_F(GgufLoad, RowsThatAreNotWholeBlocksAreRefused) {
+  tiny("llama", false, true, 12).write(path_);  // Q4_K rows of 64: a block is 256
+  expect_load_error([&] { load_model(path_); }, path_,
+                    "tensor 'token_embd.weight' of type Q4_K: row length 64 is not a multiple of the block size 256");
+}
+
+// Truncations and flipped bytes of block-type files: a LoadError or a model, never a crash (also under ASan).
+TEST_F(GgufLoad, CorruptedBlockTypeFilesNeverCrash) {
+  for (uint32_t type : {2u, 12u, 14u}) {
+    tiny("llama", false, true, type, 256).write(path_);
+    std::string good(fs::file_size(path_), '\0');
+    std::ifstream(path_, std::ios::binary).read(good.data(), static_cast<std::streamsize>(good.size()));
+    for (uint64_t i = 0; i < good.size(); i += good.size() / 97 + 1) {
+      std::string bad = good;
+      bad[i] = static_cast<char>(bad[i] ^ 0xa5);
+      std::ofstream(path_, std::ios::binary | std::ios::trunc) << bad.substr(0, i % 3 == 0 ? i : bad.size());
+      try {
+        load_model(path_);
+      } catch (const LoadError&) {
+      }
+    }
+  }
 }
 
 TEST_F(GgufLoad, ShapeMismatchNamesTheGgufTensor) {
