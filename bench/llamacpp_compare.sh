@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # minfer against llama.cpp on the very same GGUF file, on this machine, alternating the two round by round (the
-# machine is shared: absolute figures drift, ratios within a round hold). llama.cpp is node-llama-cpp's prebuilt
-# CPU build (pinned in bench/llamacpp/package.json; every x86 variant, the best picked at run time), driven by
-# bench/llamacpp/bench.mjs; the GGUF is written from a Qwen2 HF directory by bench/hf_to_gguf.py.
-#   bench/llamacpp_compare.sh MODEL_DIR [ROUNDS=3] [THREADS=2] [TYPE=keep|q8_0]
+# machine is shared: absolute figures drift, ratios within a round hold). llama.cpp is, by default, llama-cpp-python
+# from the project venv, built from source with native CPU flags (scripts/setup-venv.sh), driven by
+# bench/llamacpp/bench.py; PEER=node takes node-llama-cpp's prebuilt CPU build instead (pinned in
+# bench/llamacpp/package.json, bench/llamacpp/bench.mjs). MODEL is a .gguf file (any quantization types), or a Qwen2
+# HF directory that bench/hf_to_gguf.py writes as GGUF first (TYPE keep or q8_0).
+#   bench/llamacpp_compare.sh MODEL [ROUNDS=3] [THREADS=2] [TYPE=keep|q8_0]
 # Per round and engine: greedy decode at batch 1 (64 steps after a 4-token prompt; the two engines' greedy ids
 # are compared), prefill of a 512-token prompt (best of 3), and aggregate decode tok/s of 8 and 32 sequences
 # decoding together (16-token prompts, 16 timed steps).
@@ -11,20 +13,31 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 model="$1"; rounds="${2:-3}"; threads="${3:-2}"; outtype="${4:-keep}"
 minfer="${MINFER_BUILD:-$here/build/release}/tools/minfer"
+python="${MINFER_VENV:-$here/.venv}/bin/python"
+peer="${PEER:-python}"
 cache="$here/.cache/llamacpp-bench"
 mkdir -p "$cache"
-if ! cmp -s "$here/bench/llamacpp/package-lock.json" "$cache/package-lock.json" || [ ! -d "$cache/node_modules" ]; then
-  cp "$here/bench/llamacpp/package.json" "$here/bench/llamacpp/package-lock.json" "$cache/"
-  (cd "$cache" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+if [ "$peer" = node ]; then
+  if ! cmp -s "$here/bench/llamacpp/package-lock.json" "$cache/package-lock.json" || [ ! -d "$cache/node_modules" ]; then
+    cp "$here/bench/llamacpp/package.json" "$here/bench/llamacpp/package-lock.json" "$cache/"
+    (cd "$cache" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  fi
+  cp "$here/bench/llamacpp/bench.mjs" "$cache/"
+  run_peer() { (cd "$cache" && node bench.mjs "$@" 2>/dev/null); }
+else
+  run_peer() { "$python" "$here/bench/llamacpp/bench.py" "$@" 2>/dev/null; }
 fi
-cp "$here/bench/llamacpp/bench.mjs" "$cache/"
-gguf="$cache/$(basename "$model")-$outtype.gguf"
-[ -f "$gguf" ] || /usr/bin/python3 "$here/bench/hf_to_gguf.py" "$model" "$gguf" "$outtype"
+if [ -f "$model" ]; then
+  gguf="$model"
+else
+  gguf="$cache/$(basename "$model")-$outtype.gguf"
+  [ -f "$gguf" ] || "$python" "$here/bench/hf_to_gguf.py" "$model" "$gguf" "$outtype"
+fi
 
 # The same token ids for both engines (random, seeded, within the vocabulary).
-read -r decode_ids prefill_ids < <(/usr/bin/python3 - "$model/config.json" <<'PY'
-import json, random, sys
-vocab = json.load(open(sys.argv[1]))["vocab_size"]
+read -r decode_ids prefill_ids < <("$python" - "$gguf" <<'PY'
+import gguf, random, sys
+vocab = len(gguf.GGUFReader(sys.argv[1]).fields["tokenizer.ggml.tokens"].data)
 r = random.Random(7)
 ids = lambda n: ",".join(str(r.randrange(1000, min(vocab, 150000))) for _ in range(n))
 print(ids(4), ids(512))
@@ -33,8 +46,8 @@ PY
 decode_tokens=65  # 64 timed steps after the first token
 results="$cache/results.jsonl"; : > "$results"
 for round in $(seq "$rounds"); do
-  (cd "$cache" && node bench.mjs "$gguf" "$threads" "$decode_ids" "$decode_tokens" "$prefill_ids" 8,32 16 2>/dev/null) |
-    sed "s/^{/{\"engine\":\"llama.cpp\",\"round\":$round,/" >> "$results"
+  run_peer "$gguf" "$threads" "$decode_ids" "$decode_tokens" "$prefill_ids" 8,32 16 |
+    sed "s/^{ *\"/{\"engine\":\"llama.cpp\",\"round\":$round,\"/" >> "$results"
   gen=$("$minfer" generate -m "$gguf" --prompt-ids "${decode_ids//,/ }" -n "$decode_tokens" --temperature 0 --ignore-eos \
         -t "$threads" --ids-out "$cache/minfer_ids.txt" 2>&1 | grep 'generated:')
   /usr/bin/python3 - "$round" "$gen" "$cache/minfer_ids.txt" >> "$results" <<'PY'
@@ -63,7 +76,7 @@ PY
   echo "round $round done" >&2
 done
 
-/usr/bin/python3 - "$results" "$gguf" "$threads" <<'PY'
+/usr/bin/python3 - "$results" "$gguf" "$threads" "$peer" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 def rate(r):
@@ -74,7 +87,7 @@ keys = [("decode", None, "decode, batch 1 (tok/s)"), ("prefill", None, "prefill 
         ("concurrent", 8, "8 sequences decoding (aggregate tok/s)"),
         ("concurrent", 32, "32 sequences decoding (aggregate tok/s)")]
 rounds = sorted({r["round"] for r in rows})
-print(f"{sys.argv[2]}, {sys.argv[3]} threads, {len(rounds)} alternated rounds\n")
+print(f"{sys.argv[2]}, {sys.argv[3]} threads, {len(rounds)} alternated rounds, llama.cpp peer: {sys.argv[4]}\n")
 print("| measurement | llama.cpp per round | minfer per round | minfer / llama.cpp per round |")
 print("|---|---|---|---|")
 for what, seqs, label in keys:
