@@ -14,6 +14,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_leaf.h"
 #include "kernels/x86/x86_kernels.h"
+#include "tensor/gguf_tiles.h"
 
 namespace minfer::kernels {
 namespace {
@@ -51,23 +52,34 @@ void run_gemm_gguf(const QuantLeaves& leaves, const float* x, int64_t m, int64_t
     fail("gemm: {} weight {} has rows that are not whole blocks", dtype_name(w.dtype), w.shape_string());
   thread_local std::vector<int8_t> q_buffer;
   thread_local std::vector<float> d_buffer, s_buffer;
+  thread_local std::vector<int32_t> sum_buffer;
   q_buffer.resize(static_cast<size_t>(m * k));
   d_buffer.resize(static_cast<size_t>(m * k / 16));
   s_buffer.resize(static_cast<size_t>(m * k / 16));
+  sum_buffer.resize(static_cast<size_t>(m * k / 32));
   int8_t* q = q_buffer.data();
   float* d16 = d_buffer.data();
   float* s16 = s_buffer.data();
+  int32_t* sum32 = sum_buffer.data();
   auto quantize = [&](size_t r0, size_t r1) {
     const int64_t i0 = static_cast<int64_t>(r0);
-    leaves.quantize_q8(x + i0 * k, static_cast<int64_t>(r1 - r0), k, q + i0 * k, d16 + i0 * k / 16, s16 + i0 * k / 16);
+    leaves.quantize_q8(x + i0 * k, static_cast<int64_t>(r1 - r0), k, q + i0 * k, d16 + i0 * k / 16, s16 + i0 * k / 16,
+                       sum32 + i0 * k / 32);
   };
   if (m * k >= (1 << 15) && pool.size() > 1) {
     pool.parallel_for(static_cast<size_t>(m), 1, quantize);
   } else {
     quantize(0, static_cast<size_t>(m));
   }
-  const Q8Blocks xq{q, d16, s16};
+  const Q8Blocks xq{q, d16, s16, sum32};
   const int64_t n = w.dim(0);
+  if (w.layout == TensorLayout::kGgufTiles16) {
+    if (!leaves.gguf_tiles_cols) fail("gemm: the {} kernels do not read the GGUF tile layout", leaves.name);
+    split_columns(pool, y, m, n, GgufTiles::kRows, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
+      leaves.gguf_tiles_cols(xq, m, k, w.dtype, w.as<uint8_t>(), n, bias, y, n0, n1);
+    });
+    return;
+  }
   split_columns(pool, y, m, n, 4, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
     leaves.gguf_cols(xq, m, k, w.dtype, w.as<uint8_t>(), n, bias, y, n0, n1);
   });
@@ -208,6 +220,8 @@ void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, in
   split_columns(pool, y, m, n, 16, parallel, epilogue,
                 [&](int64_t n0, int64_t n1, int) { leaves.w8a8_cols(rows, m, view, n, bias, y, n0, n1); });
 }
+
+bool gguf_tiles_preferred() { return quant_leaves(active_kernels().isa).gguf_tiles_cols != nullptr; }
 
 void gemm_quantized(const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias, float* y,
                     ThreadPool& pool, const GemmEpilogue* epilogue) {

@@ -43,6 +43,10 @@ Tensor q8_0_to_rows(const Tensor& w);
 // anything else. The tiles are split across `pool` when given (load time).
 Tensor to_q8_0_tiles(const Tensor& w, ThreadPool* pool = nullptr);
 
+// True when the quantized GEMM of the kernels in use reads the 4-bit GGUF types in 16-row tiles
+// (TensorLayout::kGgufTiles16, made by kernels::to_gguf_tiles in kernels/gguf_tiles.h at load).
+bool gguf_tiles_preferred();
+
 // Re-lays an int8 tensor for the given activation mode: kRows <-> kVnniPanels (no requantization).
 Tensor relayout(const Tensor& w, bool int8_activations);
 

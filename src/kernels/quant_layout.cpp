@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "kernels/gguf_blocks.h"
+#include "kernels/gguf_tiles.h"
 #include "kernels/quant.h"
 #include "kernels/quant_leaf.h"
 #include "tensor/q8_0_tiles.h"
@@ -274,6 +275,10 @@ void dequantize_rows(const Tensor& w, int64_t row0, int64_t rows, float* out) {
   if (!is_quantized(w) || w.rank() != 2) fail("dequantize_rows: the tensor is not a quantized matrix");
   const int64_t n = w.dim(0), k = w.dim(1);
   if (row0 < 0 || rows < 0 || row0 + rows > n) fail("dequantize_rows: rows [{}, {}) outside {}", row0, row0 + rows, n);
+  if (w.layout == TensorLayout::kGgufTiles16) {
+    for (int64_t r = row0; r < row0 + rows; ++r) gguf_tiles_row(w, r, out + (r - row0) * k);
+    return;
+  }
   if (is_block_type(w.dtype) && w.dtype != DType::Q8_0) {
     dequantize_gguf_rows(w, row0, rows, out);
     return;

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "tensor/gguf_tiles.h"
 #include "tensor/q8_0_tiles.h"
 
 namespace minfer {
@@ -24,6 +25,7 @@ size_t Tensor::nbytes() const {
     return dtype_bytes(dtype, static_cast<size_t>(rows * cols));
   }
   if (layout == TensorLayout::kQ8_0Tiles16) return static_cast<size_t>(Q80Tiles{dim(0), dim(1)}.bytes());
+  if (layout == TensorLayout::kGgufTiles16) return static_cast<size_t>(GgufTiles{dtype, dim(0), dim(1)}.bytes());
   return dtype_bytes(dtype, static_cast<size_t>(numel()));
 }
 

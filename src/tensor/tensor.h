@@ -26,6 +26,10 @@ enum class TensorLayout : uint8_t {
   // rows' weights interleaved by column pair (tensor/q8_0_tiles.h), for the int16 x int8 dot products of the
   // quantized GEMM. Made by kernels::to_q8_0_tiles; the embedding keeps the row-major original.
   kQ8_0Tiles16,
+  // The 4-bit GGUF types (Q4_0, Q4_1, IQ4_NL, Q4_K, IQ4_XS): rows in tiles of 16, each 32-column block's nibbles
+  // interleaved by 4 columns for vpdpbusd, the file's scales beside them (tensor/gguf_tiles.h). Made by
+  // kernels::to_gguf_tiles; the embedding keeps the row-major original.
+  kGgufTiles16,
 };
 
 struct Tensor {

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/half.h"
 #include "kernels/gguf_blocks.h"
+#include "kernels/gguf_tiles.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "kernels/quant_leaf.h"
@@ -67,13 +68,14 @@ std::vector<const QuantLeaves*> available_quant_leaves() {
 struct QuantizedX {
   std::vector<int8_t> q;
   std::vector<float> d16, s16;
-  Q8Blocks view() const { return {q.data(), d16.data(), s16.data()}; }
+  std::vector<int32_t> sum32;
+  Q8Blocks view() const { return {q.data(), d16.data(), s16.data(), sum32.data()}; }
 };
 
 QuantizedX quantize(const QuantLeaves& leaves, const std::vector<float>& x, int64_t m, int64_t k) {
   QuantizedX out{std::vector<int8_t>(static_cast<size_t>(m * k)), std::vector<float>(static_cast<size_t>(m * k / 16)),
-                 std::vector<float>(static_cast<size_t>(m * k / 16))};
-  leaves.quantize_q8(x.data(), m, k, out.q.data(), out.d16.data(), out.s16.data());
+                 std::vector<float>(static_cast<size_t>(m * k / 16)), std::vector<int32_t>(static_cast<size_t>(m * k / 32))};
+  leaves.quantize_q8(x.data(), m, k, out.q.data(), out.d16.data(), out.s16.data(), out.sum32.data());
   return out;
 }
 
@@ -104,6 +106,7 @@ TEST(GemmGguf, VariantsMatchTheReference) {
           ASSERT_EQ(x.q, ref_x.q) << leaves->name;
           ASSERT_EQ(x.d16, ref_x.d16) << leaves->name;
           ASSERT_EQ(x.s16, ref_x.s16) << leaves->name;
+          ASSERT_EQ(x.sum32, ref_x.sum32) << leaves->name;
           std::vector<float> got(want.size(), -1.0f);
           for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 12}, {12, 30}, {30, n}})
             leaves->gguf_cols(x.view(), m, k, type, w.as<uint8_t>(), n, bias.data(), got.data(), n0, n1);
@@ -157,6 +160,59 @@ TEST(GemmGguf, DriverOnThePoolMatchesTheReference) {
     kRefQuantLeaves.gguf_cols(x.view(), m, k, type, w.as<uint8_t>(), n, nullptr, want.data(), 0, n);
     gemm_quantized(xf.data(), m, k, w, nullptr, got.data(), pool);
     for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i])));
+  }
+}
+
+constexpr DType kTileTypes[] = {DType::Q4_0, DType::Q4_1, DType::IQ4_NL, DType::Q4_K, DType::IQ4_XS};
+
+// The 16-row tiles hold the same weights: every row dequantizes to the original's bits (last tile padded).
+TEST(GgufTiles, DequantizeToTheOriginalsBits) {
+  std::mt19937 rng(8);
+  for (DType type : kTileTypes) {
+    const int64_t n = 37, k = width_for(type, 0);
+    const Tensor w = random_blocks(rng, type, n, k);
+    ThreadPool pool(2);
+    const Tensor tiles = to_gguf_tiles(w, &pool);
+    EXPECT_EQ(tiles.layout, TensorLayout::kGgufTiles16);
+    std::vector<float> want(static_cast<size_t>(n * k)), got(want.size());
+    dequantize_rows(w, 0, n, want.data());
+    dequantize_rows(tiles, 0, n, got.data());
+    EXPECT_EQ(got, want) << dtype_name(type);
+  }
+  EXPECT_THROW(to_gguf_tiles(random_blocks(rng, DType::Q6_K, 2, 256)), Error);
+}
+
+// Every variant that reads the tiles against the reference on the tiles, and the reference on the tiles against the
+// row reference (the same int32 sums per block, f32 combined in another order): column ranges split mid-matrix, a
+// last tile of 5 rows, m from 1 past the 4 activation rows of one pass.
+TEST(GgufTiles, VariantsMatchTheReference) {
+  std::mt19937 rng(12);
+  const int64_t n = 53;
+  for (DType type : kTileTypes) {
+    for (int wi = 0; wi < 2; ++wi) {
+      const int64_t k = width_for(type, wi);
+      const Tensor w = random_blocks(rng, type, n, k);
+      const Tensor tiles = to_gguf_tiles(w);
+      const auto bias = random_floats(rng, static_cast<size_t>(n));
+      for (int64_t m : {1, 3, 4, 7}) {
+        const auto xf = random_floats(rng, static_cast<size_t>(m * k));
+        const QuantizedX x = quantize(kRefQuantLeaves, xf, m, k);
+        std::vector<float> rows(static_cast<size_t>(m * n)), want(rows.size());
+        kRefQuantLeaves.gguf_cols(x.view(), m, k, type, w.as<uint8_t>(), n, bias.data(), rows.data(), 0, n);
+        kRefQuantLeaves.gguf_tiles_cols(x.view(), m, k, type, tiles.as<uint8_t>(), n, bias.data(), want.data(), 0, n);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_NEAR(want[i], rows[i], 1e-4f * (1.0f + std::fabs(rows[i]))) << dtype_name(type) << " at " << i;
+        for (const QuantLeaves* leaves : available_quant_leaves()) {
+          if (!leaves->gguf_tiles_cols) continue;
+          std::vector<float> got(want.size(), -1.0f);
+          for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 16}, {16, 48}, {48, n}})
+            leaves->gguf_tiles_cols(x.view(), m, k, type, tiles.as<uint8_t>(), n, bias.data(), got.data(), n0, n1);
+          for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(got[i], want[i], 1e-4f * (1.0f + std::fabs(want[i])))
+                << leaves->name << " " << dtype_name(type) << " k " << k << " m " << m << " at " << i;
+        }
+      }
+    }
   }
 }
 

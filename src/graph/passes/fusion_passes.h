@@ -44,6 +44,9 @@ int block_bf16_weights(Graph& graph, ThreadPool* pool = nullptr);
 // GGUF Q8_0 GEMM weights -> copies in TensorLayout::kQ8_0Tiles16 owned by the graph (every quantized GEMM leaf reads
 // it); the embedding keeps reading the row-major original.
 int tile_q8_0_weights(Graph& graph, ThreadPool* pool = nullptr);
+// 4-bit GGUF GEMM weights (Q4_0, Q4_1, IQ4_NL, Q4_K, IQ4_XS) -> copies in TensorLayout::kGgufTiles16 owned by the
+// graph, when the kernels in use read that layout (kernels::gguf_tiles_preferred); the embedding keeps the original.
+int tile_gguf_weights(Graph& graph, ThreadPool* pool = nullptr);
 // Passes that lay weights out for the kernels rather than rewrite the graph. They run after the fusion passes
 // whatever the strategy (so fusion auto vs none compares the fusion alone) and can be disabled the same way.
 const std::vector<FusionPass>& layout_passes();

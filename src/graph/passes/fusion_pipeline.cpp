@@ -33,6 +33,8 @@ const std::vector<FusionPass>& layout_passes() {
       {"bf16-blocked", "bf16 GEMM weights in oneDNN's blocked layout (oneDNN matmul + one stream per GEMV)",
        block_bf16_weights},
       {"q8_0-tiles", "GGUF Q8_0 GEMM weights in 16-row tiles (one stream per decode GEMV tile)", tile_q8_0_weights},
+      {"gguf-tiles", "4-bit GGUF GEMM weights in 16-row tiles (nibbles unpacked in registers for vpdpbusd)",
+       tile_gguf_weights},
   };
   return passes;
 }

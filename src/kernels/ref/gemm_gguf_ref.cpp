@@ -6,11 +6,12 @@
 #include <vector>
 
 #include "kernels/gguf_blocks.h"
+#include "kernels/gguf_tiles.h"
 #include "kernels/ref/ref_quant.h"
 
 namespace minfer::kernels::ref {
 
-void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16) {
+void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum32) {
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t b = 0; b < k / 32; ++b) {
       const float* xb = x + i * k + b * 32;
@@ -28,6 +29,7 @@ void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16,
         d16[i * (k / 16) + 2 * b + h] = d;
         s16[i * (k / 16) + 2 * b + h] = d * static_cast<float>(sums[h]);
       }
+      sum32[i * (k / 32) + b] = sums[0] + sums[1];
     }
   }
 }
@@ -51,6 +53,31 @@ void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_
         sum -= off[static_cast<size_t>(g)] * x.s16[i * subs + g];
       }
       y[i * n + j] = bias ? sum + bias[j] : sum;
+    }
+  }
+}
+
+void gguf_tiles_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* tiles, int64_t n,
+                     const float* bias, float* y, int64_t n0, int64_t n1) {
+  const GgufTiles t{type, n, k};
+  for (int64_t r = n0; r < n1; ++r) {
+    const int64_t tile = r / GgufTiles::kRows, j = r % GgufTiles::kRows;
+    for (int64_t i = 0; i < m; ++i) {
+      float sum = 0.0f;
+      for (int64_t g = 0; g < t.groups(); ++g) {
+        const uint8_t* group = tiles + t.group_offset(tile, g);
+        for (int64_t b = 0; b < t.blocks_per_group(); ++b) {
+          const int64_t block = g * t.blocks_per_group() + b;  // the block's index along the row
+          const TileBlockScales s = tile_block_scales(t, group, b, j);
+          const int8_t* xq = x.q + i * k + block * 32;
+          int32_t dot = 0;
+          for (int64_t c = 0; c < 32; ++c) dot += (tile_value(t, group, b, j, c) - s.zero_point) * xq[c];
+          const float dx = x.d16[i * (k / 16) + 2 * block];
+          sum += s.d * dx * static_cast<float>(dot);
+          sum -= s.m * (dx * static_cast<float>(x.sum32[i * (k / 32) + block]));
+        }
+      }
+      y[i * n + r] = bias ? sum + bias[r] : sum;
     }
   }
 }

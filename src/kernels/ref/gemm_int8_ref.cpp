@@ -128,6 +128,7 @@ const QuantLeaves kRefQuantLeaves = {
     .q8_0_tiles_cols = ref::q8_0_tiles_cols,
     .quantize_q8 = ref::quantize_q8,
     .gguf_cols = ref::gguf_cols,
+    .gguf_tiles_cols = ref::gguf_tiles_cols,
 };
 
 }  // namespace minfer::kernels

@@ -84,7 +84,7 @@ void dot_rows(DecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, int zero_
 
 }  // namespace
 
-void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16) {
+void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum32) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t b = 0; b < k / 32; ++b) {
@@ -99,8 +99,10 @@ void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16,
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * k + b * 32 + 16), _mm512_cvtsepi32_epi8(qc));
       const int64_t at = i * (k / 16) + 2 * b;
       d16[at] = d16[at + 1] = d;
-      s16[at] = d * static_cast<float>(_mm512_reduce_add_epi32(qa));
-      s16[at + 1] = d * static_cast<float>(_mm512_reduce_add_epi32(qc));
+      const int32_t sa = _mm512_reduce_add_epi32(qa), sc = _mm512_reduce_add_epi32(qc);
+      s16[at] = d * static_cast<float>(sa);
+      s16[at + 1] = d * static_cast<float>(sc);
+      sum32[i * (k / 32) + b] = sa + sc;
     }
   }
 }

@@ -157,6 +157,7 @@ const QuantLeaves kAvx512QuantLeaves = {
     .q8_0_tiles_cols = avx512::q8_0_tiles_cols,
     .quantize_q8 = avx512::quantize_q8,
     .gguf_cols = avx512::gguf_cols,
+    .gguf_tiles_cols = avx512::gguf_tiles_cols,
 };
 
 }  // namespace minfer::kernels

@@ -1,0 +1,157 @@
+// The 4-bit GGUF types in TensorLayout::kGgufTiles16 (tensor/gguf_tiles.h): the copy made at load, reading a tile
+// back (dequantization, the reference kernel) and the per-block scales both need.
+#include "kernels/gguf_tiles.h"
+
+#include <cstring>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/gguf_blocks.h"
+
+namespace minfer::kernels {
+namespace {
+
+// One row's group as stored in GGUF: f16 d and m (Q4_1) / dmin (Q4_K), int8 sub-scales and sub-mins (super-block
+// types) and the nibbles u of its columns in order.
+struct RowGroup {
+  uint16_t d = 0, m = 0;
+  int8_t sc[8] = {}, mn[8] = {};
+  uint8_t u[256] = {};
+};
+
+void split_nibbles(const uint8_t* qs, uint8_t* u) {
+  for (int j = 0; j < 16; ++j) {
+    u[j] = qs[j] & 0x0F;
+    u[j + 16] = qs[j] >> 4;
+  }
+}
+
+RowGroup read_group(DType type, const uint8_t* b) {
+  RowGroup g;
+  std::memcpy(&g.d, b, 2);
+  switch (type) {
+    case DType::Q4_0:
+    case DType::IQ4_NL: split_nibbles(b + 2, g.u); break;
+    case DType::Q4_1:
+      std::memcpy(&g.m, b + 2, 2);
+      split_nibbles(b + 4, g.u);
+      break;
+    case DType::Q4_K:
+      std::memcpy(&g.m, b + 2, 2);
+      for (int j = 0; j < 8; ++j) {
+        int scale, min;
+        gguf::k_scale_min(b + 4, j, &scale, &min);
+        g.sc[j] = static_cast<int8_t>(scale);
+        g.mn[j] = static_cast<int8_t>(min);
+      }
+      for (int q = 0; q < 4; ++q) {
+        for (int l = 0; l < 32; ++l) {
+          g.u[64 * q + l] = b[16 + 32 * q + l] & 0x0F;
+          g.u[64 * q + 32 + l] = b[16 + 32 * q + l] >> 4;
+        }
+      }
+      break;
+    case DType::IQ4_XS: {
+      uint16_t scales_h;
+      std::memcpy(&scales_h, b + 2, 2);
+      for (int j = 0; j < 8; ++j) {
+        const int low = (b[4 + j / 2] >> (4 * (j % 2))) & 0x0F, high = (scales_h >> (2 * j)) & 3;
+        g.sc[j] = static_cast<int8_t>((low | (high << 4)) - 32);
+        split_nibbles(b + 8 + 16 * j, g.u + 32 * j);
+      }
+      break;
+    }
+    default: fail("to_gguf_tiles: {} is not a 4-bit GGUF type", dtype_name(type));
+  }
+  return g;
+}
+
+// Writes row j of the tile's group `out` from its GGUF group.
+void write_row(const GgufTiles& t, const RowGroup& g, int64_t j, uint8_t* out) {
+  std::memcpy(out + GgufTiles::d_at(j), &g.d, 2);
+  if (t.has_min()) std::memcpy(out + GgufTiles::m_at(j), &g.m, 2);
+  for (int64_t b = 0; b < t.blocks_per_group(); ++b) {
+    if (t.super_blocks()) {
+      out[t.sc_at(b, j)] = static_cast<uint8_t>(g.sc[b]);
+      if (t.has_min()) out[t.mn_at(b, j)] = static_cast<uint8_t>(g.mn[b]);
+    }
+    uint8_t* payload = out + t.payload_at(b);
+    for (int64_t c = 0; c < 32; ++c) {
+      const uint8_t u = g.u[b * 32 + c];
+      payload[GgufTiles::nibble_at(j, c)] |= GgufTiles::nibble_high(c) ? static_cast<uint8_t>(u << 4) : u;
+    }
+  }
+}
+
+}  // namespace
+
+bool gguf_tiles_hold(const Tensor& w) {
+  return GgufTiles::holds(w.dtype) && w.rank() == 2 && w.layout == TensorLayout::kRowMajor &&
+         w.dim(1) % dtype_block(w.dtype).elements == 0;
+}
+
+Tensor to_gguf_tiles(const Tensor& w, ThreadPool* pool) {
+  if (!gguf_tiles_hold(w))
+    fail("to_gguf_tiles: needs a row-major matrix of a 4-bit GGUF type in whole blocks, got {} {}", dtype_name(w.dtype),
+         w.shape_string());
+  const GgufTiles t{w.dtype, w.dim(0), w.dim(1)};
+  Tensor out = Tensor::allocate(DType::I8, {t.bytes()});  // zeroed: padding rows are zero weights
+  out.dtype = w.dtype;
+  out.shape = {t.n, t.k};
+  out.layout = TensorLayout::kGgufTiles16;
+  uint8_t* dst = out.mutable_as<uint8_t>();
+  const uint8_t* src = w.as<uint8_t>();
+  const BlockShape block = dtype_block(w.dtype);
+  const int64_t row_bytes = t.k / block.elements * block.bytes, group_src_bytes = t.group_columns() / block.elements * block.bytes;
+  parallel_for(pool, static_cast<size_t>(t.tiles()), 1, [&](size_t t0, size_t t1) {
+    for (auto tile = static_cast<int64_t>(t0); tile < static_cast<int64_t>(t1); ++tile) {
+      for (int64_t j = 0; j < GgufTiles::kRows && tile * GgufTiles::kRows + j < t.n; ++j) {
+        const uint8_t* row = src + (tile * GgufTiles::kRows + j) * row_bytes;
+        for (int64_t g = 0; g < t.groups(); ++g)
+          write_row(t, read_group(w.dtype, row + g * group_src_bytes), j, dst + t.group_offset(tile, g));
+      }
+    }
+  });
+  return out;
+}
+
+TileBlockScales tile_block_scales(const GgufTiles& t, const uint8_t* group, int64_t b, int64_t j) {
+  uint16_t dh, mh = 0;
+  std::memcpy(&dh, group + GgufTiles::d_at(j), 2);
+  if (t.has_min()) std::memcpy(&mh, group + GgufTiles::m_at(j), 2);
+  const float d = f16_to_f32(dh), m = f16_to_f32(mh);
+  switch (t.type) {
+    case DType::Q4_0: return {d, 0.0f, 8};
+    case DType::Q4_1: return {d, -m, 0};
+    case DType::IQ4_NL: return {d, 0.0f, 128};
+    case DType::Q4_K: {
+      const auto sc = static_cast<int8_t>(group[t.sc_at(b, j)]), mn = static_cast<int8_t>(group[t.mn_at(b, j)]);
+      return {d * static_cast<float>(sc), m * static_cast<float>(mn), 0};
+    }
+    case DType::IQ4_XS: return {d * static_cast<float>(static_cast<int8_t>(group[t.sc_at(b, j)])), 0.0f, 128};
+    default: return {};
+  }
+}
+
+uint8_t tile_value(const GgufTiles& t, const uint8_t* group, int64_t b, int64_t j, int64_t c) {
+  const uint8_t byte = group[t.payload_at(b) + GgufTiles::nibble_at(j, c)];
+  const uint8_t u = GgufTiles::nibble_high(c) ? byte >> 4 : byte & 0x0F;
+  return t.type == DType::IQ4_NL || t.type == DType::IQ4_XS ? gguf::kIq4Unsigned[u] : u;
+}
+
+void gguf_tiles_row(const Tensor& w, int64_t r, float* out) {
+  const GgufTiles t{w.dtype, w.dim(0), w.dim(1)};
+  const int64_t tile = r / GgufTiles::kRows, j = r % GgufTiles::kRows;
+  for (int64_t g = 0; g < t.groups(); ++g) {
+    const uint8_t* group = w.as<uint8_t>() + t.group_offset(tile, g);
+    for (int64_t b = 0; b < t.blocks_per_group(); ++b) {
+      const TileBlockScales s = tile_block_scales(t, group, b, j);
+      for (int64_t c = 0; c < 32; ++c) {
+        const int v = tile_value(t, group, b, j, c) - s.zero_point;
+        out[g * t.group_columns() + b * 32 + c] = s.d * static_cast<float>(v) - s.m;
+      }
+    }
+  }
+}
+
+}  // namespace minfer::kernels
