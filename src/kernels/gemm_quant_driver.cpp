@@ -56,22 +56,22 @@ void run_gemm_gguf(const QuantLeaves& leaves, const float* x, int64_t m, int64_t
   q_buffer.resize(static_cast<size_t>(m * k));
   d_buffer.resize(static_cast<size_t>(m * k / 16));
   s_buffer.resize(static_cast<size_t>(m * k / 16));
-  sum_buffer.resize(static_cast<size_t>(m * k / 32));
+  sum_buffer.resize(static_cast<size_t>(m * k / 16));
   int8_t* q = q_buffer.data();
   float* d16 = d_buffer.data();
   float* s16 = s_buffer.data();
-  int32_t* sum32 = sum_buffer.data();
+  int32_t* sum16 = sum_buffer.data();
   auto quantize = [&](size_t r0, size_t r1) {
     const int64_t i0 = static_cast<int64_t>(r0);
     leaves.quantize_q8(x + i0 * k, static_cast<int64_t>(r1 - r0), k, q + i0 * k, d16 + i0 * k / 16, s16 + i0 * k / 16,
-                       sum32 + i0 * k / 32);
+                       sum16 + i0 * k / 16);
   };
   if (m * k >= (1 << 15) && pool.size() > 1) {
     pool.parallel_for(static_cast<size_t>(m), 1, quantize);
   } else {
     quantize(0, static_cast<size_t>(m));
   }
-  const Q8Blocks xq{q, d16, s16, sum32};
+  const Q8Blocks xq{q, d16, s16, sum16};
   const int64_t n = w.dim(0);
   if (w.layout == TensorLayout::kGgufTiles16) {
     if (!leaves.gguf_tiles_cols) fail("gemm: the {} kernels do not read the GGUF tile layout", leaves.name);

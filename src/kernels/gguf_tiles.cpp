@@ -11,11 +11,11 @@
 namespace minfer::kernels {
 namespace {
 
-// One row's group as stored in GGUF: f16 d and m (Q4_1) / dmin (Q4_K), int8 sub-scales and sub-mins (super-block
-// types) and the nibbles u of its columns in order.
+// One row's group as stored in GGUF: f16 d and m / dmin, the integer sub-scales and sub-mins (super-block types) and
+// the values u of its columns in order (nibble plus high bits; for IQ4 the code book index).
 struct RowGroup {
   uint16_t d = 0, m = 0;
-  int8_t sc[8] = {}, mn[8] = {};
+  int8_t sc[16] = {}, mn[8] = {};
   uint8_t u[256] = {};
 };
 
@@ -26,8 +26,19 @@ void split_nibbles(const uint8_t* qs, uint8_t* u) {
   }
 }
 
+void read_k_scales(const uint8_t* b, RowGroup& g) {
+  std::memcpy(&g.m, b + 2, 2);
+  for (int j = 0; j < 8; ++j) {
+    int scale, min;
+    gguf::k_scale_min(b + 4, j, &scale, &min);
+    g.sc[j] = static_cast<int8_t>(scale);
+    g.mn[j] = static_cast<int8_t>(min);
+  }
+}
+
 RowGroup read_group(DType type, const uint8_t* b) {
   RowGroup g;
+  float d[16], m[16];  // the scalar decoders' float scales, not used: the tiles keep the file's
   std::memcpy(&g.d, b, 2);
   switch (type) {
     case DType::Q4_0:
@@ -36,20 +47,23 @@ RowGroup read_group(DType type, const uint8_t* b) {
       std::memcpy(&g.m, b + 2, 2);
       split_nibbles(b + 4, g.u);
       break;
-    case DType::Q4_K:
+    case DType::Q5_0: gguf::decode_q5_0(b, g.u, d, m); break;
+    case DType::Q5_1:
       std::memcpy(&g.m, b + 2, 2);
-      for (int j = 0; j < 8; ++j) {
-        int scale, min;
-        gguf::k_scale_min(b + 4, j, &scale, &min);
-        g.sc[j] = static_cast<int8_t>(scale);
-        g.mn[j] = static_cast<int8_t>(min);
-      }
-      for (int q = 0; q < 4; ++q) {
-        for (int l = 0; l < 32; ++l) {
-          g.u[64 * q + l] = b[16 + 32 * q + l] & 0x0F;
-          g.u[64 * q + 32 + l] = b[16 + 32 * q + l] >> 4;
-        }
-      }
+      gguf::decode_q5_1(b, g.u, d, m);
+      break;
+    case DType::Q4_K:
+      read_k_scales(b, g);
+      gguf::decode_q4_k(b, g.u, d, m);
+      break;
+    case DType::Q5_K:
+      read_k_scales(b, g);
+      gguf::decode_q5_k(b, g.u, d, m);
+      break;
+    case DType::Q6_K:
+      std::memcpy(&g.d, b + 208, 2);
+      std::memcpy(g.sc, b + 192, 16);
+      gguf::decode_q6_k(b, g.u, d, m);
       break;
     case DType::IQ4_XS: {
       uint16_t scales_h;
@@ -61,7 +75,7 @@ RowGroup read_group(DType type, const uint8_t* b) {
       }
       break;
     }
-    default: fail("to_gguf_tiles: {} is not a 4-bit GGUF type", dtype_name(type));
+    default: fail("to_gguf_tiles: {} is not a type the tiles hold", dtype_name(type));
   }
   return g;
 }
@@ -70,15 +84,23 @@ RowGroup read_group(DType type, const uint8_t* b) {
 void write_row(const GgufTiles& t, const RowGroup& g, int64_t j, uint8_t* out) {
   std::memcpy(out + GgufTiles::d_at(j), &g.d, 2);
   if (t.has_min()) std::memcpy(out + GgufTiles::m_at(j), &g.m, 2);
+  for (int64_t s = 0; s < t.subs_per_group(); ++s) {
+    out[t.sc_at(s, j)] = static_cast<uint8_t>(g.sc[s]);
+    if (t.has_min()) out[t.mn_at(s, j)] = static_cast<uint8_t>(g.mn[s]);
+  }
   for (int64_t b = 0; b < t.blocks_per_group(); ++b) {
-    if (t.super_blocks()) {
-      out[t.sc_at(b, j)] = static_cast<uint8_t>(g.sc[b]);
-      if (t.has_min()) out[t.mn_at(b, j)] = static_cast<uint8_t>(g.mn[b]);
-    }
-    uint8_t* payload = out + t.payload_at(b);
+    uint8_t* block = out + t.block_at(b);
     for (int64_t c = 0; c < 32; ++c) {
       const uint8_t u = g.u[b * 32 + c];
-      payload[GgufTiles::nibble_at(j, c)] |= GgufTiles::nibble_high(c) ? static_cast<uint8_t>(u << 4) : u;
+      block[GgufTiles::nibble_at(j, c)] |= GgufTiles::nibble_high(c) ? static_cast<uint8_t>((u & 0x0F) << 4) : u & 0x0F;
+      for (int plane = 0; plane < t.high_bits(); ++plane) {
+        if ((u >> (4 + plane)) & 1) {
+          uint64_t word;
+          std::memcpy(&word, block + GgufTiles::plane_at(plane, c), 8);
+          word |= uint64_t{1} << GgufTiles::plane_bit(j, c);
+          std::memcpy(block + GgufTiles::plane_at(plane, c), &word, 8);
+        }
+      }
     }
   }
 }
@@ -92,7 +114,7 @@ bool gguf_tiles_hold(const Tensor& w) {
 
 Tensor to_gguf_tiles(const Tensor& w, ThreadPool* pool) {
   if (!gguf_tiles_hold(w))
-    fail("to_gguf_tiles: needs a row-major matrix of a 4-bit GGUF type in whole blocks, got {} {}", dtype_name(w.dtype),
+    fail("to_gguf_tiles: needs a row-major matrix of a 4- to 6-bit GGUF type in whole blocks, got {} {}", dtype_name(w.dtype),
          w.shape_string());
   const GgufTiles t{w.dtype, w.dim(0), w.dim(1)};
   Tensor out = Tensor::allocate(DType::I8, {t.bytes()});  // zeroed: padding rows are zero weights
@@ -115,28 +137,38 @@ Tensor to_gguf_tiles(const Tensor& w, ThreadPool* pool) {
   return out;
 }
 
-TileBlockScales tile_block_scales(const GgufTiles& t, const uint8_t* group, int64_t b, int64_t j) {
+TileBlockScales tile_block_scales(const GgufTiles& t, const uint8_t* group, int64_t b, int64_t j, int64_t half) {
   uint16_t dh, mh = 0;
   std::memcpy(&dh, group + GgufTiles::d_at(j), 2);
   if (t.has_min()) std::memcpy(&mh, group + GgufTiles::m_at(j), 2);
   const float d = f16_to_f32(dh), m = f16_to_f32(mh);
+  const int64_t s = t.scale_columns() == 16 ? 2 * b + half : b;  // the sub-block of a super-block
+  const auto sc = [&] { return static_cast<float>(static_cast<int8_t>(group[t.sc_at(s, j)])); };
+  const auto mn = [&] { return static_cast<float>(static_cast<int8_t>(group[t.mn_at(s, j)])); };
   switch (t.type) {
     case DType::Q4_0: return {d, 0.0f, 8};
-    case DType::Q4_1: return {d, -m, 0};
+    case DType::Q5_0: return {d, 0.0f, 16};
+    case DType::Q4_1:
+    case DType::Q5_1: return {d, -m, 0};
     case DType::IQ4_NL: return {d, 0.0f, 128};
-    case DType::Q4_K: {
-      const auto sc = static_cast<int8_t>(group[t.sc_at(b, j)]), mn = static_cast<int8_t>(group[t.mn_at(b, j)]);
-      return {d * static_cast<float>(sc), m * static_cast<float>(mn), 0};
-    }
-    case DType::IQ4_XS: return {d * static_cast<float>(static_cast<int8_t>(group[t.sc_at(b, j)])), 0.0f, 128};
+    case DType::Q4_K:
+    case DType::Q5_K: return {d * sc(), m * mn(), 0};
+    case DType::IQ4_XS: return {d * sc(), 0.0f, 128};
+    case DType::Q6_K: return {d * sc(), 0.0f, 32};
     default: return {};
   }
 }
 
 uint8_t tile_value(const GgufTiles& t, const uint8_t* group, int64_t b, int64_t j, int64_t c) {
-  const uint8_t byte = group[t.payload_at(b) + GgufTiles::nibble_at(j, c)];
-  const uint8_t u = GgufTiles::nibble_high(c) ? byte >> 4 : byte & 0x0F;
-  return t.type == DType::IQ4_NL || t.type == DType::IQ4_XS ? gguf::kIq4Unsigned[u] : u;
+  const uint8_t* block = group + t.block_at(b);
+  const uint8_t byte = block[GgufTiles::nibble_at(j, c)];
+  int u = GgufTiles::nibble_high(c) ? byte >> 4 : byte & 0x0F;
+  for (int plane = 0; plane < t.high_bits(); ++plane) {
+    uint64_t word;
+    std::memcpy(&word, block + GgufTiles::plane_at(plane, c), 8);
+    u |= static_cast<int>((word >> GgufTiles::plane_bit(j, c)) & 1) << (4 + plane);
+  }
+  return t.iq4() ? gguf::kIq4Unsigned[u] : static_cast<uint8_t>(u);
 }
 
 void gguf_tiles_row(const Tensor& w, int64_t r, float* out) {
@@ -145,8 +177,8 @@ void gguf_tiles_row(const Tensor& w, int64_t r, float* out) {
   for (int64_t g = 0; g < t.groups(); ++g) {
     const uint8_t* group = w.as<uint8_t>() + t.group_offset(tile, g);
     for (int64_t b = 0; b < t.blocks_per_group(); ++b) {
-      const TileBlockScales s = tile_block_scales(t, group, b, j);
       for (int64_t c = 0; c < 32; ++c) {
+        const TileBlockScales s = tile_block_scales(t, group, b, j, c / 16);
         const int v = tile_value(t, group, b, j, c) - s.zero_point;
         out[g * t.group_columns() + b * 32 + c] = s.d * static_cast<float>(v) - s.m;
       }

@@ -77,16 +77,16 @@ using Q80TilesColsFn = void (*)(const Int16Blocks& x, int64_t m, int64_t k, cons
 
 // Activations for the GGUF block types (kernels/gguf_blocks.h): each row of x [m, k] in blocks of 32, scale
 // d = max|x| / 127 and q = round(x / d) in [-127, 127], as llama.cpp's Q8_0 activations. Per 16 elements the leaves
-// read the block's scale (d16) and d times the sum of the 16 q (s16, for the offsets of the asymmetric types); per
-// block of 32 the exact sum of its q (sum32, for the zero points of the tiled layout).
+// read the block's scale (d16), d times the sum of the 16 q (s16, for the offsets of the asymmetric types) and that
+// sum itself (sum16, exact, for the zero points of the tiled layout).
 struct Q8Blocks {
   const int8_t* q = nullptr;       // [m, k]
   const float* d16 = nullptr;      // [m, k / 16]
   const float* s16 = nullptr;      // [m, k / 16]
-  const int32_t* sum32 = nullptr;  // [m, k / 32]
+  const int32_t* sum16 = nullptr;  // [m, k / 16]
 };
 using QuantizeQ8Fn = void (*)(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16,
-                              int32_t* sum32);
+                              int32_t* sum16);
 // Columns [n0, n1) of y[m, n] = x * dequant(w)^T (+ bias) for w [n, k] rows of GGUF blocks of `type` (any block type
 // but Q8_0, which has its own tiles): each weight row is decoded into the form of gguf_blocks.h (int8 and per-16
 // scales, in L1, never f32) and multiplied with every row of x as exact int32 sums per 16 elements, scaled in f32.

@@ -68,14 +68,14 @@ std::vector<const QuantLeaves*> available_quant_leaves() {
 struct QuantizedX {
   std::vector<int8_t> q;
   std::vector<float> d16, s16;
-  std::vector<int32_t> sum32;
-  Q8Blocks view() const { return {q.data(), d16.data(), s16.data(), sum32.data()}; }
+  std::vector<int32_t> sum16;
+  Q8Blocks view() const { return {q.data(), d16.data(), s16.data(), sum16.data()}; }
 };
 
 QuantizedX quantize(const QuantLeaves& leaves, const std::vector<float>& x, int64_t m, int64_t k) {
   QuantizedX out{std::vector<int8_t>(static_cast<size_t>(m * k)), std::vector<float>(static_cast<size_t>(m * k / 16)),
-                 std::vector<float>(static_cast<size_t>(m * k / 16)), std::vector<int32_t>(static_cast<size_t>(m * k / 32))};
-  leaves.quantize_q8(x.data(), m, k, out.q.data(), out.d16.data(), out.s16.data(), out.sum32.data());
+                 std::vector<float>(static_cast<size_t>(m * k / 16)), std::vector<int32_t>(static_cast<size_t>(m * k / 16))};
+  leaves.quantize_q8(x.data(), m, k, out.q.data(), out.d16.data(), out.s16.data(), out.sum16.data());
   return out;
 }
 
@@ -106,7 +106,7 @@ TEST(GemmGguf, VariantsMatchTheReference) {
           ASSERT_EQ(x.q, ref_x.q) << leaves->name;
           ASSERT_EQ(x.d16, ref_x.d16) << leaves->name;
           ASSERT_EQ(x.s16, ref_x.s16) << leaves->name;
-          ASSERT_EQ(x.sum32, ref_x.sum32) << leaves->name;
+          ASSERT_EQ(x.sum16, ref_x.sum16) << leaves->name;
           std::vector<float> got(want.size(), -1.0f);
           for (auto [n0, n1] : {std::pair<int64_t, int64_t>{0, 12}, {12, 30}, {30, n}})
             leaves->gguf_cols(x.view(), m, k, type, w.as<uint8_t>(), n, bias.data(), got.data(), n0, n1);
@@ -163,7 +163,8 @@ TEST(GemmGguf, DriverOnThePoolMatchesTheReference) {
   }
 }
 
-constexpr DType kTileTypes[] = {DType::Q4_0, DType::Q4_1, DType::IQ4_NL, DType::Q4_K, DType::IQ4_XS};
+constexpr DType kTileTypes[] = {DType::Q4_0,   DType::Q4_1, DType::IQ4_NL, DType::Q4_K, DType::IQ4_XS,
+                                DType::Q5_0,   DType::Q5_1, DType::Q5_K,   DType::Q6_K};
 
 // The 16-row tiles hold the same weights: every row dequantizes to the original's bits (last tile padded).
 TEST(GgufTiles, DequantizeToTheOriginalsBits) {
@@ -179,7 +180,7 @@ TEST(GgufTiles, DequantizeToTheOriginalsBits) {
     dequantize_rows(tiles, 0, n, got.data());
     EXPECT_EQ(got, want) << dtype_name(type);
   }
-  EXPECT_THROW(to_gguf_tiles(random_blocks(rng, DType::Q6_K, 2, 256)), Error);
+  EXPECT_THROW(to_gguf_tiles(random_blocks(rng, DType::Q3_K, 2, 256)), Error);
 }
 
 // Every variant that reads the tiles against the reference on the tiles, and the reference on the tiles against the

@@ -11,7 +11,7 @@
 
 namespace minfer::kernels::ref {
 
-void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum32) {
+void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum16) {
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t b = 0; b < k / 32; ++b) {
       const float* xb = x + i * k + b * 32;
@@ -29,7 +29,8 @@ void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16,
         d16[i * (k / 16) + 2 * b + h] = d;
         s16[i * (k / 16) + 2 * b + h] = d * static_cast<float>(sums[h]);
       }
-      sum32[i * (k / 32) + b] = sums[0] + sums[1];
+      sum16[i * (k / 16) + 2 * b] = sums[0];
+      sum16[i * (k / 16) + 2 * b + 1] = sums[1];
     }
   }
 }
@@ -68,13 +69,15 @@ void gguf_tiles_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const 
         const uint8_t* group = tiles + t.group_offset(tile, g);
         for (int64_t b = 0; b < t.blocks_per_group(); ++b) {
           const int64_t block = g * t.blocks_per_group() + b;  // the block's index along the row
-          const TileBlockScales s = tile_block_scales(t, group, b, j);
-          const int8_t* xq = x.q + i * k + block * 32;
-          int32_t dot = 0;
-          for (int64_t c = 0; c < 32; ++c) dot += (tile_value(t, group, b, j, c) - s.zero_point) * xq[c];
           const float dx = x.d16[i * (k / 16) + 2 * block];
-          sum += s.d * dx * static_cast<float>(dot);
-          sum -= s.m * (dx * static_cast<float>(x.sum32[i * (k / 32) + block]));
+          for (int64_t half = 0; half < 2; ++half) {  // 16 columns: the finest scale granularity (Q6_K)
+            const TileBlockScales s = tile_block_scales(t, group, b, j, half);
+            const int8_t* xq = x.q + i * k + block * 32 + 16 * half;
+            int32_t dot = 0;
+            for (int64_t c = 0; c < 16; ++c) dot += (tile_value(t, group, b, j, 16 * half + c) - s.zero_point) * xq[c];
+            sum += s.d * dx * static_cast<float>(dot);
+            sum -= s.m * (dx * static_cast<float>(x.sum16[i * (k / 16) + 2 * block + half]));
+          }
         }
       }
       y[i * n + r] = bias ? sum + bias[r] : sum;

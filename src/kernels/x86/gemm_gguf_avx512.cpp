@@ -84,7 +84,7 @@ void dot_rows(DecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, int zero_
 
 }  // namespace
 
-void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum32) {
+void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum16) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t i = 0; i < rows; ++i) {
     for (int64_t b = 0; b < k / 32; ++b) {
@@ -102,7 +102,8 @@ void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16,
       const int32_t sa = _mm512_reduce_add_epi32(qa), sc = _mm512_reduce_add_epi32(qc);
       s16[at] = d * static_cast<float>(sa);
       s16[at + 1] = d * static_cast<float>(sc);
-      sum32[i * (k / 32) + b] = sa + sc;
+      sum16[at] = sa;
+      sum16[at + 1] = sc;
     }
   }
 }

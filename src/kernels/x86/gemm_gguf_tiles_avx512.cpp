@@ -1,7 +1,8 @@
-// AVX-512 VNNI leaf of the 4-bit GGUF types in 16-row tiles (tensor/gguf_tiles.h, contract in kernels/quant_leaf.h).
-// Per 32-column block of a tile, four 64-byte loads hold the 16 rows' nibbles; masked (and shifted) they are eight
-// vpdpbusd operands of 16 rows x 4 columns, each multiplied by 4 broadcast int8 activations, so the unpacking happens
-// in registers and serves every activation row of the pass. The accumulator starts at -z x sum(x) (the type's zero
+// AVX-512 VNNI leaf of the 4- to 6-bit GGUF types in 16-row tiles (tensor/gguf_tiles.h, contract in
+// kernels/quant_leaf.h). Per 32-column block of a tile, four 64-byte loads hold the 16 rows' nibbles; masked (and
+// shifted), with the high bits added under mask registers, they are eight vpdpbusd operands of 16 rows x 4 columns,
+// each multiplied by 4 broadcast int8 activations, so the unpacking happens in registers and serves every activation
+// row of the pass. The accumulator starts at -z x sum(x) (the type's zero
 // point), so per block and row the int32 sum is exactly sum((u - z) x) as in the reference; it is scaled by
 // d_w x d_x in f32 and the offset m_w x d_x sum(x) taken off. IQ4 nibbles go through their code book with vpshufb.
 #include <algorithm>
@@ -18,33 +19,38 @@ namespace {
 constexpr int kXRows = 4;  // activation rows per pass over a tile's weights
 
 struct TileKind {
-  bool super_blocks, has_min, iq4;
-  int zero_point;
-  float min_sign;  // Q4_1 stores +m (w = d u + m), Q4_K dmin (w = d sc u - dmin mn)
+  bool super_blocks, has_min, iq4, sub16;
+  int high_bits, zero_point;
+  float min_sign;  // Q4_1 / Q5_1 store +m (w = d u + m), the K types dmin (w = d sc u - dmin mn)
 };
 
-TileKind kind_of(DType type) {
-  switch (type) {
-    case DType::Q4_0: return {false, false, false, 8, 0.0f};
-    case DType::Q4_1: return {false, true, false, 0, -1.0f};
-    case DType::IQ4_NL: return {false, false, true, 128, 0.0f};
-    case DType::Q4_K: return {true, true, false, 0, 1.0f};
-    default: return {true, false, true, 128, 0.0f};  // IQ4_XS
-  }
+TileKind kind_of(const GgufTiles& t) {
+  const bool legacy_min = t.type == DType::Q4_1 || t.type == DType::Q5_1;
+  const int zero_point = t.type == DType::Q4_0 ? 8 : t.type == DType::Q5_0 ? 16 : t.type == DType::Q6_K ? 32 : t.iq4() ? 128 : 0;
+  return {t.super_blocks(), t.has_min(), t.iq4(), t.scale_columns() == 16, t.high_bits(), zero_point,
+          legacy_min ? -1.0f : 1.0f};
 }
 
-// The eight vpdpbusd operands of a block: w[2c] columns 8c..8c+3, w[2c+1] columns 8c+4..8c+7, 16 rows x 4 each.
-inline void unpack_block(const uint8_t* payload, bool iq4, __m512i* w) {
+// The eight vpdpbusd operands of a block: w[2c] columns 8c..8c+3, w[2c+1] columns 8c+4..8c+7, 16 rows x 4 each,
+// nibbles plus the high-bit planes (one mask register per operand and plane).
+inline void unpack_block(const uint8_t* block, const TileKind& kind, __m512i* w) {
   const __m512i low = _mm512_set1_epi8(0x0F);
-  const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::kIq4Unsigned)));
   for (int c = 0; c < 4; ++c) {
-    const __m512i v = _mm512_loadu_si512(payload + 64 * c);
+    const __m512i v = _mm512_loadu_si512(block + 64 * c);
     w[2 * c] = _mm512_and_si512(v, low);
     w[2 * c + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-    if (iq4) {
-      w[2 * c] = _mm512_shuffle_epi8(book, w[2 * c]);
-      w[2 * c + 1] = _mm512_shuffle_epi8(book, w[2 * c + 1]);
+  }
+  for (int plane = 0; plane < kind.high_bits; ++plane) {
+    const __m512i bit = _mm512_set1_epi8(static_cast<char>(16 << plane));
+    for (int o = 0; o < 8; ++o) {
+      uint64_t bits;
+      std::memcpy(&bits, block + GgufTiles::kNibbleBytes + plane * GgufTiles::kPlaneBytes + 8 * o, 8);
+      w[o] = _mm512_mask_add_epi8(w[o], _cvtu64_mask64(bits), w[o], bit);
     }
+  }
+  if (kind.iq4) {
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::kIq4Unsigned)));
+    for (int o = 0; o < 8; ++o) w[o] = _mm512_shuffle_epi8(book, w[o]);
   }
 }
 
@@ -54,7 +60,18 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// acc[r] (16 rows of the tile) += activation row i0 + r times the tile, for r < XR.
+inline __m512 int8s_as_floats(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+// The int32 sum of (u - z) x over operands [o0, o0 + count) (4 columns each), starting from -z sum(x).
+inline __m512i dot_operands(const __m512i* w, int o0, int count, const int8_t* xq, int32_t start) {
+  __m512i dot = _mm512_set1_epi32(start);
+  for (int o = o0; o < o0 + count; ++o) dot = _mm512_dpbusd_epi32(dot, w[o], broadcast4(xq + 4 * o));
+  return dot;
+}
+
+// acc[r] (16 rows of the tile) = activation row i0 + r times the tile, for r < XR.
 template <int XR>
 void tile_pass(const GgufTiles& t, const TileKind& kind, const uint8_t* tile, const Q8Blocks& x, int64_t i0,
                __m512* acc) {
@@ -66,30 +83,32 @@ void tile_pass(const GgufTiles& t, const TileKind& kind, const uint8_t* tile, co
     const __m512 m = kind.has_min ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + 32)))
                                   : _mm512_setzero_ps();
     for (int64_t b = 0; b < t.blocks_per_group(); ++b) {
-      __m512 dw = d, mw = _mm512_mul_ps(m, _mm512_set1_ps(kind.min_sign));
+      // Scales of the 16 rows: of the block, or of its two halves (Q6_K); offsets of the block.
+      __m512 da = d, db = d, mw = _mm512_mul_ps(m, _mm512_set1_ps(kind.min_sign));
       if (kind.super_blocks) {
-        const auto int8s = [&](int64_t at) {
-          return _mm512_cvtepi32_ps(
-              _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group + at))));
-        };
-        dw = _mm512_mul_ps(d, int8s(t.sc_at(b, 0)));
-        if (kind.has_min) mw = _mm512_mul_ps(m, int8s(t.mn_at(b, 0)));
+        const int64_t s = kind.sub16 ? 2 * b : b;
+        da = _mm512_mul_ps(d, int8s_as_floats(group + t.sc_at(s, 0)));
+        if (kind.sub16) db = _mm512_mul_ps(d, int8s_as_floats(group + t.sc_at(s + 1, 0)));
+        if (kind.has_min) mw = _mm512_mul_ps(m, int8s_as_floats(group + t.mn_at(b, 0)));
       }
       __m512i w[8];
-      unpack_block(group + t.payload_at(b), kind.iq4, w);
+      unpack_block(group + t.block_at(b), kind, w);
       const int64_t block = g * t.blocks_per_group() + b;
       for (int r = 0; r < XR; ++r) {
         const int8_t* xq = x.q + (i0 + r) * k + block * 32;
-        const int32_t sum = x.sum32[(i0 + r) * (k / 32) + block];
-        __m512i dot = _mm512_set1_epi32(-kind.zero_point * sum);
-        for (int c = 0; c < 4; ++c) {
-          dot = _mm512_dpbusd_epi32(dot, w[2 * c], broadcast4(xq + 8 * c));
-          dot = _mm512_dpbusd_epi32(dot, w[2 * c + 1], broadcast4(xq + 8 * c + 4));
+        const int32_t* sums = x.sum16 + (i0 + r) * (k / 16) + 2 * block;
+        const __m512 dx = _mm512_set1_ps(x.d16[(i0 + r) * (k / 16) + 2 * block]);
+        if (kind.sub16) {
+          const __m512i lo = dot_operands(w, 0, 4, xq, -kind.zero_point * sums[0]);
+          const __m512i hi = dot_operands(w, 4, 4, xq, -kind.zero_point * sums[1]);
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(da, dx), acc[r]);
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(db, dx), acc[r]);
+        } else {
+          const __m512i dot = dot_operands(w, 0, 8, xq, -kind.zero_point * (sums[0] + sums[1]));
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(da, dx), acc[r]);
         }
-        const float dx = x.d16[(i0 + r) * (k / 16) + 2 * block];
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(dw, _mm512_set1_ps(dx)), acc[r]);
         if (kind.has_min)
-          acc[r] = _mm512_fnmadd_ps(mw, _mm512_set1_ps(dx * static_cast<float>(sum)), acc[r]);
+          acc[r] = _mm512_fnmadd_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(static_cast<float>(sums[0] + sums[1]))), acc[r]);
       }
     }
   }
@@ -100,7 +119,7 @@ void tile_pass(const GgufTiles& t, const TileKind& kind, const uint8_t* tile, co
 void gguf_tiles_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* tiles, int64_t n,
                      const float* bias, float* y, int64_t n0, int64_t n1) {
   const GgufTiles t{type, n, k};
-  const TileKind kind = kind_of(type);
+  const TileKind kind = kind_of(t);
   for (int64_t tile = n0 / GgufTiles::kRows; tile * GgufTiles::kRows < n1; ++tile) {
     const int64_t col = tile * GgufTiles::kRows;
     const __mmask16 mask = tail_mask(std::min<int64_t>(GgufTiles::kRows, n1 - col));
