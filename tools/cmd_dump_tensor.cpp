@@ -51,7 +51,8 @@ void run(const DumpTensorArgs& args) {
 
 void add_dump_tensor_command(CLI::App& app) {
   auto args = std::make_shared<DumpTensorArgs>();
-  CLI::App* cmd = app.add_subcommand("dump-tensor", "Write one tensor of a GGUF file dequantized to f32 (little-endian)");
+  CLI::App* cmd =
+      app.add_subcommand("dump-tensor", "Write one tensor of a GGUF file dequantized to f32 (little-endian)");
   cmd->add_option("file", args->file, "GGUF file")->required();
   cmd->add_option("name", args->name, "Tensor name, e.g. blk.0.attn_q.weight")->required();
   cmd->add_option("-o,--out", args->out, "Output file")->required();

@@ -48,9 +48,10 @@ void add_serve_command(CLI::App& app) {
       "serve",
       "Serve a model over HTTP: POST /generate, the OpenAI API (/v1/completions, /v1/chat/completions), "
       "GET /v1/models, /health, /metrics");
-  cmd->add_option("-m,--model", e.model_path,
-                  "Hugging Face directory, .gguf file, or llama2.c .bin (none: SmolLM2-135M-Instruct from the project venv, "
-                  "else a random-weight demo model)");
+  cmd->add_option(
+      "-m,--model", e.model_path,
+      "Hugging Face directory, .gguf file, or llama2.c .bin (none: SmolLM2-135M-Instruct from the project venv, "
+      "else a random-weight demo model)");
   cmd->add_option("--host", o.http.host, "Address to bind (0.0.0.0 to accept remote clients)")->capture_default_str();
   cmd->add_option("--port", o.http.port, "Port (0 = any free port; the line 'listening on ...' tells which)")
       ->capture_default_str();

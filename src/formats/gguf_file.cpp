@@ -14,8 +14,8 @@ struct GgmlType {
   DType dtype;
 };
 constexpr GgmlType kGgmlTypes[] = {
-    {0, DType::F32},   {1, DType::F16},   {2, DType::Q4_0},  {3, DType::Q4_1},    {6, DType::Q5_0},
-    {7, DType::Q5_1},  {8, DType::Q8_0},  {10, DType::Q2_K}, {11, DType::Q3_K},   {12, DType::Q4_K},
+    {0, DType::F32},   {1, DType::F16},   {2, DType::Q4_0},    {3, DType::Q4_1},    {6, DType::Q5_0},
+    {7, DType::Q5_1},  {8, DType::Q8_0},  {10, DType::Q2_K},   {11, DType::Q3_K},   {12, DType::Q4_K},
     {13, DType::Q5_K}, {14, DType::Q6_K}, {20, DType::IQ4_NL}, {23, DType::IQ4_XS}, {30, DType::BF16},
 };
 
@@ -214,8 +214,8 @@ void GgufFile::parse() {
     if (info.shape.empty() || info.shape.back() % block.elements != 0)
       fail_load(path, "tensor '{}' of type {}: row length {} is not a multiple of the block size {}", info.name,
                 ggml_type_name(info.ggml_type), info.shape.empty() ? 0 : info.shape.back(), block.elements);
-    const uint64_t bytes = static_cast<uint64_t>(n) / static_cast<uint64_t>(block.elements) *
-                           static_cast<uint64_t>(block.bytes);
+    const uint64_t bytes =
+        static_cast<uint64_t>(n) / static_cast<uint64_t>(block.elements) * static_cast<uint64_t>(block.bytes);
     if (info.offset > file_->size() || data_offset_ + info.offset + bytes > file_->size())
       fail_load(
           path,

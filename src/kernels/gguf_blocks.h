@@ -104,7 +104,8 @@ inline void decode_q5_1(const uint8_t* __restrict b, uint8_t* __restrict q, floa
   add_high_bits_32(b + 4, q);
 }
 
-inline void decode_iq4_nl(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
+inline void decode_iq4_nl(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d,
+                          float* __restrict m) {
   d[0] = d[1] = read_f16(b);
   m[0] = m[1] = 0.0f;
   for (int j = 0; j < 16; ++j) {
@@ -127,7 +128,8 @@ inline void decode_q2_k(const uint8_t* __restrict b, uint8_t* __restrict q, floa
   const uint8_t* qs = b + 16;
   for (int g = 0; g < 2; ++g) {
     for (int shift = 0; shift < 4; ++shift) {
-      for (int l = 0; l < 32; ++l) q[g * 128 + shift * 32 + l] = static_cast<uint8_t>((qs[g * 32 + l] >> (2 * shift)) & 3);
+      for (int l = 0; l < 32; ++l)
+        q[g * 128 + shift * 32 + l] = static_cast<uint8_t>((qs[g * 32 + l] >> (2 * shift)) & 3);
     }
   }
 }
@@ -231,7 +233,8 @@ inline void decode_q6_k(const uint8_t* __restrict b, uint8_t* __restrict q, floa
 }
 
 // IQ4_XS: d, scales_h (u16: 2 high bits per 32), scales_l[4] (4 low bits per 32), qs[128] (16 bytes per 32).
-inline void decode_iq4_xs(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
+inline void decode_iq4_xs(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d,
+                          float* __restrict m) {
   const float dd = read_f16(b);
   uint16_t scales_h;
   std::memcpy(&scales_h, b + 2, 2);

@@ -114,8 +114,8 @@ bool gguf_tiles_hold(const Tensor& w) {
 
 Tensor to_gguf_tiles(const Tensor& w, ThreadPool* pool) {
   if (!gguf_tiles_hold(w))
-    fail("to_gguf_tiles: needs a row-major matrix of a 4- to 6-bit GGUF type in whole blocks, got {} {}", dtype_name(w.dtype),
-         w.shape_string());
+    fail("to_gguf_tiles: needs a row-major matrix of a 4- to 6-bit GGUF type in whole blocks, got {} {}",
+         dtype_name(w.dtype), w.shape_string());
   const GgufTiles t{w.dtype, w.dim(0), w.dim(1)};
   Tensor out = Tensor::allocate(DType::I8, {t.bytes()});  // zeroed: padding rows are zero weights
   out.dtype = w.dtype;
@@ -124,7 +124,8 @@ Tensor to_gguf_tiles(const Tensor& w, ThreadPool* pool) {
   uint8_t* dst = out.mutable_as<uint8_t>();
   const uint8_t* src = w.as<uint8_t>();
   const BlockShape block = dtype_block(w.dtype);
-  const int64_t row_bytes = t.k / block.elements * block.bytes, group_src_bytes = t.group_columns() / block.elements * block.bytes;
+  const int64_t row_bytes = t.k / block.elements * block.bytes,
+                group_src_bytes = t.group_columns() / block.elements * block.bytes;
   parallel_for(pool, static_cast<size_t>(t.tiles()), 1, [&](size_t t0, size_t t1) {
     for (auto tile = static_cast<int64_t>(t0); tile < static_cast<int64_t>(t1); ++tile) {
       for (int64_t j = 0; j < GgufTiles::kRows && tile * GgufTiles::kRows + j < t.n; ++j) {

@@ -1,5 +1,5 @@
-// The 4- to 6-bit GGUF types re-laid in 16-row tiles (TensorLayout::kGgufTiles16, tensor/gguf_tiles.h) for the quantized
-// GEMM: the copy made at load and the accessors the reference kernel and dequantization read a tile with.
+// The 4- to 6-bit GGUF types re-laid in 16-row tiles (TensorLayout::kGgufTiles16, tensor/gguf_tiles.h) for the
+// quantized GEMM: the copy made at load and the accessors the reference kernel and dequantization read a tile with.
 #pragma once
 
 #include <cstdint>

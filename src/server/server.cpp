@@ -10,8 +10,8 @@
 #include <optional>
 
 #include "minfer/engine.h"
-#include "server/chat_prompt.h"
 #include "model/default_model.h"
+#include "server/chat_prompt.h"
 #include "server/demo_model.h"
 #include "server/generation_handler.h"
 #include "server/metrics.h"

@@ -71,7 +71,9 @@ struct GgufTiles {
   static constexpr int64_t nibble_at(int64_t j, int64_t c) { return (c / 8) * 64 + 4 * j + c % 4; }
   static constexpr bool nibble_high(int64_t c) { return c % 8 >= 4; }
   static constexpr int64_t operand_of(int64_t c) { return 2 * (c / 8) + (c % 8 >= 4 ? 1 : 0); }
-  static constexpr int64_t plane_at(int plane, int64_t c) { return kNibbleBytes + plane * kPlaneBytes + 8 * operand_of(c); }
+  static constexpr int64_t plane_at(int plane, int64_t c) {
+    return kNibbleBytes + plane * kPlaneBytes + 8 * operand_of(c);
+  }
   static constexpr int64_t plane_bit(int64_t j, int64_t c) { return 4 * j + c % 4; }
 };
 

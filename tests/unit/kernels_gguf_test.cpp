@@ -24,7 +24,7 @@ namespace {
 
 using testing::random_floats;
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K,   DType::Q3_K,
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q2_K,  DType::Q3_K,
                             DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 // Byte offsets of the f16 scales in a block of each type (the rest of a random block is any bytes).
@@ -74,7 +74,8 @@ struct QuantizedX {
 
 QuantizedX quantize(const QuantLeaves& leaves, const std::vector<float>& x, int64_t m, int64_t k) {
   QuantizedX out{std::vector<int8_t>(static_cast<size_t>(m * k)), std::vector<float>(static_cast<size_t>(m * k / 16)),
-                 std::vector<float>(static_cast<size_t>(m * k / 16)), std::vector<int32_t>(static_cast<size_t>(m * k / 16))};
+                 std::vector<float>(static_cast<size_t>(m * k / 16)),
+                 std::vector<int32_t>(static_cast<size_t>(m * k / 16))};
   leaves.quantize_q8(x.data(), m, k, out.q.data(), out.d16.data(), out.s16.data(), out.sum16.data());
   return out;
 }
@@ -163,8 +164,8 @@ TEST(GemmGguf, DriverOnThePoolMatchesTheReference) {
   }
 }
 
-constexpr DType kTileTypes[] = {DType::Q4_0,   DType::Q4_1, DType::IQ4_NL, DType::Q4_K, DType::IQ4_XS,
-                                DType::Q5_0,   DType::Q5_1, DType::Q5_K,   DType::Q6_K};
+constexpr DType kTileTypes[] = {DType::Q4_0, DType::Q4_1, DType::IQ4_NL, DType::Q4_K, DType::IQ4_XS,
+                                DType::Q5_0, DType::Q5_1, DType::Q5_K,   DType::Q6_K};
 
 // The 16-row tiles hold the same weights: every row dequantizes to the original's bits (last tile padded).
 TEST(GgufTiles, DequantizeToTheOriginalsBits) {

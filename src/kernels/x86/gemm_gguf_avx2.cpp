@@ -47,8 +47,8 @@ struct DecodedRows {
 // 8 lanes holding v[0] x4, v[1] x4: the scale of each int32 lane of a 32-byte product.
 inline __m256 spread2(const float* v) {
   const __m256i idx = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(v)))),
-                                  idx);
+  return _mm256_permutevar8x32_ps(
+      _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(v)))), idx);
 }
 
 template <int R>
@@ -62,9 +62,10 @@ void dot_rows(DecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, int zero_
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c));
     const __m256 xs = spread2(xd + c / 16);
     const bool sign_trick = zero_point == 128;
-    const __m256i unbias = zero_point && !sign_trick
-                               ? _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(zero_point)), xv), ones)
-                               : _mm256_setzero_si256();
+    const __m256i unbias =
+        zero_point && !sign_trick
+            ? _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(static_cast<char>(zero_point)), xv), ones)
+            : _mm256_setzero_si256();
     for (int r = 0; r < R; ++r) {
       const __m256i uv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w.q_row(r) + c));
       __m256i p32;

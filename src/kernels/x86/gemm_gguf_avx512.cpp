@@ -57,8 +57,9 @@ void dot_rows(DecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, int zero_
     const __m128 xs = _mm_maskz_loadu_ps(subs, xd + c / 16);
     const __m512i zero = _mm512_setzero_si512();
     const __m512i unbias =
-        zero_point ? _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(static_cast<char>(zero_point)), xv))
-                   : zero;
+        zero_point
+            ? _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(static_cast<char>(zero_point)), xv))
+            : zero;
     for (int r = 0; r < R; ++r) {
       const __m512i uv = _mm512_maskz_loadu_epi8(bytes, w.u_row(r) + c);
       const __m512i p = _mm512_dpbusd_epi32(unbias, uv, xv);  // sum of (u - z) x per 4 elements, exact

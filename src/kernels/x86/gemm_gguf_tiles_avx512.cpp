@@ -26,8 +26,12 @@ struct TileKind {
 
 TileKind kind_of(const GgufTiles& t) {
   const bool legacy_min = t.type == DType::Q4_1 || t.type == DType::Q5_1;
-  const int zero_point = t.type == DType::Q4_0 ? 8 : t.type == DType::Q5_0 ? 16 : t.type == DType::Q6_K ? 32 : t.iq4() ? 128 : 0;
-  return {t.super_blocks(), t.has_min(), t.iq4(), t.scale_columns() == 16, t.high_bits(), zero_point,
+  const int zero_point = t.type == DType::Q4_0   ? 8
+                         : t.type == DType::Q5_0 ? 16
+                         : t.type == DType::Q6_K ? 32
+                         : t.iq4()               ? 128
+                                                 : 0;
+  return {t.super_blocks(),         t.has_min(), t.iq4(), t.scale_columns() == 16, t.high_bits(), zero_point,
           legacy_min ? -1.0f : 1.0f};
 }
 
@@ -108,7 +112,8 @@ void tile_pass(const GgufTiles& t, const TileKind& kind, const uint8_t* tile, co
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(da, dx), acc[r]);
         }
         if (kind.has_min)
-          acc[r] = _mm512_fnmadd_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(static_cast<float>(sums[0] + sums[1]))), acc[r]);
+          acc[r] =
+              _mm512_fnmadd_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(static_cast<float>(sums[0] + sums[1]))), acc[r]);
       }
     }
   }

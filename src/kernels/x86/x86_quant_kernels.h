@@ -15,7 +15,7 @@
                  int64_t n0, int64_t n1);                                                                              \
   void quantize_int16(const float* x, int64_t rows, int64_t k, int16_t* q, float* scale);                              \
   void q8_0_tiles_cols(const Int16Blocks& x, int64_t m, int64_t k, const uint8_t* tiles, int64_t n, const float* bias, \
-                       float* y, int64_t n0, int64_t n1);                                              \
+                       float* y, int64_t n0, int64_t n1);                                                              \
   void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum16);        \
   void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* w, int64_t n, const float* bias,  \
                  float* y, int64_t n0, int64_t n1);
