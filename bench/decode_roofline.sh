@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Decode at batch 1 against the memory roofline, measured side by side: the machine's read bandwidth
 # (bench/micro bandwidth/read) and `minfer generate` decode tokens/s, alternating, best of N rounds each.
-#   bench/decode_roofline.sh MODEL_DIR [THREADS=2] [ROUNDS=3] [TOKENS=64]
+#   bench/decode_roofline.sh MODEL_DIR|MODEL.gguf [THREADS=2] [ROUNDS=3] [TOKENS=64]
+# For a GGUF file the bytes are its tensors' (gguf-py, from the project venv), the token embedding left out when an
+# output.weight is read instead (a lookup reads one row of it per token).
 # Prints weight bytes per token, bandwidth, tok/s, the roofline tok/s (bandwidth / bytes) and the fraction.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -10,9 +12,16 @@ build="${MINFER_BUILD:-$here/build/release}"
 minfer="$build/tools/minfer"; micro="$build/bench/minfer_micro_bench"
 
 # Bytes a decode step must read: every weight once (the tied embedding counts once, as the lm_head).
-bytes=$(/usr/bin/python3 - "$model" <<'PY'
+bytes=$("${MINFER_VENV:-$here/.venv}/bin/python" - "$model" <<'PY'
 import json, os, struct, sys, glob
 d = sys.argv[1]; total = 0
+if os.path.isfile(d):
+    import gguf
+    tensors = {t.name: int(t.n_bytes) for t in gguf.GGUFReader(d).tensors}
+    if "output.weight" in tensors:
+        tensors.pop("token_embd.weight", None)
+    print(sum(tensors.values()))
+    sys.exit(0)
 for f in glob.glob(os.path.join(d, "*.safetensors")):
     with open(f, "rb") as fh:
         n = struct.unpack("<Q", fh.read(8))[0]; hdr = json.loads(fh.read(n))
