@@ -2,6 +2,7 @@
 // back (dequantization, the reference kernel) and the per-block scales both need.
 #include "kernels/gguf_tiles.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -36,8 +37,8 @@ void read_k_scales(const uint8_t* b, RowGroup& g) {
   }
 }
 
-RowGroup read_group(DType type, const uint8_t* b) {
-  RowGroup g;
+void read_group(DType type, const uint8_t* b, RowGroup& g) {
+  g = RowGroup{};
   float d[16], m[16];  // the scalar decoders' float scales, not used: the tiles keep the file's
   std::memcpy(&g.d, b, 2);
   switch (type) {
@@ -77,31 +78,33 @@ RowGroup read_group(DType type, const uint8_t* b) {
     }
     default: fail("to_gguf_tiles: {} is not a type the tiles hold", dtype_name(type));
   }
-  return g;
 }
 
-// Writes row j of the tile's group `out` from its GGUF group.
-void write_row(const GgufTiles& t, const RowGroup& g, int64_t j, uint8_t* out) {
-  std::memcpy(out + GgufTiles::d_at(j), &g.d, 2);
-  if (t.has_min()) std::memcpy(out + GgufTiles::m_at(j), &g.m, 2);
-  for (int64_t s = 0; s < t.subs_per_group(); ++s) {
-    out[t.sc_at(s, j)] = static_cast<uint8_t>(g.sc[s]);
-    if (t.has_min()) out[t.mn_at(s, j)] = static_cast<uint8_t>(g.mn[s]);
+// Writes one group of a tile from its rows' GGUF groups (rows past the matrix stay zero).
+void write_group(const GgufTiles& t, const RowGroup* rows, int64_t count, uint8_t* out) {
+  for (int64_t j = 0; j < count; ++j) {
+    const RowGroup& g = rows[j];
+    std::memcpy(out + GgufTiles::d_at(j), &g.d, 2);
+    if (t.has_min()) std::memcpy(out + GgufTiles::m_at(j), &g.m, 2);
+    for (int64_t s = 0; s < t.subs_per_group(); ++s) {
+      out[t.sc_at(s, j)] = static_cast<uint8_t>(g.sc[s]);
+      if (t.has_min()) out[t.mn_at(s, j)] = static_cast<uint8_t>(g.mn[s]);
+    }
   }
   for (int64_t b = 0; b < t.blocks_per_group(); ++b) {
     uint8_t* block = out + t.block_at(b);
-    for (int64_t c = 0; c < 32; ++c) {
-      const uint8_t u = g.u[b * 32 + c];
-      block[GgufTiles::nibble_at(j, c)] |= GgufTiles::nibble_high(c) ? static_cast<uint8_t>((u & 0x0F) << 4) : u & 0x0F;
-      for (int plane = 0; plane < t.high_bits(); ++plane) {
-        if ((u >> (4 + plane)) & 1) {
-          uint64_t word;
-          std::memcpy(&word, block + GgufTiles::plane_at(plane, c), 8);
-          word |= uint64_t{1} << GgufTiles::plane_bit(j, c);
-          std::memcpy(block + GgufTiles::plane_at(plane, c), &word, 8);
-        }
+    uint64_t planes[2][8] = {};
+    for (int64_t j = 0; j < count; ++j) {
+      const uint8_t* u = rows[j].u + b * 32;
+      for (int64_t c = 0; c < 32; ++c) {
+        const auto nibble = static_cast<uint8_t>(u[c] & 0x0F);
+        block[GgufTiles::nibble_at(j, c)] |= GgufTiles::nibble_high(c) ? static_cast<uint8_t>(nibble << 4) : nibble;
+        for (int plane = 0; plane < t.high_bits(); ++plane)
+          planes[plane][GgufTiles::operand_of(c)] |= uint64_t{(u[c] >> (4 + plane)) & 1u} << GgufTiles::plane_bit(j, c);
       }
     }
+    for (int plane = 0; plane < t.high_bits(); ++plane)
+      std::memcpy(block + GgufTiles::kNibbleBytes + plane * GgufTiles::kPlaneBytes, planes[plane], 64);
   }
 }
 
@@ -127,11 +130,14 @@ Tensor to_gguf_tiles(const Tensor& w, ThreadPool* pool) {
   const int64_t row_bytes = t.k / block.elements * block.bytes,
                 group_src_bytes = t.group_columns() / block.elements * block.bytes;
   parallel_for(pool, static_cast<size_t>(t.tiles()), 1, [&](size_t t0, size_t t1) {
+    std::vector<RowGroup> rows(GgufTiles::kRows);
     for (auto tile = static_cast<int64_t>(t0); tile < static_cast<int64_t>(t1); ++tile) {
-      for (int64_t j = 0; j < GgufTiles::kRows && tile * GgufTiles::kRows + j < t.n; ++j) {
-        const uint8_t* row = src + (tile * GgufTiles::kRows + j) * row_bytes;
-        for (int64_t g = 0; g < t.groups(); ++g)
-          write_row(t, read_group(w.dtype, row + g * group_src_bytes), j, dst + t.group_offset(tile, g));
+      const int64_t count = std::min(GgufTiles::kRows, t.n - tile * GgufTiles::kRows);
+      for (int64_t g = 0; g < t.groups(); ++g) {
+        for (int64_t j = 0; j < count; ++j)
+          read_group(w.dtype, src + (tile * GgufTiles::kRows + j) * row_bytes + g * group_src_bytes,
+                     rows[static_cast<size_t>(j)]);
+        write_group(t, rows.data(), count, dst + t.group_offset(tile, g));
       }
     }
   });
