@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "graph/passes/fusion_passes.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "model/decoder_graph.h"
 #include "model/model_weights.h"
 #include "model/test_model_writer.h"
@@ -76,7 +77,8 @@ TEST_F(Passes, UnfusedGraphIsSixteenPrimitivesPerLayer) {
   Graph none = build_decoder_graph(*weights_);
   const FusionReport r = run_fusion_passes(none, FusionOptions{FusionStrategy::kNone, {}});
   // Only the layout passes run (f32 weights: nothing to re-lay).
-  EXPECT_EQ(r.rewrites, (std::vector<std::pair<std::string, int>>{{"bf16-blocked", 0}, {"q8_0-tiles", 0}}));
+  EXPECT_EQ(r.rewrites,
+            (std::vector<std::pair<std::string, int>>{{"bf16-blocked", 0}, {"q8_0-tiles", 0}, {"gguf-tiles", 0}}));
   EXPECT_EQ(none.nodes().size(), g.nodes().size());
 }
 
@@ -161,7 +163,7 @@ TEST_F(Passes, AutoPipelineLeavesFiveNodesPerLayer) {
   EXPECT_EQ(static_cast<int64_t>(g.nodes().size()), 5 * layers + 2);
   ASSERT_EQ(r.rewrites.size(), fusion_passes().size() + layout_passes().size());
   EXPECT_EQ(r.rewrites[0], (std::pair<std::string, int>{"qkv", static_cast<int>(layers)}));
-  EXPECT_EQ(r.rewrites.back().first, "q8_0-tiles");
+  EXPECT_EQ(r.rewrites.back().first, "gguf-tiles");
 }
 
 // bf16 GEMM weights are re-laid out (when the kernels read the blocked layout) under any strategy; the embedding keeps
@@ -214,6 +216,34 @@ TEST_F(Passes, Q8_0TilesForEveryGemmWeight) {
         tiled += n.weight->layout == TensorLayout::kQ8_0Tiles16;
       }
       EXPECT_EQ(tiled > 0, !disabled);
+    }
+  }
+}
+
+// 4- to 6-bit GGUF GEMM weights are tiled where the kernels in use read the tiles (AVX-512 VNNI, the scalar
+// reference), under any strategy; the embedding keeps the original; disabling the pass keeps every weight row-major.
+TEST_F(Passes, GgufTilesForEveryGemmWeight) {
+  ModelWeights q4 = *weights_;
+  for (auto& [name, t] : q4.tensors) {
+    if (t.rank() == 2 && t.dim(1) % 32 == 0) t = Tensor::allocate(DType::Q4_1, t.shape);  // zero blocks: layout only
+  }
+  const bool preferred = kernels::gguf_tiles_preferred();
+  for (FusionStrategy strategy : {FusionStrategy::kAuto, FusionStrategy::kNone}) {
+    for (bool disabled : {false, true}) {
+      Graph g = build_decoder_graph(q4);
+      FusionOptions options{strategy, {}};
+      if (disabled) options.disabled_passes = {"gguf-tiles"};
+      run_fusion_passes(g, options);
+      int tiled = 0;
+      for (const Node& n : g.nodes()) {
+        if (n.weight == nullptr || n.weight->dtype != DType::Q4_1) continue;
+        const bool gemm = n.kind == OpKind::kMatMul || n.kind == OpKind::kFusedMatMul;
+        EXPECT_EQ(n.weight->layout,
+                  gemm && !disabled && preferred ? TensorLayout::kGgufTiles16 : TensorLayout::kRowMajor)
+            << node_label(n);
+        tiled += n.weight->layout == TensorLayout::kGgufTiles16;
+      }
+      EXPECT_EQ(tiled > 0, !disabled && preferred);
     }
   }
 }
