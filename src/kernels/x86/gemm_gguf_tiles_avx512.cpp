@@ -77,11 +77,14 @@ inline __m512i dot_operands(const __m512i* w, int o0, int count, const int8_t* x
   return dot;
 }
 
-// acc[r] (16 rows of the tile) = activation row i0 + r times the tile, for r < XR.
+// out[r] (16 rows of the tile) = activation row i0 + r times the tile, for r < XR. The sums stay in registers (a local
+// array, unrolled): accumulating through `out` kept them in memory, a store and reload on every block.
 template <int XR>
-void tile_pass(const GgufTiles& t, const TileKind& kind, const uint8_t* tile, const Q8Blocks& x, int64_t i0,
-               __m512* acc) {
+void tile_pass(const GgufTiles& t, const TileKind kind, const uint8_t* tile, const Q8Blocks& x, int64_t i0,
+               __m512* out) {
   const int64_t k = t.k;
+  __m512 acc[XR];
+#pragma GCC unroll 8
   for (int r = 0; r < XR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t g = 0; g < t.groups(); ++g) {
     const uint8_t* group = tile + g * t.group_bytes();
@@ -100,6 +103,7 @@ void tile_pass(const GgufTiles& t, const TileKind& kind, const uint8_t* tile, co
       __m512i w[8];
       unpack_block(group + t.block_at(b), kind, w);
       const int64_t block = g * t.blocks_per_group() + b;
+#pragma GCC unroll 8
       for (int r = 0; r < XR; ++r) {
         const int8_t* xq = x.q + (i0 + r) * k + block * 32;
         const int32_t* sums = x.sum16 + (i0 + r) * (k / 16) + 2 * block;
@@ -120,6 +124,7 @@ void tile_pass(const GgufTiles& t, const TileKind& kind, const uint8_t* tile, co
       }
     }
   }
+  for (int r = 0; r < XR; ++r) out[r] = acc[r];
 }
 
 }  // namespace
