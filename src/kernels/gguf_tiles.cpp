@@ -152,17 +152,15 @@ TileBlockScales tile_block_scales(const GgufTiles& t, const uint8_t* group, int6
   const int64_t s = t.scale_columns() == 16 ? 2 * b + half : b;  // the sub-block of a super-block
   const auto sc = [&] { return static_cast<float>(static_cast<int8_t>(group[t.sc_at(s, j)])); };
   const auto mn = [&] { return static_cast<float>(static_cast<int8_t>(group[t.mn_at(s, j)])); };
+  const int z = gguf::zero_point(t.type);
   switch (t.type) {
-    case DType::Q4_0: return {d, 0.0f, 8};
-    case DType::Q5_0: return {d, 0.0f, 16};
     case DType::Q4_1:
-    case DType::Q5_1: return {d, -m, 0};
-    case DType::IQ4_NL: return {d, 0.0f, 128};
+    case DType::Q5_1: return {d, -m, z};
     case DType::Q4_K:
-    case DType::Q5_K: return {d * sc(), m * mn(), 0};
-    case DType::IQ4_XS: return {d * sc(), 0.0f, 128};
-    case DType::Q6_K: return {d * sc(), 0.0f, 32};
-    default: return {};
+    case DType::Q5_K: return {d * sc(), m * mn(), z};
+    case DType::IQ4_XS:
+    case DType::Q6_K: return {d * sc(), 0.0f, z};
+    default: return {d, 0.0f, z};  // Q4_0, Q5_0, IQ4_NL
   }
 }
 

@@ -27,12 +27,8 @@ struct TileKind {
 
 TileKind kind_of(const GgufTiles& t) {
   const bool legacy_min = t.type == DType::Q4_1 || t.type == DType::Q5_1;
-  const int zero_point = t.type == DType::Q4_0   ? 8
-                         : t.type == DType::Q5_0 ? 16
-                         : t.type == DType::Q6_K ? 32
-                         : t.iq4()               ? 128
-                                                 : 0;
-  return {t.super_blocks(),         t.has_min(), t.iq4(), t.scale_columns() == 16, t.high_bits(), zero_point,
+  return {t.super_blocks(),         t.has_min(),   t.iq4(),
+          t.scale_columns() == 16,  t.high_bits(), gguf::zero_point(t.type),
           legacy_min ? -1.0f : 1.0f};
 }
 
