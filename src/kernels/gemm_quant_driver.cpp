@@ -97,6 +97,7 @@ const QuantLeaves& quant_leaves(Isa isa) {
     l.q8_0_tiles_cols = kAvx2QuantLeaves.q8_0_tiles_cols;
     l.quantize_q8 = kAvx2QuantLeaves.quantize_q8;  // the GGUF block types' vpdpbusd too
     l.gguf_cols = kAvx2QuantLeaves.gguf_cols;
+    l.gguf_tiles_cols = nullptr;  // vpdpbusd as well: no tiles are made, the AVX2 row kernel runs
     return l;
   }();
   static const QuantLeaves avx512_bf16 = [] {
