@@ -1,6 +1,8 @@
 // `minfer quantize IN OUT --quantization w8a16|w8a8 [--group-size N] [--asymmetric] [--calibrate TEXT]`: writes
 // an int8 quantized Hugging Face checkpoint (see model/quant/quantized_checkpoint.h) that `minfer` loads like any
 // other. --calibrate runs the float model over a text first and applies SmoothQuant (model/quant/smoothing.h).
+// `minfer quantize IN OUT.gguf --type Q4_0|Q4_K_M|Q5_K_M|Q6_K|Q8_0`: writes a GGUF file of llama.cpp's
+// quantization mix (model/quant/gguf_export.h) from a Hugging Face directory or a GGUF file.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -13,6 +15,7 @@
 #include "base/error.h"
 #include "engine/calibration.h"
 #include "model/model_tokenizer.h"
+#include "model/quant/gguf_export.h"
 #include "model/quant/quantize_model.h"
 #include "model/quant/quantized_checkpoint.h"
 #include "tools/commands.h"
@@ -25,6 +28,7 @@ namespace {
 struct QuantizeArgs {
   std::string in, out;
   QuantFlags quant;
+  std::string gguf_type;  // --type: a GGUF file instead of an int8 checkpoint
   int threads = 0;
   std::string calibrate;  // SmoothQuant calibration text; empty = no smoothing
   int64_t calibration_tokens = 2048;
@@ -41,9 +45,27 @@ void draw_progress(size_t done, size_t total, const std::string& name) {
   std::fflush(stderr);
 }
 
+void run_gguf_quantize(const QuantizeArgs& a) {
+  const auto type = parse_gguf_file_type(a.gguf_type);
+  if (!type) fail("--type {}: not a GGUF file type minfer writes ({})", a.gguf_type, gguf_file_type_names());
+  const auto t0 = std::chrono::steady_clock::now();
+  const GgufExportResult r = write_quantized_gguf(a.in, a.out, *type, a.threads, draw_progress);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string types;
+  for (const auto& [name, count] : r.types) types += fmt::format("{}{} {}", types.empty() ? "" : ", ", count, name);
+  fmt::print("wrote {} ({}): {} tensors ({}), {:.1f} MiB in {:.1f} s\n", a.out, gguf_file_type_name(*type), r.tensors,
+             types, static_cast<double>(r.bytes) / (1 << 20), secs);
+}
+
 void run_quantize(const QuantizeArgs& a) {
+  if (!a.gguf_type.empty()) {
+    if (a.quant.mode != "none" || !a.calibrate.empty())
+      fail("--type writes a GGUF file; it takes no --quantization or --calibrate");
+    return run_gguf_quantize(a);
+  }
   const QuantConfig q = a.quant.config();
-  if (!q.enabled()) fail("give --quantization w8a16 or w8a8");
+  if (!q.enabled())
+    fail("give --quantization w8a16 or w8a8 (an int8 checkpoint) or --type {} (a GGUF file)", gguf_file_type_names());
   ModelWeights weights = load_model(a.in);
   if (weights.quant.enabled()) fail("{}: already quantized ({})", a.in, quantization_name(weights.quant));
   const uint64_t before = weight_bytes(weights);
@@ -67,11 +89,14 @@ void run_quantize(const QuantizeArgs& a) {
 
 void add_quantize_command(CLI::App& app) {
   auto args = std::make_shared<QuantizeArgs>();
-  CLI::App* cmd = app.add_subcommand("quantize", "Write an int8 quantized copy of a Hugging Face checkpoint");
-  cmd->add_option("in", args->in, "Hugging Face model directory (f32/f16/bf16)")->required();
-  cmd->add_option("out", args->out, "Output directory")->required();
-  add_quant_flags(*cmd, args->quant, /*allow_none=*/false);
-  cmd->get_option("--quantization")->required();
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "Write a quantized copy of a model: an int8 Hugging Face checkpoint, or a GGUF file (--type)");
+  cmd->add_option("in", args->in, "Hugging Face model directory (f32/f16/bf16), or a GGUF file with --type")
+      ->required();
+  cmd->add_option("out", args->out, "Output directory, or the .gguf file with --type")->required();
+  add_quant_flags(*cmd, args->quant, /*allow_none=*/true);
+  cmd->add_option("--type", args->gguf_type,
+                  "Write a GGUF file of llama.cpp's quantization mix: " + gguf_file_type_names());
   cmd->add_option("-t,--threads", args->threads, "Worker threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--calibrate", args->calibrate,
                   "Text file to calibrate SmoothQuant on (per-channel smoothing folded into the RMSNorm and up-proj "

@@ -25,6 +25,16 @@ const DType* dtype_of_ggml(uint32_t id) {
   return nullptr;
 }
 
+}  // namespace
+
+std::optional<uint32_t> ggml_type_of(DType dtype) {
+  for (const GgmlType& t : kGgmlTypes)
+    if (t.dtype == dtype) return t.id;
+  return std::nullopt;
+}
+
+namespace {
+
 std::string supported_ggml_types() {
   std::string s;
   for (const GgmlType& t : kGgmlTypes) s += (s.empty() ? "" : ", ") + ggml_type_name(t.id);
@@ -155,6 +165,7 @@ void GgufFile::parse() {
     const std::string key(c.string("metadata key"));
     GgufValue v;
     v.type = static_cast<GgufType>(c.read<uint32_t>("metadata type"));
+    const size_t value_begin = c.pos();
     if (v.type == GgufType::STRING) {
       v.string_value = c.string("metadata string");
     } else if (v.type == GgufType::ARRAY) {
@@ -176,6 +187,7 @@ void GgufFile::parse() {
       if (size == 0) fail_load(path, "metadata '{}': unknown value type {}", key, static_cast<uint32_t>(v.type));
       read_number(c.take(size, "metadata value"), v.type, &v.int_value, &v.float_value);
     }
+    v.encoded = {reinterpret_cast<const char*>(file_->data() + value_begin), c.pos() - value_begin};
     metadata_[key] = v;
   }
 

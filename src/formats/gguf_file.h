@@ -42,6 +42,9 @@ struct GgufValue {
   GgufType array_type = GgufType::U8;
   uint64_t array_count = 0;
   const uint8_t* array_data = nullptr;
+  // The value's bytes as the file stores them after its type (for an array: element type, count, elements), so
+  // that a writer can copy it unchanged.
+  std::string_view encoded;
 };
 
 struct GgufTensorInfo {
@@ -88,6 +91,9 @@ class GgufFile {
   std::map<std::string, GgufValue, std::less<>> metadata_;
   std::vector<GgufTensorInfo> tensors_;
 };
+
+// The ggml type id of a dtype GGUF files hold (F32, F16, BF16 and the block types); nullopt for the others.
+std::optional<uint32_t> ggml_type_of(DType dtype);
 
 // Name of a ggml tensor type (e.g. "Q4_K") for error messages.
 std::string ggml_type_name(uint32_t type);

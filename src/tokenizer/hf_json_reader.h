@@ -5,9 +5,12 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "tokenizer/pre_tokenizer.h"
 
 namespace minfer {
 
@@ -20,6 +23,13 @@ struct HfTokenizerJson {
 
 // Throws LoadError naming path for a missing file, malformed JSON, or a vocab / merges of the wrong shape.
 HfTokenizerJson read_hf_tokenizer_json(const std::string& path);
+
+// The pre-tokenizer of a byte-level BPE tokenizer.json (its Split / ByteLevel / Digits chain), as minfer runs it.
+// Throws LoadError naming path for a component it does not support or a ByteLevel with add_prefix_space.
+PreTokenizer hf_byte_level_pre_tokenizer(const std::string& path, const nlohmann::json& root);
+
+// A tokenizer_config.json special token (bos_token, eos_token, pad_token): a string or {"content": ...}.
+std::optional<std::string> hf_config_token(const nlohmann::json& config, const char* key);
 
 // Any JSON file as a tree; throws LoadError naming path.
 nlohmann::json read_json_file(const std::string& path);

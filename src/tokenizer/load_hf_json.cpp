@@ -131,13 +131,6 @@ SentencePieceBpeOptions spm_options(const std::string& path, const json& root) {
 }
 
 // bos_token / eos_token in tokenizer_config.json: a string, {"content": ...}, or null.
-std::optional<std::string> config_token(const json& config, const char* key) {
-  auto it = config.find(key);
-  if (it == config.end() || it->is_null()) return std::nullopt;
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_object() && it->contains("content")) return it->at("content").get<std::string>();
-  return std::nullopt;
-}
 
 // BOS/EOS and whether they are added: the post_processor's TemplateProcessing first (what HF itself
 // applies), then tokenizer_config.json, which wins where it says something.
@@ -175,10 +168,10 @@ void read_special_tokens(const std::string& config_path, const json& root, const
     return id;
   };
   if (config.contains("bos_token")) {
-    const auto bos = config_token(config, "bos_token");
+    const auto bos = hf_config_token(config, "bos_token");
     vocab.bos = bos ? lookup(*bos) : -1;
   }
-  if (auto eos = config_token(config, "eos_token")) vocab.eos = {lookup(*eos)};
+  if (auto eos = hf_config_token(config, "eos_token")) vocab.eos = {lookup(*eos)};
   if (config.contains("add_bos_token") && config.at("add_bos_token").is_boolean()) {
     vocab.add_bos = config.at("add_bos_token").get<bool>();
   }
@@ -266,6 +259,22 @@ std::unique_ptr<Tokenizer> build(const std::string& path, const std::string& con
 }
 
 }  // namespace
+
+std::optional<std::string> hf_config_token(const json& config, const char* key) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content")) return it->at("content").get<std::string>();
+  return std::nullopt;
+}
+
+PreTokenizer hf_byte_level_pre_tokenizer(const std::string& path, const json& root) {
+  ByteLevelBpeOptions options;
+  add_pre_tokenizer(path, root.value("pre_tokenizer", json()), options);
+  if (options.add_prefix_space)
+    fail_load(path, "a ByteLevel pre-tokenizer with add_prefix_space is not supported here");
+  return std::move(options.pre_tokenizer);
+}
 
 std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_json_path,
                                                    const std::string& tokenizer_config_path) {

@@ -1,0 +1,214 @@
+#include "model/quant/gguf_export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "base/error.h"
+#include "base/half.h"
+#include "base/thread_pool.h"
+#include "formats/gguf_file.h"
+#include "formats/gguf_writer.h"
+#include "kernels/quant.h"
+#include "model/loaders/loaders.h"
+#include "model/model_weights.h"
+#include "model/quant/gguf_block_quantizer.h"
+#include "tokenizer/gguf_vocab_export.h"
+
+namespace minfer {
+namespace {
+
+struct SourceTensor {
+  PlannedTensor plan;
+  Tensor data;
+  DType keep = DType::F32;  // the type when the plan leaves the tensor unquantized
+  int64_t rope_heads = 0;   // > 0: rows permuted from HF's rotary order into llama.cpp's, per head
+};
+
+struct Source {
+  std::shared_ptr<GgufFile> gguf;  // keeps a GGUF input mapped
+  ModelWeights hf;                 // keeps a Hugging Face input mapped
+  int64_t n_layers = 0;
+  std::vector<SourceTensor> tensors;
+};
+
+bool skipped_key(const std::string& key) {
+  return key == "general.alignment" || key == "general.file_type" || key == "general.quantization_version" ||
+         key.rfind("split.", 0) == 0;
+}
+
+Source read_gguf(const std::string& path, GgufWriter& writer) {
+  Source s;
+  s.gguf = GgufFile::open(path);
+  for (const auto& [key, value] : s.gguf->metadata())
+    if (!skipped_key(key)) writer.set_copy(key, value);
+  const std::string arch = s.gguf->get_string("general.architecture");
+  s.n_layers = s.gguf->get_int(arch + ".block_count");
+  for (const GgufTensorInfo& info : s.gguf->tensors()) {
+    SourceTensor t;
+    t.plan = {info.name, info.shape, std::nullopt};
+    t.data = s.gguf->tensor(info);  // names the file and tensor for a type minfer does not read
+    t.keep = t.data.dtype;
+    s.tensors.push_back(std::move(t));
+  }
+  return s;
+}
+
+void write_hf_config(const ModelWeights& w, GgufWriter& writer) {
+  const ModelConfig& c = w.config;
+  const std::string arch = c.arch_name();
+  writer.set_string("general.architecture", arch);
+  std::filesystem::path dir = std::filesystem::path(w.path).lexically_normal();
+  if (dir.filename().empty()) dir = dir.parent_path();  // "model/" names "model"
+  writer.set_string("general.name", dir.filename().string());
+  writer.set_u32(arch + ".block_count", static_cast<uint32_t>(c.num_layers));
+  writer.set_u32(arch + ".context_length", static_cast<uint32_t>(c.max_position_embeddings));
+  writer.set_u32(arch + ".embedding_length", static_cast<uint32_t>(c.hidden_size));
+  writer.set_u32(arch + ".feed_forward_length", static_cast<uint32_t>(c.intermediate_size));
+  writer.set_u32(arch + ".attention.head_count", static_cast<uint32_t>(c.num_heads));
+  writer.set_u32(arch + ".attention.head_count_kv", static_cast<uint32_t>(c.num_kv_heads));
+  writer.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
+  writer.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
+  writer.set_u32(arch + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
+  writer.set_u32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  if (c.head_dim * c.num_heads != c.hidden_size) {
+    writer.set_u32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
+    writer.set_u32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
+  }
+  if (c.rope_scaling.type != "none" && c.rope_scaling.type != "llama3")
+    fail_load(w.path, "rope_scaling type '{}' is not written to GGUF (none and llama3 are)", c.rope_scaling.type);
+}
+
+void write_hf_vocab(const ModelWeights& w, GgufWriter& writer) {
+  if (w.tokenizer.hf_tokenizer_json.empty()) fail_load(w.path, "no tokenizer.json to write the GGUF vocabulary from");
+  const GgufVocab v =
+      gguf_vocab_from_hf(w.tokenizer.hf_tokenizer_json, w.tokenizer.hf_tokenizer_config_json, w.config.vocab_size);
+  writer.set_string("tokenizer.ggml.model", "gpt2");
+  writer.set_string("tokenizer.ggml.pre", v.pre);
+  writer.set_string_array("tokenizer.ggml.tokens", v.tokens);
+  writer.set_i32_array("tokenizer.ggml.token_type", v.token_types);
+  writer.set_string_array("tokenizer.ggml.merges", v.merges);
+  if (v.bos) writer.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(*v.bos));
+  if (v.eos) writer.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(*v.eos));
+  if (v.pad) writer.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(*v.pad));
+  if (v.add_bos) writer.set_bool("tokenizer.ggml.add_bos_token", *v.add_bos);
+  if (!v.chat_template.empty()) writer.set_string("tokenizer.chat_template", v.chat_template);
+}
+
+// Llama 3 rope scaling as llama.cpp's converter stores it: per-frequency divisors of the base inverse frequencies.
+Tensor rope_freq_factors(const ModelConfig& c) {
+  ModelConfig unscaled = c;
+  unscaled.rope_scaling = RopeScaling{};
+  const std::vector<float> base = unscaled.rope_inv_freq(), scaled = c.rope_inv_freq();
+  Tensor t = Tensor::allocate(DType::F32, {static_cast<int64_t>(base.size())});
+  for (size_t i = 0; i < base.size(); ++i) t.mutable_as<float>()[i] = base[i] / scaled[i];
+  return t;
+}
+
+Source read_hf(const std::string& path, GgufWriter& writer) {
+  Source s;
+  s.hf = load_model(path);
+  const ModelWeights& w = s.hf;
+  if (w.quant.enabled()) fail_load(path, "already int8-quantized; quantize the float checkpoint instead");
+  write_hf_config(w, writer);
+  write_hf_vocab(w, writer);
+  s.n_layers = w.config.num_layers;
+  for (const auto& [canonical, tensor] : w.tensors) {
+    SourceTensor t;
+    t.plan = {canonical_to_gguf(canonical), tensor.shape, std::nullopt};
+    t.data = tensor;
+    t.keep = tensor.rank() == 1 ? DType::F32 : tensor.dtype;  // vectors widened, as llama.cpp's converter does
+    if (w.config.arch == Architecture::kLlama) {
+      const bool q = canonical.ends_with(".wq"), k = canonical.ends_with(".wk");
+      if (q || k) t.rope_heads = q ? w.config.num_heads : w.config.num_kv_heads;
+    }
+    s.tensors.push_back(std::move(t));
+  }
+  if (w.config.rope_scaling.type == "llama3") {
+    SourceTensor t;
+    t.data = rope_freq_factors(w.config);
+    t.plan = {"rope_freqs.weight", t.data.shape, std::nullopt};
+    s.tensors.push_back(std::move(t));
+  }
+  return s;
+}
+
+// Rows [row0, row0 + rows) of t as f32.
+void rows_to_f32(const Tensor& t, int64_t cols, int64_t row0, int64_t rows, float* out) {
+  if (is_block_type(t.dtype)) {
+    Tensor matrix = t;
+    matrix.shape = {t.numel() / cols, cols};
+    kernels::dequantize_rows(matrix, row0, rows, out);
+    return;
+  }
+  const int64_t n = rows * cols, first = row0 * cols;
+  for (int64_t i = 0; i < n; ++i) {
+    switch (t.dtype) {
+      case DType::F32: out[i] = t.as<float>()[first + i]; break;
+      case DType::F16: out[i] = f16_to_f32(t.as<uint16_t>()[first + i]); break;
+      case DType::BF16: out[i] = bf16_to_f32(t.as<uint16_t>()[first + i]); break;
+      default: fail("tensor of type {} cannot be converted", dtype_name(t.dtype));
+    }
+  }
+}
+
+// HF's rotary order (per head: the first halves of the pairs, then the second halves) to llama.cpp's (pairs
+// adjacent): HF row h*d + s*d/2 + i goes to row h*d + 2i + s.
+int64_t rope_source_row(int64_t row, int64_t rows, int64_t heads) {
+  const int64_t d = rows / heads, h = row / d, r = row % d;
+  return h * d + (r % 2) * (d / 2) + r / 2;
+}
+
+void fill_tensor(const SourceTensor& t, DType target, std::span<uint8_t> out, ThreadPool& pool) {
+  const int64_t cols = t.data.shape.back(), rows = t.data.numel() / cols;
+  if (!t.plan.target && t.keep == t.data.dtype && t.rope_heads == 0) {
+    std::copy_n(static_cast<const uint8_t*>(t.data.data), out.size(), out.begin());
+    return;
+  }
+  const size_t row_bytes = dtype_bytes(target, static_cast<size_t>(cols));
+  pool.parallel_for(static_cast<size_t>(rows), 16, [&](size_t begin, size_t end) {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (size_t r = begin; r < end; ++r) {
+      const int64_t source =
+          t.rope_heads ? rope_source_row(static_cast<int64_t>(r), rows, t.rope_heads) : static_cast<int64_t>(r);
+      rows_to_f32(t.data, cols, source, 1, row.data());
+      quantize_gguf_row(target, row.data(), cols, out.data() + r * row_bytes);
+    }
+  });
+}
+
+}  // namespace
+
+GgufExportResult write_quantized_gguf(const std::string& in, const std::string& out, GgufFileType type, int threads,
+                                      const QuantProgress& progress) {
+  GgufWriter writer;
+  Source s = std::filesystem::is_directory(in) ? read_hf(in, writer) : read_gguf(in, writer);
+  writer.set_u32("general.quantization_version", 2);
+  writer.set_u32("general.file_type", static_cast<uint32_t>(type));
+  std::sort(s.tensors.begin(), s.tensors.end(), [](const SourceTensor& a, const SourceTensor& b) {
+    return gguf_quantize_before(a.plan.name, b.plan.name);
+  });
+  std::vector<PlannedTensor> plan;
+  for (const SourceTensor& t : s.tensors) plan.push_back(t.plan);
+  plan_gguf_types(type, s.n_layers, plan);
+  GgufExportResult result;
+  for (size_t i = 0; i < s.tensors.size(); ++i) {
+    s.tensors[i].plan.target = plan[i].target;
+    const DType dtype = plan[i].target.value_or(s.tensors[i].keep);
+    writer.add_tensor(plan[i].name, plan[i].shape, dtype);
+    result.types[std::string(dtype_name(dtype))]++;
+    result.bytes += writer.tensor_bytes(i);
+  }
+  result.tensors = s.tensors.size();
+  ThreadPool pool(threads);
+  writer.write(out, [&](size_t i, std::span<uint8_t> bytes) {
+    const SourceTensor& t = s.tensors[i];
+    fill_tensor(t, t.plan.target.value_or(t.keep), bytes, pool);
+    if (progress) progress(i + 1, s.tensors.size(), t.plan.name);
+  });
+  return result;
+}
+
+}  // namespace minfer
