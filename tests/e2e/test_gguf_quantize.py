@@ -60,8 +60,11 @@ def minfer_logits(minfer, model, prompt: list, out: Path, vocab: int) -> np.ndar
     return np.fromfile(out, dtype="<f4").reshape(len(prompt), -1)[:, :vocab]
 
 
-def min_correlation(a: np.ndarray, b: np.ndarray) -> float:
-    return min(np.corrcoef(a[i], b[i])[0, 1] for i in range(len(a)))
+def min_logit_correlation(minfer, llamacpp_file: Path, minfer_model: Path, prompt: list, tmp_path: Path) -> float:
+    """The smallest per-position correlation of llama.cpp's prompt logits on one file with minfer's on a model."""
+    theirs = llamacpp_logits(llamacpp_file, prompt)
+    ours = minfer_logits(minfer, minfer_model, prompt, tmp_path / "logits.f32", theirs.shape[1])
+    return min(np.corrcoef(ours[i], theirs[i])[0, 1] for i in range(len(prompt)))
 
 
 @pytest.mark.parametrize("ftype", list(FTYPES))
@@ -74,8 +77,7 @@ def test_from_gguf_equals_llamacpp_quantize_and_llamacpp_runs_it(minfer, smollm2
     reader = gguf.GGUFReader(ours)
     assert int(reader.fields["general.file_type"].parts[-1][0]) == FTYPES[ftype]
     prompt = [1, 504, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30, 657, 314, 253, 1179, 282, 3458]
-    theirs = llamacpp_logits(ours, prompt)
-    corr = min_correlation(minfer_logits(minfer, ours, prompt, tmp_path / "l.f32", theirs.shape[1]), theirs)
+    corr = min_logit_correlation(minfer, ours, ours, prompt, tmp_path)
     print(f"{ftype}: minfer vs llama.cpp on minfer's file, min per-row logit correlation {corr:.5f}")
     assert corr >= 0.99
 
@@ -90,8 +92,7 @@ def test_from_hf_directory_llamacpp_loads_tokenizes_and_agrees(minfer, tiny_mode
     assert llama.tokenize(TEXT.encode(), add_bos=False, special=False) == [int(i) for i in ids]
     del llama
     prompt = [5, 17, 99, 3, 42, 7, 200, 31, 64, 12, 300]
-    theirs = llamacpp_logits(ours, prompt)
-    corr = min_correlation(minfer_logits(minfer, hf, prompt, tmp_path / "l.f32", theirs.shape[1]), theirs)
+    corr = min_logit_correlation(minfer, ours, hf, prompt, tmp_path)
     print(f"{preset}: llama.cpp on minfer's Q8_0 file vs minfer on the f32 directory: min correlation {corr:.5f}")
     assert corr >= 0.99
 
