@@ -1,5 +1,6 @@
 // Peak arithmetic rates of this machine, the ceilings the GEMM figures are compared against: AVX-512 f32 FMA
-// (vfmadd231ps zmm, 32 flops each), AVX-512-BF16 dot products (vdpbf16ps zmm, 64 flops each) and AMX-BF16 tile
+// (vfmadd231ps zmm, 32 flops each), AVX-512-BF16 dot products (vdpbf16ps zmm, 64 flops each), AVX-512-VNNI byte
+// dot products (vpdpbusd zmm, 128 integer ops each) and AMX-BF16 tile
 // products (tdpbf16ps: 16 x 32 by 32 x 16 bf16 into 16 x 16 f32, 16384 flops each), on register (tile) operands
 // only, with enough independent accumulators to cover the latency; one thread and every thread of a ThreadPool.
 // Skipped where the CPU lacks the instructions (AMX: or the kernel did not grant its state).
@@ -46,6 +47,22 @@ __attribute__((target("avx512f,avx512bf16"))) float dpbf16_loop(float seed) {
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, s);
   return lanes[0] + lanes[15];
+}
+
+// vpdpbusd zmm: 64 unsigned x signed byte products summed into 16 int32 lanes, 128 integer ops each (the GGUF
+// kernels' inner instruction).
+__attribute__((target("avx512f,avx512vnni"))) float dpbusd_loop(float seed) {
+  __m512i acc[kAcc];
+  for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_set1_epi32(static_cast<int>(seed) * i);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t it = 0; it < kIters; ++it) {
+    for (int i = 0; i < kAcc; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+  }
+  __m512i s = acc[0];
+  for (int i = 1; i < kAcc; ++i) s = _mm512_add_epi32(s, acc[i]);
+  alignas(64) int32_t lanes[16];
+  _mm512_store_si512(lanes, s);
+  return static_cast<float>(lanes[0] + lanes[15]);
 }
 
 // The AMX tile configuration (palette 1): tiles 0-7 of 16 rows x 64 bytes.
@@ -111,6 +128,11 @@ void BM_PeakDpbf16(benchmark::State& state) {
   run_peak(state, dpbf16_loop, 64.0 * kIters * kAcc);
 }
 
+void BM_PeakDpbusd(benchmark::State& state) {
+  if (!cpu_features().avx512_vnni) return state.SkipWithError("needs AVX-512-VNNI");
+  run_peak(state, dpbusd_loop, 128.0 * kIters * kAcc);  // integer ops, reported under GFLOPS
+}
+
 void BM_PeakAmx(benchmark::State& state) {
   if (!cpu_features().amx_bf16) return state.SkipWithError("needs AMX-BF16 (granted by the kernel)");
   run_peak(state, amx_loop, 16384.0 * 4 * (kIters / kAcc));
@@ -118,6 +140,7 @@ void BM_PeakAmx(benchmark::State& state) {
 
 BENCHMARK(BM_PeakFma)->Name("peak/avx512_fma_f32")->Arg(1)->Arg(2)->UseRealTime()->MinTime(0.2);
 BENCHMARK(BM_PeakDpbf16)->Name("peak/avx512_dpbf16")->Arg(1)->Arg(2)->UseRealTime()->MinTime(0.2);
+BENCHMARK(BM_PeakDpbusd)->Name("peak/avx512_vnni_dpbusd")->Arg(1)->Arg(2)->UseRealTime()->MinTime(0.2);
 BENCHMARK(BM_PeakAmx)->Name("peak/amx_bf16")->Arg(1)->Arg(2)->UseRealTime()->MinTime(0.2);
 
 }  // namespace

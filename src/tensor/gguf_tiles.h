@@ -32,40 +32,40 @@ struct GgufTiles {
     return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::Q4_K || t == DType::IQ4_XS ||
            t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K;
   }
-  bool super_blocks() const {
+  constexpr bool super_blocks() const {
     return type == DType::Q4_K || type == DType::IQ4_XS || type == DType::Q5_K || type == DType::Q6_K;
   }
-  bool has_min() const {
+  constexpr bool has_min() const {
     return type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K;
   }
-  bool iq4() const { return type == DType::IQ4_NL || type == DType::IQ4_XS; }
+  constexpr bool iq4() const { return type == DType::IQ4_NL || type == DType::IQ4_XS; }
   // Bits above the nibble: 0, 1 (Q5) or 2 (Q6_K).
-  int high_bits() const {
+  constexpr int high_bits() const {
     return type == DType::Q6_K ? 2 : (type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q5_K) ? 1 : 0;
   }
   // Columns sharing one scale: 16 for Q6_K, else 32.
-  int64_t scale_columns() const { return type == DType::Q6_K ? 16 : 32; }
-  int64_t group_columns() const { return super_blocks() ? 256 : 32; }
-  int64_t blocks_per_group() const { return group_columns() / 32; }
-  int64_t subs_per_group() const { return super_blocks() ? group_columns() / scale_columns() : 0; }
-  int64_t block_bytes() const { return kNibbleBytes + high_bits() * kPlaneBytes; }
+  constexpr int64_t scale_columns() const { return type == DType::Q6_K ? 16 : 32; }
+  constexpr int64_t group_columns() const { return super_blocks() ? 256 : 32; }
+  constexpr int64_t blocks_per_group() const { return group_columns() / 32; }
+  constexpr int64_t subs_per_group() const { return super_blocks() ? group_columns() / scale_columns() : 0; }
+  constexpr int64_t block_bytes() const { return kNibbleBytes + high_bits() * kPlaneBytes; }
   // Bytes before a group's blocks: d (and m / dmin) as 16 f16, then the int8 sub-scales (and sub-mins).
-  int64_t header_bytes() const {
+  constexpr int64_t header_bytes() const {
     return (has_min() ? 2 : 1) * kRows * 2 + subs_per_group() * kRows * (has_min() && super_blocks() ? 2 : 1);
   }
-  int64_t group_bytes() const { return header_bytes() + blocks_per_group() * block_bytes(); }
-  int64_t groups() const { return k / group_columns(); }
+  constexpr int64_t group_bytes() const { return header_bytes() + blocks_per_group() * block_bytes(); }
+  constexpr int64_t groups() const { return k / group_columns(); }
   int64_t tiles() const { return (n + kRows - 1) / kRows; }
   int64_t bytes() const { return tiles() * groups() * group_bytes(); }
-  int64_t group_offset(int64_t tile, int64_t g) const { return (tile * groups() + g) * group_bytes(); }
+  constexpr int64_t group_offset(int64_t tile, int64_t g) const { return (tile * groups() + g) * group_bytes(); }
 
   // Within a group: the f16 d and m / dmin of row j; the int8 sub-scale of row j for sub-block s (of scale_columns()
   // columns) and its sub-min; where block b starts.
   static constexpr int64_t d_at(int64_t j) { return 2 * j; }
   static constexpr int64_t m_at(int64_t j) { return 2 * kRows + 2 * j; }
-  int64_t sc_at(int64_t s, int64_t j) const { return (has_min() ? 4 : 2) * kRows + s * kRows + j; }
-  int64_t mn_at(int64_t s, int64_t j) const { return 4 * kRows + subs_per_group() * kRows + s * kRows + j; }
-  int64_t block_at(int64_t b) const { return header_bytes() + b * block_bytes(); }
+  constexpr int64_t sc_at(int64_t s, int64_t j) const { return (has_min() ? 4 : 2) * kRows + s * kRows + j; }
+  constexpr int64_t mn_at(int64_t s, int64_t j) const { return 4 * kRows + subs_per_group() * kRows + s * kRows + j; }
+  constexpr int64_t block_at(int64_t b) const { return header_bytes() + b * block_bytes(); }
   // Within a block: the byte holding row j's column c (c < 32) and whether it is the high nibble; the plane word and
   // bit of that weight's high bits.
   static constexpr int64_t nibble_at(int64_t j, int64_t c) { return (c / 8) * 64 + 4 * j + c % 4; }

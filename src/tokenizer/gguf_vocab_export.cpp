@@ -19,7 +19,8 @@ constexpr int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
 constexpr std::string_view kProbe =
     "Hello world! I'm here, you'RE there; they'll've gone.  Numbers 1 12 123 1234 12345 3.14159 -42\n\n"
     "\tTabs\tand   spaces   \n  indented line\r\nCRLF ... !!! ??? (x+y)*z=w; a_b-c/d\\e\n"
-    "ünïcödé Grüße façade naïve Привет мир 你好世界 こんにちは 안녕하세요 مرحبا 🙂🙂 "
+    "ünïcödé Grüße façade naïve Привет мир 你好世界 こんにちは 안녕하세요 مرحبا "
+    "🙂🙂 "
     "x²\n"
     "def f(x):\n    return x**2  # comment\n\n\n   ";
 

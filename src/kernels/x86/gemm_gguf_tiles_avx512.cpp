@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/error.h"
 #include "kernels/gguf_blocks.h"
 #include "kernels/x86/avx512_util.h"
 #include "kernels/x86/x86_quant_kernels.h"
@@ -25,7 +26,8 @@ struct TileKind {
   float min_sign;  // Q4_1 / Q5_1 store +m (w = d u + m), the K types dmin (w = d sc u - dmin mn)
 };
 
-TileKind kind_of(const GgufTiles& t) {
+constexpr TileKind kind_of(DType type) {
+  const GgufTiles t{type, 0, 0};
   const bool legacy_min = t.type == DType::Q4_1 || t.type == DType::Q5_1;
   return {t.super_blocks(),         t.has_min(),   t.iq4(),
           t.scale_columns() == 16,  t.high_bits(), gguf::zero_point(t.type),
@@ -56,11 +58,9 @@ inline void unpack_block(const uint8_t* block, const TileKind& kind, __m512i* w)
   }
 }
 
-inline __m512i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
+// A memory-operand broadcast (vpbroadcastd zmm, m32: one load uop), not a load into a general register and a
+// broadcast from it (two uops on the one port that moves general registers into vector ones).
+inline __m512i broadcast4(const int8_t* p) { return _mm512_broadcastd_epi32(_mm_loadu_si32(p)); }
 
 inline __m512 int8s_as_floats(const uint8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
@@ -75,10 +75,11 @@ inline __m512i dot_operands(const __m512i* w, int o0, int count, const int8_t* x
 
 // out[r] (16 rows of the tile) = activation row i0 + r times the tile, for r < XR. The sums stay in registers (a local
 // array, unrolled): accumulating through `out` kept them in memory, a store and reload on every block.
-template <int XR>
-void tile_pass(const GgufTiles& t, const TileKind kind, const uint8_t* tile, const Q8Blocks& x, int64_t i0,
-               __m512* out) {
-  const int64_t k = t.k;
+// The type is a template argument so that its layout's branches fold away and its offsets are constants.
+template <int XR, DType T>
+void tile_pass(int64_t k, const uint8_t* tile, const Q8Blocks& x, int64_t i0, __m512* out) {
+  constexpr TileKind kind = kind_of(T);
+  const GgufTiles t{T, 0, k};
   __m512 acc[XR];
 #pragma GCC unroll 8
   for (int r = 0; r < XR; ++r) acc[r] = _mm512_setzero_ps();
@@ -90,7 +91,7 @@ void tile_pass(const GgufTiles& t, const TileKind kind, const uint8_t* tile, con
     for (int64_t b = 0; b < t.blocks_per_group(); ++b) {
       // Scales of the 16 rows: of the block, or of its two halves (Q6_K); offsets of the block.
       __m512 da = d, db = d, mw = _mm512_mul_ps(m, _mm512_set1_ps(kind.min_sign));
-      if (kind.super_blocks) {
+      if constexpr (kind.super_blocks) {
         const int64_t s = kind.sub16 ? 2 * b : b;
         da = _mm512_mul_ps(d, int8s_as_floats(group + t.sc_at(s, 0)));
         if (kind.sub16) db = _mm512_mul_ps(d, int8s_as_floats(group + t.sc_at(s + 1, 0)));
@@ -104,7 +105,7 @@ void tile_pass(const GgufTiles& t, const TileKind kind, const uint8_t* tile, con
         const int8_t* xq = x.q + (i0 + r) * k + block * 32;
         const int32_t* sums = x.sum16 + (i0 + r) * (k / 16) + 2 * block;
         const __m512 dx = _mm512_set1_ps(x.d16[(i0 + r) * (k / 16) + 2 * block]);
-        if (kind.sub16) {
+        if constexpr (kind.sub16) {
           const __m512i lo = dot_operands(w, 0, 4, xq, -kind.zero_point * sums[0]);
           const __m512i hi = dot_operands(w, 4, 4, xq, -kind.zero_point * sums[1]);
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(da, dx), acc[r]);
@@ -114,7 +115,7 @@ void tile_pass(const GgufTiles& t, const TileKind kind, const uint8_t* tile, con
           const __m512i hi = dot_operands(w, 4, 4, xq, 0);
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), _mm512_mul_ps(da, dx), acc[r]);
         }
-        if (kind.has_min)
+        if constexpr (kind.has_min)
           acc[r] =
               _mm512_fnmadd_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(static_cast<float>(sums[0] + sums[1]))), acc[r]);
       }
@@ -125,10 +126,12 @@ void tile_pass(const GgufTiles& t, const TileKind kind, const uint8_t* tile, con
 
 }  // namespace
 
-void gguf_tiles_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* tiles, int64_t n,
-                     const float* bias, float* y, int64_t n0, int64_t n1) {
-  const GgufTiles t{type, n, k};
-  const TileKind kind = kind_of(t);
+namespace {
+
+template <DType T>
+void type_cols(const Q8Blocks& x, int64_t m, int64_t k, const uint8_t* tiles, int64_t n, const float* bias, float* y,
+               int64_t n0, int64_t n1) {
+  const GgufTiles t{T, n, k};
   for (int64_t tile = n0 / GgufTiles::kRows; tile * GgufTiles::kRows < n1; ++tile) {
     const int64_t col = tile * GgufTiles::kRows;
     const __mmask16 mask = tail_mask(std::min<int64_t>(GgufTiles::kRows, n1 - col));
@@ -138,17 +141,35 @@ void gguf_tiles_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const 
       __m512 acc[kXRows];
       const int64_t rows = std::min<int64_t>(kXRows, m - i0);
       switch (rows) {
-        case 8: tile_pass<8>(t, kind, tile_bytes, x, i0, acc); break;
-        case 7: tile_pass<7>(t, kind, tile_bytes, x, i0, acc); break;
-        case 6: tile_pass<6>(t, kind, tile_bytes, x, i0, acc); break;
-        case 5: tile_pass<5>(t, kind, tile_bytes, x, i0, acc); break;
-        case 4: tile_pass<4>(t, kind, tile_bytes, x, i0, acc); break;
-        case 3: tile_pass<3>(t, kind, tile_bytes, x, i0, acc); break;
-        case 2: tile_pass<2>(t, kind, tile_bytes, x, i0, acc); break;
-        default: tile_pass<1>(t, kind, tile_bytes, x, i0, acc); break;
+        case 8: tile_pass<8, T>(k, tile_bytes, x, i0, acc); break;
+        case 7: tile_pass<7, T>(k, tile_bytes, x, i0, acc); break;
+        case 6: tile_pass<6, T>(k, tile_bytes, x, i0, acc); break;
+        case 5: tile_pass<5, T>(k, tile_bytes, x, i0, acc); break;
+        case 4: tile_pass<4, T>(k, tile_bytes, x, i0, acc); break;
+        case 3: tile_pass<3, T>(k, tile_bytes, x, i0, acc); break;
+        case 2: tile_pass<2, T>(k, tile_bytes, x, i0, acc); break;
+        default: tile_pass<1, T>(k, tile_bytes, x, i0, acc); break;
       }
       for (int64_t r = 0; r < rows; ++r) _mm512_mask_storeu_ps(y + (i0 + r) * n + col, mask, _mm512_add_ps(acc[r], b));
     }
+  }
+}
+
+}  // namespace
+
+void gguf_tiles_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* tiles, int64_t n,
+                     const float* bias, float* y, int64_t n0, int64_t n1) {
+  switch (type) {
+    case DType::Q4_0: return type_cols<DType::Q4_0>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::Q4_1: return type_cols<DType::Q4_1>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::IQ4_NL: return type_cols<DType::IQ4_NL>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::Q4_K: return type_cols<DType::Q4_K>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::IQ4_XS: return type_cols<DType::IQ4_XS>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::Q5_0: return type_cols<DType::Q5_0>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::Q5_1: return type_cols<DType::Q5_1>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::Q5_K: return type_cols<DType::Q5_K>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::Q6_K: return type_cols<DType::Q6_K>(x, m, k, tiles, n, bias, y, n0, n1);
+    default: fail("gguf_tiles_cols: {} is not held in GGUF tiles", dtype_name(type));
   }
 }
 
