@@ -26,8 +26,8 @@ Tensor random_gguf(DType type, int64_t n, int64_t k) {
     for (float& v : row) v = normal(rng);
     quantize_gguf_row(type, row.data(), k, w.mutable_as<uint8_t>() + static_cast<size_t>(r) * row_bytes);
   }
-  if (type == DType::Q8_0) return kernels::to_q8_0_tiles(w);
-  return kernels::gguf_tiles_preferred() ? kernels::to_gguf_tiles(w) : w;
+  if (kernels::gguf_tiles_preferred()) return kernels::to_gguf_tiles(w);  // as the layout passes choose
+  return type == DType::Q8_0 ? kernels::to_q8_0_tiles(w) : w;
 }
 
 void run(benchmark::State& state, DType type) {

@@ -127,7 +127,7 @@ void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, in
   if (w.dtype == DType::Q8_0 && k % 32 != 0)
     fail("gemm: Q8_0 weight {} has rows that are not whole blocks of 32", w.shape_string());
 
-  if (is_block_type(w.dtype) && w.dtype != DType::Q8_0) {
+  if ((is_block_type(w.dtype) && w.dtype != DType::Q8_0) || w.layout == TensorLayout::kGgufTiles16) {
     run_gemm_gguf(leaves, x, m, k, w, bias, y, pool, parallel, epilogue);
     return;
   }

@@ -1,4 +1,4 @@
-// The 4-bit GGUF types in TensorLayout::kGgufTiles16 (tensor/gguf_tiles.h): the copy made at load, reading a tile
+// The 4- to 8-bit GGUF types in TensorLayout::kGgufTiles16 (tensor/gguf_tiles.h): the copy made at load, reading a tile
 // back (dequantization, the reference kernel) and the per-block scales both need.
 #include "kernels/gguf_tiles.h"
 
@@ -66,6 +66,9 @@ void read_group(DType type, const uint8_t* b, RowGroup& g) {
       std::memcpy(g.sc, b + 192, 16);
       gguf::decode_q6_k(b, g.u, d, m);
       break;
+    case DType::Q8_0:
+      for (int c = 0; c < 32; ++c) g.u[c] = static_cast<uint8_t>(static_cast<int8_t>(b[2 + c]) + 128);
+      break;
     case DType::IQ4_XS: {
       uint16_t scales_h;
       std::memcpy(&scales_h, b + 2, 2);
@@ -96,6 +99,10 @@ void write_group(const GgufTiles& t, const RowGroup* rows, int64_t count, uint8_
     uint64_t planes[2][8] = {};
     for (int64_t j = 0; j < count; ++j) {
       const uint8_t* u = rows[j].u + b * 32;
+      if (t.full_bytes()) {
+        for (int64_t c = 0; c < 32; ++c) block[GgufTiles::byte_at(j, c)] = u[c];
+        continue;
+      }
       for (int64_t c = 0; c < 32; ++c) {
         const auto nibble = static_cast<uint8_t>(u[c] & 0x0F);
         block[GgufTiles::nibble_at(j, c)] |= GgufTiles::nibble_high(c) ? static_cast<uint8_t>(nibble << 4) : nibble;
@@ -117,7 +124,7 @@ bool gguf_tiles_hold(const Tensor& w) {
 
 Tensor to_gguf_tiles(const Tensor& w, ThreadPool* pool) {
   if (!gguf_tiles_hold(w))
-    fail("to_gguf_tiles: needs a row-major matrix of a 4- to 6-bit GGUF type in whole blocks, got {} {}",
+    fail("to_gguf_tiles: needs a row-major matrix of a 4- to 6-bit GGUF type or Q8_0 in whole blocks, got {} {}",
          dtype_name(w.dtype), w.shape_string());
   const GgufTiles t{w.dtype, w.dim(0), w.dim(1)};
   Tensor out = Tensor::allocate(DType::I8, {t.bytes()});  // zeroed: padding rows are zero weights
@@ -152,7 +159,7 @@ TileBlockScales tile_block_scales(const GgufTiles& t, const uint8_t* group, int6
   const int64_t s = t.scale_columns() == 16 ? 2 * b + half : b;  // the sub-block of a super-block
   const auto sc = [&] { return static_cast<float>(static_cast<int8_t>(group[t.sc_at(s, j)])); };
   const auto mn = [&] { return static_cast<float>(static_cast<int8_t>(group[t.mn_at(s, j)])); };
-  const int z = gguf::zero_point(t.type);
+  const int z = t.full_bytes() ? 128 : gguf::zero_point(t.type);
   switch (t.type) {
     case DType::Q4_1:
     case DType::Q5_1: return {d, -m, z};
@@ -166,6 +173,7 @@ TileBlockScales tile_block_scales(const GgufTiles& t, const uint8_t* group, int6
 
 uint8_t tile_value(const GgufTiles& t, const uint8_t* group, int64_t b, int64_t j, int64_t c) {
   const uint8_t* block = group + t.block_at(b);
+  if (t.full_bytes()) return block[GgufTiles::byte_at(j, c)];
   const uint8_t byte = block[GgufTiles::nibble_at(j, c)];
   int u = GgufTiles::nibble_high(c) ? byte >> 4 : byte & 0x0F;
   for (int plane = 0; plane < t.high_bits(); ++plane) {

@@ -3,7 +3,8 @@
 // registers inside the GEMM; W8A8 quantizes each activation row to int8 on the fly (one scale per token) and
 // multiplies int8 x int8 into int32 (AVX-512 VNNI vpdpbusd where the CPU has it), rescaling in the epilogue.
 // GGUF Q8_0 weights re-laid in 16-row tiles (kQ8_0Tiles16) take X in int16 blocks of 32 instead and multiply
-// int16 x int8 exactly per block (vpdpwssd), a 16-bit activation like bf16 but finer.
+// int16 x int8 exactly per block (vpdpwssd), a 16-bit activation like bf16 but finer. Where the GGUF tiles are
+// made (gguf_tiles_preferred) Q8_0 goes into them instead, with int8 activations (vpdpbusd, twice the rate).
 #pragma once
 
 #include <cstddef>

@@ -78,7 +78,7 @@ TEST_F(Passes, UnfusedGraphIsSixteenPrimitivesPerLayer) {
   const FusionReport r = run_fusion_passes(none, FusionOptions{FusionStrategy::kNone, {}});
   // Only the layout passes run (f32 weights: nothing to re-lay).
   EXPECT_EQ(r.rewrites,
-            (std::vector<std::pair<std::string, int>>{{"bf16-blocked", 0}, {"q8_0-tiles", 0}, {"gguf-tiles", 0}}));
+            (std::vector<std::pair<std::string, int>>{{"bf16-blocked", 0}, {"gguf-tiles", 0}, {"q8_0-tiles", 0}}));
   EXPECT_EQ(none.nodes().size(), g.nodes().size());
 }
 
@@ -163,7 +163,7 @@ TEST_F(Passes, AutoPipelineLeavesFiveNodesPerLayer) {
   EXPECT_EQ(static_cast<int64_t>(g.nodes().size()), 5 * layers + 2);
   ASSERT_EQ(r.rewrites.size(), fusion_passes().size() + layout_passes().size());
   EXPECT_EQ(r.rewrites[0], (std::pair<std::string, int>{"qkv", static_cast<int>(layers)}));
-  EXPECT_EQ(r.rewrites.back().first, "gguf-tiles");
+  EXPECT_EQ(r.rewrites.back().first, "q8_0-tiles");
 }
 
 // bf16 GEMM weights are re-laid out (when the kernels read the blocked layout) under any strategy; the embedding keeps
@@ -194,28 +194,33 @@ TEST_F(Passes, Bf16BlockedForEveryGemmWeight) {
   }
 }
 
-// GGUF Q8_0 GEMM weights go to 16-row tiles under any strategy (every quantized leaf reads them); the embedding
-// table keeps GGUF's row-major blocks; disabling the pass keeps every weight as stored.
+// GGUF Q8_0 GEMM weights go to 16-row tiles under any strategy: the GGUF tiles (int8 activations) where the kernels
+// read them, else the Q8_0 tiles (int16 activations), which also take them when gguf-tiles is disabled; the embedding
+// table keeps GGUF's row-major blocks; disabling both passes keeps every weight as stored.
 TEST_F(Passes, Q8_0TilesForEveryGemmWeight) {
   ModelWeights q8 = *weights_;
   for (auto& [name, t] : q8.tensors) {
     if (t.rank() == 2 && t.dim(1) % 32 == 0) t = Tensor::allocate(DType::Q8_0, t.shape);  // zero blocks: layout only
   }
+  const bool preferred = kernels::gguf_tiles_preferred();
   for (FusionStrategy strategy : {FusionStrategy::kAuto, FusionStrategy::kNone}) {
-    for (bool disabled : {false, true}) {
+    for (const std::vector<std::string>& disabled :
+         std::vector<std::vector<std::string>>{{}, {"gguf-tiles"}, {"q8_0-tiles"}, {"gguf-tiles", "q8_0-tiles"}}) {
+      const bool gguf = preferred && std::find(disabled.begin(), disabled.end(), "gguf-tiles") == disabled.end();
+      const bool q8_tiles = std::find(disabled.begin(), disabled.end(), "q8_0-tiles") == disabled.end();
+      const TensorLayout want = gguf       ? TensorLayout::kGgufTiles16
+                                : q8_tiles ? TensorLayout::kQ8_0Tiles16
+                                           : TensorLayout::kRowMajor;
       Graph g = build_decoder_graph(q8);
-      FusionOptions options{strategy, {}};
-      if (disabled) options.disabled_passes = {"q8_0-tiles"};
-      run_fusion_passes(g, options);
+      run_fusion_passes(g, FusionOptions{strategy, disabled});
       int tiled = 0;
       for (const Node& n : g.nodes()) {
         if (n.weight == nullptr || n.weight->dtype != DType::Q8_0) continue;
         const bool gemm = n.kind == OpKind::kMatMul || n.kind == OpKind::kFusedMatMul;
-        EXPECT_EQ(n.weight->layout, gemm && !disabled ? TensorLayout::kQ8_0Tiles16 : TensorLayout::kRowMajor)
-            << node_label(n);
-        tiled += n.weight->layout == TensorLayout::kQ8_0Tiles16;
+        EXPECT_EQ(n.weight->layout, gemm ? want : TensorLayout::kRowMajor) << node_label(n);
+        tiled += n.weight->layout != TensorLayout::kRowMajor;
       }
-      EXPECT_EQ(tiled > 0, !disabled);
+      EXPECT_EQ(tiled > 0, want != TensorLayout::kRowMajor);
     }
   }
 }

@@ -165,7 +165,25 @@ TEST(GemmGguf, DriverOnThePoolMatchesTheReference) {
 }
 
 constexpr DType kTileTypes[] = {DType::Q4_0, DType::Q4_1, DType::IQ4_NL, DType::Q4_K, DType::IQ4_XS,
-                                DType::Q5_0, DType::Q5_1, DType::Q5_K,   DType::Q6_K};
+                                DType::Q5_0, DType::Q5_1, DType::Q5_K,   DType::Q6_K, DType::Q8_0};
+
+// Y = X W^T computed the slow way: the weights dequantized by dequantize_rows (the file's values exactly), times the
+// activations as quantized (q d per block), summed in double.
+std::vector<float> dequantized_gemm(const Tensor& w, const QuantizedX& x, int64_t m, const std::vector<float>& bias) {
+  const int64_t n = w.dim(0), k = w.dim(1);
+  std::vector<float> wf(static_cast<size_t>(n * k)), y(static_cast<size_t>(m * n));
+  dequantize_rows(w, 0, n, wf.data());
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = bias[static_cast<size_t>(j)];
+      for (int64_t c = 0; c < k; ++c)
+        sum += static_cast<double>(wf[static_cast<size_t>(j * k + c)]) * x.q[static_cast<size_t>(i * k + c)] *
+               x.d16[static_cast<size_t>(i * k / 16 + c / 16)];
+      y[static_cast<size_t>(i * n + j)] = static_cast<float>(sum);
+    }
+  }
+  return y;
+}
 
 // The 16-row tiles hold the same weights: every row dequantizes to the original's bits (last tile padded).
 TEST(GgufTiles, DequantizeToTheOriginalsBits) {
@@ -186,7 +204,8 @@ TEST(GgufTiles, DequantizeToTheOriginalsBits) {
 
 // Every variant that reads the tiles against the reference on the tiles, and the reference on the tiles against the
 // row reference (the same int32 sums per block, f32 combined in another order): column ranges split mid-matrix, a
-// last tile of 5 rows, m from 1 past the 4 activation rows of one pass.
+// last tile of 5 rows, m from 1 past the 8 activation rows of one AVX-512 pass; Q8_0 (no row kernel) against the
+// dequantized product.
 TEST(GgufTiles, VariantsMatchTheReference) {
   std::mt19937 rng(12);
   const int64_t n = 53;
@@ -196,11 +215,15 @@ TEST(GgufTiles, VariantsMatchTheReference) {
       const Tensor w = random_blocks(rng, type, n, k);
       const Tensor tiles = to_gguf_tiles(w);
       const auto bias = random_floats(rng, static_cast<size_t>(n));
-      for (int64_t m : {1, 3, 4, 7}) {
+      for (int64_t m : {1, 3, 4, 7, 9}) {  // the AVX-512 leaf passes over 8 activation rows at a time
         const auto xf = random_floats(rng, static_cast<size_t>(m * k));
         const QuantizedX x = quantize(kRefQuantLeaves, xf, m, k);
         std::vector<float> rows(static_cast<size_t>(m * n)), want(rows.size());
-        kRefQuantLeaves.gguf_cols(x.view(), m, k, type, w.as<uint8_t>(), n, bias.data(), rows.data(), 0, n);
+        if (type == DType::Q8_0) {  // no row kernel: Q8_0 rows run as int8 weights outside the tiles
+          rows = dequantized_gemm(w, x, m, bias);
+        } else {
+          kRefQuantLeaves.gguf_cols(x.view(), m, k, type, w.as<uint8_t>(), n, bias.data(), rows.data(), 0, n);
+        }
         kRefQuantLeaves.gguf_tiles_cols(x.view(), m, k, type, tiles.as<uint8_t>(), n, bias.data(), want.data(), 0, n);
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_NEAR(want[i], rows[i], 1e-4f * (1.0f + std::fabs(rows[i]))) << dtype_name(type) << " at " << i;

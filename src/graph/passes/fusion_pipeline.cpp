@@ -32,9 +32,11 @@ const std::vector<FusionPass>& layout_passes() {
   static const std::vector<FusionPass> passes = {
       {"bf16-blocked", "bf16 GEMM weights in oneDNN's blocked layout (oneDNN matmul + one stream per GEMV)",
        block_bf16_weights},
-      {"q8_0-tiles", "GGUF Q8_0 GEMM weights in 16-row tiles (one stream per decode GEMV tile)", tile_q8_0_weights},
-      {"gguf-tiles", "4-bit GGUF GEMM weights in 16-row tiles (nibbles unpacked in registers for vpdpbusd)",
+      // gguf-tiles first: where the kernels read them it takes Q8_0 too (int8 activations, vpdpbusd); q8_0-tiles
+      // (int16 activations) gets what is left.
+      {"gguf-tiles", "GGUF GEMM weights in 16-row tiles (nibbles unpacked in registers for vpdpbusd; Q8_0 as bytes)",
        tile_gguf_weights},
+      {"q8_0-tiles", "GGUF Q8_0 GEMM weights in 16-row tiles (one stream per decode GEMV tile)", tile_q8_0_weights},
   };
   return passes;
 }

@@ -21,7 +21,7 @@ constexpr int64_t kPrefetchBytes = 2048;  // how far ahead of the block being un
 constexpr int kXRows = 8;  // activation rows per pass over a tile's weights (each block unpacked once for them)
 
 struct TileKind {
-  bool super_blocks, has_min, iq4, sub16;
+  bool super_blocks, has_min, iq4, sub16, full_bytes;
   int high_bits, zero_point;
   float min_sign;  // Q4_1 / Q5_1 store +m (w = d u + m), the K types dmin (w = d sc u - dmin mn)
 };
@@ -29,14 +29,26 @@ struct TileKind {
 constexpr TileKind kind_of(DType type) {
   const GgufTiles t{type, 0, 0};
   const bool legacy_min = t.type == DType::Q4_1 || t.type == DType::Q5_1;
-  return {t.super_blocks(),         t.has_min(),   t.iq4(),
-          t.scale_columns() == 16,  t.high_bits(), gguf::zero_point(t.type),
+  return {t.super_blocks(),
+          t.has_min(),
+          t.iq4(),
+          t.scale_columns() == 16,
+          t.full_bytes(),
+          t.high_bits(),
+          t.full_bytes() ? 128 : gguf::zero_point(t.type),
           legacy_min ? -1.0f : 1.0f};
 }
 
 // The eight vpdpbusd operands of a block: w[2c] columns 8c..8c+3, w[2c+1] columns 8c+4..8c+7, 16 rows x 4 each,
 // nibbles plus the high-bit planes (one mask register per operand and plane).
 inline void unpack_block(const uint8_t* block, const TileKind& kind, __m512i* w) {
+  if (kind.full_bytes) {  // Q8_0: the operands as stored
+    for (int o = 0; o < 8; ++o) {
+      _mm_prefetch(reinterpret_cast<const char*>(block + 2 * kPrefetchBytes + 64 * o), _MM_HINT_T0);
+      w[o] = _mm512_loadu_si512(block + 64 * o);
+    }
+    return;
+  }
   const __m512i low = _mm512_set1_epi8(0x0F);
   for (int c = 0; c < 4; ++c) {
     _mm_prefetch(reinterpret_cast<const char*>(block + kPrefetchBytes + 64 * c), _MM_HINT_T0);
@@ -169,6 +181,7 @@ void gguf_tiles_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const 
     case DType::Q5_1: return type_cols<DType::Q5_1>(x, m, k, tiles, n, bias, y, n0, n1);
     case DType::Q5_K: return type_cols<DType::Q5_K>(x, m, k, tiles, n, bias, y, n0, n1);
     case DType::Q6_K: return type_cols<DType::Q6_K>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::Q8_0: return type_cols<DType::Q8_0>(x, m, k, tiles, n, bias, y, n0, n1);
     default: fail("gguf_tiles_cols: {} is not held in GGUF tiles", dtype_name(type));
   }
 }
