@@ -7,6 +7,7 @@
 // d_w x d_x in f32 and the offset m_w x d_x sum(x) taken off. IQ4 nibbles go through their code book with vpshufb.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "base/error.h"
 #include "kernels/gguf_blocks.h"
@@ -37,6 +38,41 @@ constexpr TileKind kind_of(DType type) {
           t.high_bits(),
           t.full_bytes() ? 128 : gguf::zero_point(t.type),
           legacy_min ? -1.0f : 1.0f};
+}
+
+// The activation rows of the passes, re-laid block-major: for pass p (rows 8 p .. 8 p + 7) and block b, the 8 rows'
+// 32 int8 values, then per row d_x, the starts -z sum(x) (of the halves and the block) and sum(x) as a float, at
+// offsets that are constants in the unrolled pass. Read straight from Q8Blocks, each row's addresses were computed (and
+// spilled) per block, about twenty scalar instructions beside every eight vpdpbusd.
+struct PassBlock {
+  int8_t q[kXRows][32];
+  float dx[kXRows];
+  int32_t start[kXRows][2];  // of each half of the block (Q6_K's two scales)
+  int32_t start32[kXRows];   // of the whole block
+  float sum[kXRows];
+};
+
+const PassBlock* pass_blocks(const Q8Blocks& x, int64_t m, int64_t k, int zero_point) {
+  thread_local std::vector<PassBlock> buffer;
+  const int64_t blocks = k / 32, passes = (m + kXRows - 1) / kXRows;
+  buffer.resize(static_cast<size_t>(passes * blocks));
+  for (int64_t p = 0; p < passes; ++p) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      PassBlock& pb = buffer[static_cast<size_t>(p * blocks + b)];
+      // Rows past m are left as they are: the last pass reads only its own rows (tile_pass<XR>).
+      for (int r = 0; r < kXRows && p * kXRows + r < m; ++r) {
+        const int64_t i = p * kXRows + r;
+        std::memcpy(pb.q[r], x.q + i * k + b * 32, 32);
+        const int32_t* sums = x.sum16 + i * (k / 16) + 2 * b;
+        pb.dx[r] = x.d16[i * (k / 16) + 2 * b];
+        pb.start[r][0] = -zero_point * sums[0];
+        pb.start[r][1] = -zero_point * sums[1];
+        pb.start32[r] = -zero_point * (sums[0] + sums[1]);
+        pb.sum[r] = static_cast<float>(sums[0] + sums[1]);
+      }
+    }
+  }
+  return buffer.data();
 }
 
 // The eight vpdpbusd operands of a block: w[2c] columns 8c..8c+3, w[2c+1] columns 8c+4..8c+7, 16 rows x 4 each,
@@ -89,7 +125,7 @@ inline __m512i dot_operands(const __m512i* w, int o0, int count, const int8_t* x
 // array, unrolled): accumulating through `out` kept them in memory, a store and reload on every block.
 // The type is a template argument so that its layout's branches fold away and its offsets are constants.
 template <int XR, DType T>
-void tile_pass(int64_t k, const uint8_t* tile, const Q8Blocks& x, int64_t i0, __m512* out) {
+void tile_pass(int64_t k, const uint8_t* tile, const PassBlock* xb, __m512* out) {
   constexpr TileKind kind = kind_of(T);
   const GgufTiles t{T, 0, k};
   __m512 acc[XR];
@@ -111,25 +147,21 @@ void tile_pass(int64_t k, const uint8_t* tile, const Q8Blocks& x, int64_t i0, __
       }
       __m512i w[8];
       unpack_block(group + t.block_at(b), kind, w);
-      const int64_t block = g * t.blocks_per_group() + b;
+      const PassBlock& x = xb[g * t.blocks_per_group() + b];
 #pragma GCC unroll 8
       for (int r = 0; r < XR; ++r) {
-        const int8_t* xq = x.q + (i0 + r) * k + block * 32;
-        const int32_t* sums = x.sum16 + (i0 + r) * (k / 16) + 2 * block;
-        const __m512 dx = _mm512_set1_ps(x.d16[(i0 + r) * (k / 16) + 2 * block]);
+        const __m512 dx = _mm512_set1_ps(x.dx[r]);
         if constexpr (kind.sub16) {
-          const __m512i lo = dot_operands(w, 0, 4, xq, -kind.zero_point * sums[0]);
-          const __m512i hi = dot_operands(w, 4, 4, xq, -kind.zero_point * sums[1]);
+          const __m512i lo = dot_operands(w, 0, 4, x.q[r], x.start[r][0]);
+          const __m512i hi = dot_operands(w, 4, 4, x.q[r], x.start[r][1]);
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), _mm512_mul_ps(da, dx), acc[r]);
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), _mm512_mul_ps(db, dx), acc[r]);
         } else {  // two chains of four vpdpbusd, not one of eight: half the latency at one activation row
-          const __m512i lo = dot_operands(w, 0, 4, xq, -kind.zero_point * (sums[0] + sums[1]));
-          const __m512i hi = dot_operands(w, 4, 4, xq, 0);
+          const __m512i lo = dot_operands(w, 0, 4, x.q[r], x.start32[r]);
+          const __m512i hi = dot_operands(w, 4, 4, x.q[r], 0);
           acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi)), _mm512_mul_ps(da, dx), acc[r]);
         }
-        if constexpr (kind.has_min)
-          acc[r] =
-              _mm512_fnmadd_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(static_cast<float>(sums[0] + sums[1]))), acc[r]);
+        if constexpr (kind.has_min) acc[r] = _mm512_fnmadd_ps(mw, _mm512_mul_ps(dx, _mm512_set1_ps(x.sum[r])), acc[r]);
       }
     }
   }
@@ -144,6 +176,8 @@ template <DType T>
 void type_cols(const Q8Blocks& x, int64_t m, int64_t k, const uint8_t* tiles, int64_t n, const float* bias, float* y,
                int64_t n0, int64_t n1) {
   const GgufTiles t{T, n, k};
+  constexpr TileKind kind = kind_of(T);
+  const PassBlock* passes = pass_blocks(x, m, k, kind.zero_point);
   for (int64_t tile = n0 / GgufTiles::kRows; tile * GgufTiles::kRows < n1; ++tile) {
     const int64_t col = tile * GgufTiles::kRows;
     const __mmask16 mask = tail_mask(std::min<int64_t>(GgufTiles::kRows, n1 - col));
@@ -152,15 +186,16 @@ void type_cols(const Q8Blocks& x, int64_t m, int64_t k, const uint8_t* tiles, in
     for (int64_t i0 = 0; i0 < m; i0 += kXRows) {
       __m512 acc[kXRows];
       const int64_t rows = std::min<int64_t>(kXRows, m - i0);
+      const PassBlock* xb = passes + i0 / kXRows * (k / 32);
       switch (rows) {
-        case 8: tile_pass<8, T>(k, tile_bytes, x, i0, acc); break;
-        case 7: tile_pass<7, T>(k, tile_bytes, x, i0, acc); break;
-        case 6: tile_pass<6, T>(k, tile_bytes, x, i0, acc); break;
-        case 5: tile_pass<5, T>(k, tile_bytes, x, i0, acc); break;
-        case 4: tile_pass<4, T>(k, tile_bytes, x, i0, acc); break;
-        case 3: tile_pass<3, T>(k, tile_bytes, x, i0, acc); break;
-        case 2: tile_pass<2, T>(k, tile_bytes, x, i0, acc); break;
-        default: tile_pass<1, T>(k, tile_bytes, x, i0, acc); break;
+        case 8: tile_pass<8, T>(k, tile_bytes, xb, acc); break;
+        case 7: tile_pass<7, T>(k, tile_bytes, xb, acc); break;
+        case 6: tile_pass<6, T>(k, tile_bytes, xb, acc); break;
+        case 5: tile_pass<5, T>(k, tile_bytes, xb, acc); break;
+        case 4: tile_pass<4, T>(k, tile_bytes, xb, acc); break;
+        case 3: tile_pass<3, T>(k, tile_bytes, xb, acc); break;
+        case 2: tile_pass<2, T>(k, tile_bytes, xb, acc); break;
+        default: tile_pass<1, T>(k, tile_bytes, xb, acc); break;
       }
       for (int64_t r = 0; r < rows; ++r) _mm512_mask_storeu_ps(y + (i0 + r) * n + col, mask, _mm512_add_ps(acc[r], b));
     }
