@@ -105,10 +105,12 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
   switch (node.kind) {
     case OpKind::kEmbedding: kernels::embedding(step.tokens.data(), tokens, *node.weight, buffer(node.output)); return;
     case OpKind::kRmsNorm: {
-      const int64_t dim = width(node.output);
+      // A per-head norm is the row norm over rows of head_dim: the heads of a row are contiguous.
+      const int64_t dim = node.head_dim > 0 ? node.head_dim : width(node.output);
+      const int64_t rows = rows_of(node.output) * (width(node.output) / dim);
       const float* x = in(0);
       float* y = buffer(node.output);
-      pool_.parallel_for(static_cast<size_t>(rows_of(node.output)), 1, [&](size_t b, size_t e) {
+      pool_.parallel_for(static_cast<size_t>(rows), 1, [&](size_t b, size_t e) {
         kernels::rmsnorm(x + static_cast<int64_t>(b) * dim, *node.weight, node.eps, y + static_cast<int64_t>(b) * dim,
                          static_cast<int64_t>(e - b), dim);
       });
@@ -231,6 +233,9 @@ void Executor::run_fused_matmul(const Node& node, const StepInputs& step,
     op.head_dim = node.head_dim;
     op.half_rot = static_cast<int64_t>(rope_.inv_freq.size());
     op.style = rope_.style;
+    op.q_norm = node.q_norm;
+    op.k_norm = node.k_norm;
+    op.head_norm_eps = node.head_norm_eps;
   }
   kernels::fused::fused_matmul(kernels::active_kernels(), op, pool_);
 }

@@ -33,7 +33,9 @@ std::string node_label(const Node& node) {
     case kernels::fused::Epilogue::kNone: break;
     case kernels::fused::Epilogue::kResidual: parts += "+residual"; break;
     case kernels::fused::Epilogue::kSiluMul: parts += "+silu_mul"; break;
-    case kernels::fused::Epilogue::kRopeKvWrite: parts += "+rope+kv_write"; break;
+    case kernels::fused::Epilogue::kRopeKvWrite:
+      parts += node.q_norm ? "+qk_norm+rope+kv_write" : "+rope+kv_write";
+      break;
   }
   return fmt::format("fused_matmul[{}]", parts);
 }

@@ -20,7 +20,7 @@ constexpr ValueId kNoValue = -1;
 
 enum class OpKind : uint8_t {
   kEmbedding,   // out[t] = weight[token[t]]
-  kRmsNorm,     // out = rmsnorm(in0) * weight
+  kRmsNorm,     // out = rmsnorm(in0) * weight; with head_dim set, over each head of head_dim (Qwen3's q/k norms)
   kMatMul,      // out = in0 @ weight^T (+ bias)
   kRope,        // out = rope(in0) at the step's positions (heads x head_dim layout)
   kKvWrite,     // cache[layer] <- (in0 = k, in1 = v) at the step's slots; no output
@@ -53,7 +53,7 @@ struct Node {
   // Attributes.
   int32_t layer = -1;    // KvWrite, Attention
   int64_t heads = 0;     // Rope, Attention: heads of the input
-  int64_t head_dim = 0;  // Rope, Attention
+  int64_t head_dim = 0;  // Rope, Attention; RmsNorm per head when set
   float eps = 0.0f;      // RmsNorm
   float scale = 0.0f;    // Attention: 1/sqrt(head_dim)
   // Fused ops.
@@ -63,6 +63,10 @@ struct Node {
   kernels::fused::Epilogue epilogue = kernels::fused::Epilogue::kNone;  // FusedMatMul; kResidual reads in1
   int64_t block = 0;     // FusedMatMul kSiluMul: gate/up interleave block
   int64_t kv_heads = 0;  // FusedMatMul kRopeKvWrite (heads, head_dim and layer above)
+  // FusedMatMul kRopeKvWrite: the per-head q/k RMSNorms folded in (Qwen3), with their eps.
+  const Tensor* q_norm = nullptr;
+  const Tensor* k_norm = nullptr;
+  float head_norm_eps = 0.0f;
 };
 
 // What a node computes, e.g. "matmul" or "fused_matmul[rmsnorm+gemm+rope+kv_write]".

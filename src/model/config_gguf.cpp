@@ -25,8 +25,12 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else if (arch == "qwen2") {
     c.arch = Architecture::kQwen2;
     c.rope_style = kernels::RopeStyle::kNeox;
+  } else if (arch == "qwen3") {
+    c.arch = Architecture::kQwen3;
+    c.rope_style = kernels::RopeStyle::kNeox;
+    c.qk_norm = true;
   } else {
-    fail_load(path, "unsupported architecture '{}' (general.architecture; supported: llama, qwen2)", arch);
+    fail_load(path, "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3)", arch);
   }
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
 

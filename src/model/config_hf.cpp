@@ -92,7 +92,8 @@ json parse_object(const std::string& text, const std::string& path) {
 }
 
 Architecture parse_architecture(const Fields& f, const std::string& path) {
-  static const char* const kSupported = "supported: llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM)";
+  static const char* const kSupported =
+      "supported: llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 (Qwen3ForCausalLM)";
   std::string arch_class;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
@@ -103,16 +104,21 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
   if (model_type.empty()) {
     if (arch_class == "LlamaForCausalLM") model_type = "llama";
     if (arch_class == "Qwen2ForCausalLM") model_type = "qwen2";
+    if (arch_class == "Qwen3ForCausalLM") model_type = "qwen3";
   }
   Architecture arch;
   if (model_type == "llama") {
     arch = Architecture::kLlama;
   } else if (model_type == "qwen2") {
     arch = Architecture::kQwen2;
+  } else if (model_type == "qwen3") {
+    arch = Architecture::kQwen3;
   } else {
     fail_load(path, "unsupported architecture '{}' ({})", model_type.empty() ? arch_class : model_type, kSupported);
   }
-  const char* expected = arch == Architecture::kLlama ? "LlamaForCausalLM" : "Qwen2ForCausalLM";
+  const char* expected = arch == Architecture::kLlama   ? "LlamaForCausalLM"
+                         : arch == Architecture::kQwen2 ? "Qwen2ForCausalLM"
+                                                        : "Qwen3ForCausalLM";
   if (!arch_class.empty() && arch_class != expected)
     fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type, kSupported);
   return arch;
@@ -178,7 +184,8 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   // Qwen2's attention always has q/k/v biases; Llama's only when attention_bias says so.
   c.attention_bias = c.arch == Architecture::kQwen2 ? true : f.boolean("attention_bias", false);
   if (f.boolean("mlp_bias", false)) fail_load(config_path, "unsupported: mlp_bias = true (MLP biases)");
-  if (c.arch == Architecture::kQwen2 && f.boolean("use_sliding_window", false))
+  c.qk_norm = c.arch == Architecture::kQwen3;
+  if (c.arch != Architecture::kLlama && f.boolean("use_sliding_window", false))
     fail_load(config_path, "unsupported: use_sliding_window = true (sliding-window attention)");
   c.dtype = parse_torch_dtype(f, config_path);
   const std::vector<int32_t> bos = f.ids("bos_token_id");

@@ -34,6 +34,14 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
     n.eps = eps;
     return g.add_node(n);
   };
+  // Qwen3's q/k norms: RMSNorm over each head, one [head_dim] weight shared by the heads.
+  auto head_norm = [&](ValueId x, const std::string& w, int64_t heads, const std::string& out) {
+    Node n{.kind = OpKind::kRmsNorm, .inputs = {x}, .output = g.add_value(out, heads * c.head_dim)};
+    n.weight = &weights.get(w);
+    n.eps = eps;
+    n.head_dim = c.head_dim;
+    return g.add_node(n);
+  };
   auto binary = [&](OpKind kind, ValueId a, ValueId b, const std::string& out) {
     return g.add_node(
         Node{.kind = kind, .inputs = {a, b}, .output = g.add_value(out, g.value(a).width, g.value(a).rows)});
@@ -49,8 +57,12 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
     const std::string bias_k = c.attention_bias ? p + "bk" : "";
     const std::string bias_v = c.attention_bias ? p + "bv" : "";
     const ValueId h = rmsnorm(x, p + "attn_norm", p + "attn_in");
-    const ValueId q = matmul(h, p + "wq", bias_q, p + "q");
-    const ValueId k = matmul(h, p + "wk", bias_k, p + "k");
+    ValueId q = matmul(h, p + "wq", bias_q, p + "q");
+    ValueId k = matmul(h, p + "wk", bias_k, p + "k");
+    if (c.qk_norm) {
+      q = head_norm(q, p + "q_norm", c.num_heads, p + "q_normed");
+      k = head_norm(k, p + "k_norm", c.num_kv_heads, p + "k_normed");
+    }
     const ValueId v = matmul(h, p + "wv", bias_v, p + "v");
     const ValueId q_rot = g.add_node(Node{.kind = OpKind::kRope,
                                           .inputs = {q},

@@ -11,7 +11,7 @@
 
 namespace minfer {
 
-enum class Architecture : uint8_t { kLlama, kQwen2 };
+enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3 };
 
 struct RopeScaling {
   // "none", "linear" (every frequency divided by factor) or "llama3" (Llama 3.1/3.2 frequency-dependent scaling,
@@ -42,6 +42,7 @@ struct ModelConfig {
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections have a bias (Qwen2)
+  bool qk_norm = false;         // RMSNorm over each head of q and k before RoPE, one [head_dim] weight each (Qwen3)
   DType dtype = DType::F32;     // the dtype the weights are stored in
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
@@ -50,7 +51,14 @@ struct ModelConfig {
   std::vector<float> rope_inv_freq() const;
   // Throws LoadError(source, ...) naming the inconsistent field (e.g. kv heads not dividing heads).
   void validate(const std::string& source) const;
-  std::string arch_name() const { return arch == Architecture::kLlama ? "llama" : "qwen2"; }
+  std::string arch_name() const {
+    switch (arch) {
+      case Architecture::kLlama: return "llama";
+      case Architecture::kQwen2: return "qwen2";
+      case Architecture::kQwen3: return "qwen3";
+    }
+    return "?";
+  }
 };
 
 }  // namespace minfer

@@ -6,6 +6,7 @@
 //   layers.{i}.wq          [heads * head_dim, hidden]      layers.{i}.bq [heads * head_dim]     (bias: Qwen2)
 //   layers.{i}.wk          [kv_heads * head_dim, hidden]   layers.{i}.bk [kv_heads * head_dim]
 //   layers.{i}.wv          [kv_heads * head_dim, hidden]   layers.{i}.bv [kv_heads * head_dim]
+//   layers.{i}.q_norm      [head_dim]   layers.{i}.k_norm [head_dim]                            (Qwen3)
 //   layers.{i}.wo          [hidden, heads * head_dim]
 //   layers.{i}.ffn_norm    [hidden]
 //   layers.{i}.w_gate      [intermediate, hidden]

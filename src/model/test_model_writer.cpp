@@ -22,6 +22,7 @@ using ojson = nlohmann::ordered_json;
 
 struct Preset {
   const char* name;
+  const char* model_type;  // config.json's: llama, qwen2, qwen3
   TokenizerFamily family;
   bool tiny;
   int64_t hidden, intermediate, layers, heads, kv_heads, vocab;  // vocab 0: the tokenizer's size
@@ -34,16 +35,26 @@ struct Preset {
   // steps, 0.16 for the layers ~16).
   double embed_std;
   double weight_std;
+  int64_t head_dim = 0;  // 0: hidden / heads (Qwen3 states its own)
 };
 
-// The real configs (Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, meta-llama/Llama-3.2-1B) and their tiny siblings.
+// The real configs (Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, meta-llama/Llama-3.2-1B, Qwen/Qwen3-0.6B) and their tiny
+// siblings. tiny-qwen3's head_dim (32) is not hidden / heads (16), as Qwen3's own are not.
 constexpr Preset kPresets[] = {
-    {"qwen2.5-0.5b", TokenizerFamily::kQwen2, false, 896, 4864, 24, 14, 2, 151936, 32768, 24, true, 0.02, 0.02},
-    {"qwen2.5-1.5b", TokenizerFamily::kQwen2, false, 1536, 8960, 28, 12, 2, 151936, 131072, 28, true, 0.02, 0.02},
-    {"llama-3.2-1b", TokenizerFamily::kLlama3, false, 2048, 8192, 16, 32, 8, 128256, 131072, 0, true, 0.02, 0.02},
-    {"tiny-qwen2", TokenizerFamily::kQwen2, true, 64, 128, 2, 4, 2, 0, 32768, 2, true, 0.08, 0.16},
-    {"tiny-llama", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 2, 0, 131072, 0, false, 0.08, 0.16},
+    {"qwen2.5-0.5b", "qwen2", TokenizerFamily::kQwen2, false, 896, 4864, 24, 14, 2, 151936, 32768, 24, true, 0.02,
+     0.02},
+    {"qwen2.5-1.5b", "qwen2", TokenizerFamily::kQwen2, false, 1536, 8960, 28, 12, 2, 151936, 131072, 28, true, 0.02,
+     0.02},
+    {"llama-3.2-1b", "llama", TokenizerFamily::kLlama3, false, 2048, 8192, 16, 32, 8, 128256, 131072, 0, true, 0.02,
+     0.02},
+    {"qwen3-0.6b", "qwen3", TokenizerFamily::kQwen2, false, 1024, 3072, 28, 16, 8, 151936, 40960, 28, true, 0.02, 0.02,
+     128},
+    {"tiny-qwen2", "qwen2", TokenizerFamily::kQwen2, true, 64, 128, 2, 4, 2, 0, 32768, 2, true, 0.08, 0.16},
+    {"tiny-llama", "llama", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 2, 0, 131072, 0, false, 0.08, 0.16},
+    {"tiny-qwen3", "qwen3", TokenizerFamily::kQwen2, true, 64, 128, 2, 4, 2, 0, 40960, 2, true, 0.08, 0.16, 32},
 };
+
+int64_t head_dim_of(const Preset& p) { return p.head_dim > 0 ? p.head_dim : p.hidden / p.heads; }
 
 const Preset& find_preset(const std::string& name) {
   for (const Preset& p : kPresets)
@@ -92,6 +103,36 @@ ojson qwen_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
           {"transformers_version", "4.40.1"},
           {"use_cache", true},
           {"use_mrope", false},
+          {"use_sliding_window", false},
+          {"vocab_size", vocab}};
+}
+
+// Qwen3ForCausalLM: Qwen2's layout without the q/k/v biases, with per-head q/k norms and an explicit head_dim.
+ojson qwen3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+  return {{"architectures", {"Qwen3ForCausalLM"}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+          {"eos_token_id", id_or_list(s.config_eos)},
+          {"head_dim", head_dim_of(p)},
+          {"hidden_act", "silu"},
+          {"hidden_size", p.hidden},
+          {"initializer_range", 0.02},
+          {"intermediate_size", p.intermediate},
+          {"max_position_embeddings", p.max_position_embeddings},
+          {"max_window_layers", p.max_window_layers},
+          {"model_type", "qwen3"},
+          {"num_attention_heads", p.heads},
+          {"num_hidden_layers", p.layers},
+          {"num_key_value_heads", p.kv_heads},
+          {"rms_norm_eps", 1e-06},
+          {"rope_scaling", nullptr},
+          {"rope_theta", 1000000.0},
+          {"sliding_window", nullptr},
+          {"tie_word_embeddings", p.tied},
+          {"torch_dtype", torch_dtype_name(dtype)},
+          {"transformers_version", "4.51.0"},
+          {"use_cache", true},
           {"use_sliding_window", false},
           {"vocab_size", vocab}};
 }
@@ -157,6 +198,7 @@ SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by
     if (x) v.push_back(*x);
   };
   if (p.family == TokenizerFamily::kQwen2) {
+    if (!p.tiny && std::string(p.model_type) == "qwen3") return {151643, {151645}, {151645, 151643}};  // <|im_end|>
     if (!p.tiny) return {151643, {151643}, {151643}};
     s.bos = id("<|endoftext|>");
     add(s.config_eos, id("<|endoftext|>"));
@@ -310,14 +352,16 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
          vocab);
 
   const SpecialIds ids = special_ids(p, by_text);
-  write_json(dir / "config.json", p.family == TokenizerFamily::kQwen2 ? qwen_config(p, vocab, ids, o.dtype)
-                                                                      : llama_config(p, vocab, ids, o.dtype));
+  const std::string model_type = p.model_type;
+  write_json(dir / "config.json", model_type == "qwen2"   ? qwen_config(p, vocab, ids, o.dtype)
+                                  : model_type == "qwen3" ? qwen3_config(p, vocab, ids, o.dtype)
+                                                          : llama_config(p, vocab, ids, o.dtype));
   write_json(dir / "generation_config.json", generation_config(p, ids));
 
   // Weights, in Hugging Face's names and order.
   ThreadPool pool(0);
-  const int64_t head_dim = p.hidden / p.heads, q = p.heads * head_dim, kv = p.kv_heads * head_dim;
-  const bool bias = p.family == TokenizerFamily::kQwen2;
+  const int64_t head_dim = head_dim_of(p), q = p.heads * head_dim, kv = p.kv_heads * head_dim;
+  const bool bias = model_type == "qwen2", qk_norm = model_type == "qwen3";
   std::vector<SafetensorsEntry> entries;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, Init init) {
     const double sd = name == "model.embed_tokens.weight" ? p.embed_std : p.weight_std;
@@ -334,6 +378,10 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
       add(l + "self_attn.q_proj.bias", {q}, Init::kBias);
       add(l + "self_attn.k_proj.bias", {kv}, Init::kBias);
       add(l + "self_attn.v_proj.bias", {kv}, Init::kBias);
+    }
+    if (qk_norm) {
+      add(l + "self_attn.q_norm.weight", {head_dim}, Init::kNorm);
+      add(l + "self_attn.k_norm.weight", {head_dim}, Init::kNorm);
     }
     add(l + "self_attn.o_proj.weight", {p.hidden, q}, Init::kMatrix);
     add(l + "post_attention_layernorm.weight", {p.hidden}, Init::kNorm);

@@ -2,8 +2,10 @@
 - from a GGUF (SmolLM2, Q4_1), each file type's output equals llama.cpp's own quantizer's
   (llama_cpp.llama_model_quantize on the same input) byte for byte: same tensors, same types, same blocks;
 - llama.cpp loads minfer's file, and its prompt logits agree with minfer's on that file;
-- from a Hugging Face directory (tiny-llama: llama.cpp's q/k row order; tiny-qwen2: tied embeddings), llama.cpp
-  loads the file, tokenizes as minfer does from tokenizer.json, and its logits agree with minfer's on the directory;
+- from a Hugging Face directory (tiny-llama: llama.cpp's q/k row order; tiny-qwen2: tied embeddings; tiny-qwen3: q/k
+  norms, explicit head_dim), llama.cpp
+  loads the file, tokenizes as minfer does from tokenizer.json, and its logits agree with minfer's on the directory
+  and on the file;
   for Qwen2 (which bench/hf_to_gguf.py also writes), the bytes equal llama.cpp's quantization of that writer's file;
 - what cannot be written is refused by name."""
 
@@ -82,7 +84,7 @@ def test_from_gguf_equals_llamacpp_quantize_and_llamacpp_runs_it(minfer, smollm2
     assert corr >= 0.99
 
 
-@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-qwen2"])
+@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-qwen2", "tiny-qwen3"])
 def test_from_hf_directory_llamacpp_loads_tokenizes_and_agrees(minfer, tiny_models, preset, tmp_path):
     hf = tiny_models(preset, "f32")
     ours = tmp_path / "ours.gguf"
@@ -95,6 +97,8 @@ def test_from_hf_directory_llamacpp_loads_tokenizes_and_agrees(minfer, tiny_mode
     corr = min_logit_correlation(minfer, ours, hf, prompt, tmp_path)
     print(f"{preset}: llama.cpp on minfer's Q8_0 file vs minfer on the f32 directory: min correlation {corr:.5f}")
     assert corr >= 0.99
+    # minfer's GGUF reader on the same file (its architecture keys and tensor names) agrees as well.
+    assert min_logit_correlation(minfer, ours, ours, prompt, tmp_path) >= 0.99
 
 
 @pytest.mark.parametrize("ftype", ["Q4_K_M", "Q6_K"])

@@ -1,7 +1,8 @@
 """minfer against the independent PyTorch oracle (tests/reference/hf_reference.py) on HF-layout test models.
 
-For tiny-llama (Llama 3 layout with llama3 RoPE scaling, untied lm_head) and tiny-qwen2 (QKV bias, tied
-embeddings), each in f32 and bf16 weights, written by `minfer make-test-model`:
+For tiny-llama (Llama 3 layout with llama3 RoPE scaling, untied lm_head), tiny-qwen2 (QKV bias, tied embeddings) and
+tiny-qwen3 (per-head q/k norms, head_dim 32 with 4 heads of a 64-wide model), each in f32 and bf16 weights, written by
+`minfer make-test-model`:
   * the prompt's logits (every position) from `minfer generate --dump-prompt-logits` against the oracle's;
     error metric: for each row (position), max |engine - oracle| / max |oracle|, and the worst row must be below
     1e-4 (f32 weights) or 2e-2 (bf16 weights; the oracle upcasts bf16 to f32 and computes in f32, the engine may
@@ -54,7 +55,8 @@ def run_engine(minfer, model_dir, ids, tmp_path):
     return raw.reshape(len(ids), vocab), read_ids(ids_file)
 
 
-CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), ("tiny-qwen2", "bf16")]
+CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), ("tiny-qwen2", "bf16"),
+         ("tiny-qwen3", "f32"), ("tiny-qwen3", "bf16")]
 
 
 @pytest.mark.parametrize("preset,dtype", CASES, ids=[f"{p}-{d}" for p, d in CASES])

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""An independent PyTorch oracle for minfer: Hugging Face Llama (Llama 2 / 3, incl. rope_type "llama3") and Qwen2,
-written from scratch after the published HF modeling code (modeling_llama.py, modeling_qwen2.py,
-modeling_rope_utils.py), reading an HF model directory with its own small safetensors reader.
+"""An independent PyTorch oracle for minfer: Hugging Face Llama (Llama 2 / 3, incl. rope_type "llama3"), Qwen2 and
+Qwen3, written from scratch after the published HF modeling code (modeling_llama.py, modeling_qwen2.py,
+modeling_qwen3.py, modeling_rope_utils.py), reading an HF model directory with its own small safetensors reader.
 
 Numerics: weights as stored, upcast to float32 (BF16 -> F32 is exact), every computation in float32 — the engine's
 numerics too. This is not HF's bf16 forward (HF would keep bf16 activations); it is the f32 computation on the
@@ -16,6 +16,8 @@ Semantics followed (HF eager attention path):
   attention: GQA via repeat_kv (query head h reads KV head h // (heads / kv_heads)), scores * head_dim^-0.5,
         causal mask, softmax in f32
   Qwen2: q/k/v projections have biases; Llama: biases only if attention_bias / mlp_bias (present in the file)
+  Qwen3: no q/k/v biases; q and k each RMSNorm-ed over head_dim (q_norm / k_norm, one [head_dim] weight shared by the
+        heads) after the projection and before RoPE; head_dim from the config (not hidden / heads)
   lm_head: lm_head.weight, or embed_tokens when tie_word_embeddings
 
 CLI (run it with Debian's /usr/bin/python3, which has torch):
@@ -167,8 +169,8 @@ class Config:
     def __init__(self, cfg: dict):
         self.raw = cfg
         self.model_type = cfg.get("model_type", "llama")
-        if self.model_type not in ("llama", "qwen2"):
-            raise ValueError(f"model_type {self.model_type!r} is not supported (llama, qwen2)")
+        if self.model_type not in ("llama", "qwen2", "qwen3"):
+            raise ValueError(f"model_type {self.model_type!r} is not supported (llama, qwen2, qwen3)")
         act = cfg.get("hidden_act", "silu")
         if act != "silu":
             raise ValueError(f"hidden_act {act!r} is not supported (silu)")
@@ -206,6 +208,7 @@ class Reference:
 
         q_out, kv_out = c.heads * c.head_dim, c.kv_heads * c.head_dim
         qkv_bias = c.model_type == "qwen2"
+        qk_norm = c.model_type == "qwen3"  # Qwen3Attention: q_norm / k_norm, RMSNorm over head_dim, before RoPE
         self.embed = get("model.embed_tokens.weight", (c.vocab, c.hidden))
         self.layers = []
         for i in range(c.layers):
@@ -221,6 +224,8 @@ class Reference:
                 "bk": get(p + "self_attn.k_proj.bias", (kv_out,), required=qkv_bias),
                 "bv": get(p + "self_attn.v_proj.bias", (kv_out,), required=qkv_bias),
                 "bo": get(p + "self_attn.o_proj.bias", (c.hidden,), required=False),
+                "q_norm": get(p + "self_attn.q_norm.weight", (c.head_dim,), required=qk_norm),
+                "k_norm": get(p + "self_attn.k_norm.weight", (c.head_dim,), required=qk_norm),
                 "gate": get(p + "mlp.gate_proj.weight", (c.intermediate, c.hidden)),
                 "up": get(p + "mlp.up_proj.weight", (c.intermediate, c.hidden)),
                 "down": get(p + "mlp.down_proj.weight", (c.hidden, c.intermediate)),
@@ -295,6 +300,9 @@ class Reference:
             q = self._linear(x, L["wq"], L["bq"]).view(n, c.heads, c.head_dim)
             k = self._linear(x, L["wk"], L["bk"]).view(n, c.kv_heads, c.head_dim)
             v = self._linear(x, L["wv"], L["bv"]).view(n, c.kv_heads, c.head_dim)
+            if L["q_norm"] is not None:
+                q = self._rms_norm(q, L["q_norm"])
+                k = self._rms_norm(k, L["k_norm"])
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             self.cache_k[i] = k if self.cache_k[i] is None else torch.cat((self.cache_k[i], k), dim=0)

@@ -207,7 +207,8 @@ TEST_P(BatchingTest, Bf16KvCacheBatchedEqualsAlone) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, BatchingTest, ::testing::Values("stories260K", "tiny-llama", "tiny-qwen2"));
+INSTANTIATE_TEST_SUITE_P(Models, BatchingTest,
+                         ::testing::Values("stories260K", "tiny-llama", "tiny-qwen2", "tiny-qwen3"));
 
 TEST(EngineStories260K, GreedyFromBosMatchesLlama2cReferenceInABatch) {
   std::ifstream in(std::string(MINFER_SHARED_DIR) + "/models/stories260K/greedy_t0_n200.ids");

@@ -73,10 +73,10 @@ void expect_fused_matches_unfused(const ModelWeights& weights, const std::vector
   const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, prompt);
   const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, prompt);
   expect_same_results(fused, none);
-  // 16 primitive nodes per layer + embedding, gather, final norm, lm_head; fused: 5 per layer + embedding and
-  // one gather+norm+lm_head GEMM.
+  // 16 primitive nodes per layer (18 with q/k norms) + embedding, gather, final norm, lm_head; fused: 5 per layer +
+  // embedding and one gather+norm+lm_head GEMM.
   const int64_t layers = weights.config.num_layers;
-  EXPECT_EQ(none.dispatches_per_step, 16 * layers + 4);
+  EXPECT_EQ(none.dispatches_per_step, (weights.config.qk_norm ? 18 : 16) * layers + 4);
   EXPECT_EQ(fused.dispatches_per_step, 5 * layers + 2);
 }
 
@@ -116,6 +116,9 @@ TEST_F(FusionOnTestModels, TinyLlamaF32) { expect_fused_matches_unfused(write("t
 TEST_F(FusionOnTestModels, TinyLlamaBf16) { expect_fused_matches_unfused(write("tiny-llama", DType::BF16), kPrompt); }
 TEST_F(FusionOnTestModels, TinyQwen2F32) { expect_fused_matches_unfused(write("tiny-qwen2", DType::F32), kPrompt); }
 TEST_F(FusionOnTestModels, TinyQwen2Bf16) { expect_fused_matches_unfused(write("tiny-qwen2", DType::BF16), kPrompt); }
+// Qwen3: the per-head q/k norms between the projections and RoPE fold into the QKV GEMM's epilogue (unfused: two
+// more nodes per layer; fused: the same five).
+TEST_F(FusionOnTestModels, TinyQwen3F32) { expect_fused_matches_unfused(write("tiny-qwen3", DType::F32), kPrompt); }
 
 // Quantized weights fuse as float ones do (int8 rows packed with their scales, W8A8 panels rebuilt): the same
 // 5 dispatches per layer, the same tokens and logits as the unfused quantized graph.

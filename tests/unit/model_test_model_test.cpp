@@ -194,6 +194,15 @@ TEST_F(TestModelWriter, RealPresetsHaveTheRealConfigAndShapes) {
                             "original_max_position_embeddings": 8192, "rope_type": "llama3"},
            "rope_theta": 500000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
            "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256})"},
+      {"qwen3-0.6b", 596049920,
+       R"({"architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+           "bos_token_id": 151643, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu",
+           "hidden_size": 1024, "initializer_range": 0.02, "intermediate_size": 3072,
+           "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3",
+           "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+           "rope_scaling": null, "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": true,
+           "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true,
+           "use_sliding_window": false, "vocab_size": 151936})"},
   };
   for (const RealPreset& p : presets) {
     SCOPED_TRACE(p.preset);

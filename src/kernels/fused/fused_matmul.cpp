@@ -59,6 +59,9 @@ void fused_matmul(const KernelTable& table, const FusedMatMul& op, ThreadPool& p
                    op.head_dim);
       if (op.half_rot < 0 || 2 * op.half_rot > op.head_dim)
         fail("rope: {} rotated pairs in a head of {}", op.half_rot, op.head_dim);
+      for (const Tensor* norm : {op.q_norm, op.k_norm})
+        if (norm && norm->numel() != op.head_dim)
+          fail("fused qkv: head norm weight {} for heads of {}", norm->shape_string(), op.head_dim);
       RopeKvWriteEpilogue e;
       e.table = &table;
       e.cos = op.rope_cos;
@@ -70,6 +73,9 @@ void fused_matmul(const KernelTable& table, const FusedMatMul& op, ThreadPool& p
       e.half_rot = op.half_rot;
       e.style = op.style;
       e.q_out = op.out;
+      e.q_norm = op.q_norm;
+      e.k_norm = op.k_norm;
+      e.head_norm_eps = op.head_norm_eps;
       const GemmEpilogue hook = e.as_epilogue();
       run_gemm(*table.leaves, x, out_rows, op.k, *op.weight, op.bias, op.y, pool, &hook);
       return;

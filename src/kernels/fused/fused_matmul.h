@@ -3,7 +3,7 @@
 //             (M x K work, small beside the GEMM's M x K x N);
 //   GEMM      the weight as packed at compile time (fused_weights.h), with its bias;
 //   epilogue  per column tile, by the thread that computed it (gemm_epilogues.h): residual add, SiLU * up,
-//             or RoPE + paged KV write + Q copy.
+//             or (per-head RMSNorm of Q and K +) RoPE + paged KV write + Q copy.
 // So a fused matmul is one fork-join of the pool, like a plain GEMM.
 #pragma once
 
@@ -48,6 +48,10 @@ struct FusedMatMul {
   int64_t head_dim = 0;
   int64_t half_rot = 0;
   RopeStyle style = RopeStyle::kNeox;
+  // Per-head RMSNorm of Q and K before RoPE ([head_dim] weights; Qwen3), when set.
+  const Tensor* q_norm = nullptr;
+  const Tensor* k_norm = nullptr;
+  float head_norm_eps = 0.0f;
 };
 
 // Runs the fused operator with the leaves of `table` (any ISA; kernel_table(Isa::kScalar) is the reference).

@@ -29,11 +29,14 @@ void apply_rope_kv_write(const void* ctx, float* y, int64_t m, int64_t n, int64_
   const int64_t kv_end = 2 * e.cache.kv_heads * hd;
   const int64_t q_width = e.heads * hd;
   const RopeFn rope = e.table->leaves->rope;
+  const RmsnormFn norm = e.table->leaves->rmsnorm;  // in place, a head at a time
+  const void* k_norm_w = e.k_norm ? e.k_norm->data : nullptr;
   // K/V pairs: tiles are 2 * head_dim aligned, so a pair is never split.
   for (int64_t c = n0; c < n1 && c < kv_end; c += 2 * hd) {
     const int64_t g = c / (2 * hd);
     for (int64_t r = 0; r < m; ++r) {
       float* k = y + r * n + c;
+      if (e.k_norm) norm(k, k_norm_w, e.k_norm->dtype, e.head_norm_eps, k, 1, hd);
       rope(k, e.cos + r * e.half_rot, e.sin + r * e.half_rot, 1, 1, hd, e.half_rot, e.style);
       kv_write_head(e.cache, g, k, k + hd, e.slot_mapping[r]);
     }
@@ -45,6 +48,7 @@ void apply_rope_kv_write(const void* ctx, float* y, int64_t m, int64_t n, int64_
   const int64_t h1 = (n1 - kv_end) / hd;
   for (int64_t r = 0; r < m; ++r) {
     float* q = y + r * n + q0;
+    if (e.q_norm) norm(q, e.q_norm->data, e.q_norm->dtype, e.head_norm_eps, q, h1 - h0, hd);
     rope(q, e.cos + r * e.half_rot, e.sin + r * e.half_rot, 1, h1 - h0, hd, e.half_rot, e.style);
     std::memcpy(e.q_out + r * q_width + h0 * hd, q, static_cast<size_t>((h1 - h0) * hd) * sizeof(float));
   }

@@ -45,6 +45,9 @@ struct RopeKvWriteEpilogue {
   int64_t half_rot = 0;
   RopeStyle style = RopeStyle::kNeox;
   float* q_out = nullptr;
+  const Tensor* q_norm = nullptr;  // per-head RMSNorm before RoPE (Qwen3), when set
+  const Tensor* k_norm = nullptr;
+  float head_norm_eps = 0.0f;
   GemmEpilogue as_epilogue() const;
 };
 

@@ -37,6 +37,10 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
       out[p + "bk"] = {kv};
       out[p + "bv"] = {kv};
     }
+    if (c.qk_norm) {
+      out[p + "q_norm"] = {c.head_dim};
+      out[p + "k_norm"] = {c.head_dim};
+    }
     out[p + "ffn_norm"] = {c.hidden_size};
     out[p + "w_gate"] = {c.intermediate_size, c.hidden_size};
     out[p + "w_up"] = {c.intermediate_size, c.hidden_size};

@@ -12,7 +12,8 @@
 
 namespace minfer {
 
-// Canonical name -> expected shape. lm_head only when the embeddings are untied; bq/bk/bv only with attention_bias.
+// Canonical name -> expected shape. lm_head only when the embeddings are untied; bq/bk/bv only with attention_bias;
+// q_norm/k_norm only with qk_norm.
 std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelConfig& config);
 
 // Where a weight lives in the checkpoint, for error messages: the file and the tensor's name there.

@@ -30,6 +30,8 @@ constexpr NameRow kLayer[] = {
     {"bq", "self_attn.q_proj.bias", "attn_q.bias"},
     {"bk", "self_attn.k_proj.bias", "attn_k.bias"},
     {"bv", "self_attn.v_proj.bias", "attn_v.bias"},
+    {"q_norm", "self_attn.q_norm.weight", "attn_q_norm.weight"},
+    {"k_norm", "self_attn.k_norm.weight", "attn_k_norm.weight"},
     {"ffn_norm", "post_attention_layernorm.weight", "ffn_norm.weight"},
     {"w_gate", "mlp.gate_proj.weight", "ffn_gate.weight"},
     {"w_up", "mlp.up_proj.weight", "ffn_up.weight"},
