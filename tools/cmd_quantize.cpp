@@ -1,7 +1,7 @@
 // `minfer quantize IN OUT --quantization w8a16|w8a8 [--group-size N] [--asymmetric] [--calibrate TEXT]`: writes
 // an int8 quantized Hugging Face checkpoint (see model/quant/quantized_checkpoint.h) that `minfer` loads like any
 // other. --calibrate runs the float model over a text first and applies SmoothQuant (model/quant/smoothing.h).
-// `minfer quantize IN OUT.gguf --type Q4_0|Q4_K_M|Q5_K_M|Q6_K|Q8_0`: writes a GGUF file of llama.cpp's
+// `minfer quantize IN OUT.gguf --type Q4_0|Q4_K_M|Q5_K_M|Q6_K|Q8_0|F16|BF16`: writes a GGUF file of llama.cpp's
 // quantization mix (model/quant/gguf_export.h) from a Hugging Face directory or a GGUF file.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

@@ -24,7 +24,7 @@ llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is in the 
 gguf = pytest.importorskip("gguf", reason="gguf-py is in the project venv (scripts/setup-venv.sh)")
 
 # minfer's --type names and llama.cpp's file types (llama.h, LLAMA_FTYPE_MOSTLY_*).
-FTYPES = {"Q4_0": 2, "Q8_0": 7, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18}
+FTYPES = {"Q4_0": 2, "Q8_0": 7, "Q4_K_M": 15, "Q5_K_M": 17, "Q6_K": 18, "F16": 1, "BF16": 32}
 TEXT = "The quick brown fox jumps over the lazy dog. It's 2024 -- isn't it? 12345 apples!"
 
 

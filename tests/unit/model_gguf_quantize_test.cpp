@@ -166,6 +166,12 @@ TEST(GgufQuantPlan, FileTypeNames) {
   EXPECT_EQ(parse_gguf_file_type("Q6_K"), GgufFileType::kQ6_K);
   EXPECT_EQ(parse_gguf_file_type("IQ2_XXS"), std::nullopt);
   EXPECT_EQ(static_cast<uint32_t>(GgufFileType::kQ4_K_M), 15u);  // llama.cpp's LLAMA_FTYPE_MOSTLY_Q4_K_M
+  EXPECT_EQ(parse_gguf_file_type("bf16"), GgufFileType::kBF16);
+  // A float file type converts every matrix, output and embedding included, and nothing else.
+  auto t = llama_like(2, 48, 96, /*tied=*/true);
+  plan_gguf_types(GgufFileType::kBF16, 2, t);
+  for (const auto& x : t)
+    EXPECT_EQ(x.target, x.shape.size() == 2 ? std::optional(DType::BF16) : std::nullopt) << x.name;
 }
 
 // Quantize rows, dequantize them with the kernels' decoder, and compare with the input: the error per element

@@ -15,7 +15,8 @@ struct FileTypeName {
 constexpr FileTypeName kFileTypes[] = {
     {GgufFileType::kQ4_0, "Q4_0", DType::Q4_0},     {GgufFileType::kQ4_K_M, "Q4_K_M", DType::Q4_K},
     {GgufFileType::kQ5_K_M, "Q5_K_M", DType::Q5_K}, {GgufFileType::kQ6_K, "Q6_K", DType::Q6_K},
-    {GgufFileType::kQ8_0, "Q8_0", DType::Q8_0},
+    {GgufFileType::kQ8_0, "Q8_0", DType::Q8_0},     {GgufFileType::kF16, "F16", DType::F16},
+    {GgufFileType::kBF16, "BF16", DType::BF16},
 };
 
 bool ends_with(std::string_view s, std::string_view suffix) {
@@ -91,6 +92,10 @@ void plan_gguf_types(GgufFileType type, int64_t n_layers, std::vector<PlannedTen
   int64_t i_attn_v = 0, i_ffn_down = 0;
   for (PlannedTensor& t : tensors) {
     if (!quantizable(t)) continue;
+    if (!is_block_type(base)) {  // F16 / BF16: no mix (llama.cpp mixes only quantized file types)
+      t.target = base;
+      continue;
+    }
     const int64_t cols = t.shape.back();
     DType target = base;
     if (t.name == "output.weight" || (tied && t.name == "token_embd.weight")) {

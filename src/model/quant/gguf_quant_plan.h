@@ -2,6 +2,7 @@
 // llama_tensor_get_type) for the file types `minfer quantize --type` writes, so a Q4_K_M file from minfer has the
 // tensor types of one from llama-quantize:
 //   Q4_0, Q8_0, Q6_K    every matrix in that type
+//   F16, BF16           every matrix in that type, nothing else changed (a conversion, llama.cpp's MOSTLY_F16/BF16)
 //   Q4_K_M / Q5_K_M     Q4_K / Q5_K, with attn_v and ffn_down in Q6_K in the first and last eighth of the layers
 //                       and every third layer between (llama.cpp's use_more_bits)
 // and for all: output.weight (token_embd.weight when tied) in Q6_K (Q8_0 for Q8_0 files, or when its rows are not
@@ -20,9 +21,9 @@
 namespace minfer {
 
 // llama.cpp's llama_ftype values, written as general.file_type.
-enum class GgufFileType : uint32_t { kQ4_0 = 2, kQ8_0 = 7, kQ4_K_M = 15, kQ5_K_M = 17, kQ6_K = 18 };
+enum class GgufFileType : uint32_t { kF16 = 1, kQ4_0 = 2, kQ8_0 = 7, kQ4_K_M = 15, kQ5_K_M = 17, kQ6_K = 18, kBF16 = 32 };
 
-// "Q4_0", "Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K" (any case); nullopt otherwise.
+// "Q4_0", "Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K", "F16", "BF16" (any case); nullopt otherwise.
 std::optional<GgufFileType> parse_gguf_file_type(std::string_view name);
 std::string_view gguf_file_type_name(GgufFileType type);
 std::string gguf_file_type_names();  // "Q4_0|Q4_K_M|..." for messages
