@@ -21,7 +21,15 @@
 namespace minfer {
 
 // llama.cpp's llama_ftype values, written as general.file_type.
-enum class GgufFileType : uint32_t { kF16 = 1, kQ4_0 = 2, kQ8_0 = 7, kQ4_K_M = 15, kQ5_K_M = 17, kQ6_K = 18, kBF16 = 32 };
+enum class GgufFileType : uint32_t {
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ8_0 = 7,
+  kQ4_K_M = 15,
+  kQ5_K_M = 17,
+  kQ6_K = 18,
+  kBF16 = 32
+};
 
 // "Q4_0", "Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K", "F16", "BF16" (any case); nullopt otherwise.
 std::optional<GgufFileType> parse_gguf_file_type(std::string_view name);
