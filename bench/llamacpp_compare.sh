@@ -6,6 +6,9 @@
 # bench/llamacpp/package.json, bench/llamacpp/bench.mjs). MODEL is a .gguf file (any quantization types), or a Qwen2
 # HF directory that bench/hf_to_gguf.py writes as GGUF first (TYPE keep or q8_0).
 #   bench/llamacpp_compare.sh MODEL [ROUNDS=3] [THREADS=2] [TYPE=keep|q8_0]
+# MINFER_FLAGS adds engine flags to minfer's `bench offline` runs (prefill, 8 and 32 sequences), e.g.
+# MINFER_FLAGS="--kv-cache-dtype bf16" for a 16-bit KV cache like llama.cpp's default f16 one (minfer's default is f32;
+# `generate`, the batch-1 decode, does not take the flag yet).
 # Per round and engine: greedy decode at batch 1 (64 steps after a 4-token prompt; the two engines' greedy ids
 # are compared), prefill of a 512-token prompt (best of 3), and aggregate decode tok/s of 8 and 32 sequences
 # decoding together (16-token prompts, 16 timed steps).
@@ -60,7 +63,7 @@ print(json.dumps({"engine": "minfer", "round": int(sys.argv[1]), "what": "decode
                   "seconds": s, "ids": ids}))
 PY
   "$minfer" bench offline -m "$gguf" -t "$threads" --sections decode,prefill --concurrency 8,32 --decode-steps 16 \
-    --prefill-tokens 512 --json "$cache/minfer_offline.jsonl" > "$cache/minfer_offline.txt" 2>/dev/null
+    --prefill-tokens 512 ${MINFER_FLAGS:-} --json "$cache/minfer_offline.jsonl" > "$cache/minfer_offline.txt" 2>/dev/null
   /usr/bin/python3 - "$round" "$cache/minfer_offline.txt" "$cache/minfer_offline.jsonl" >> "$results" <<'PY'
 import json, re, sys
 r = int(sys.argv[1])
