@@ -107,34 +107,19 @@ ojson qwen_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
           {"vocab_size", vocab}};
 }
 
-// Qwen3ForCausalLM: Qwen2's layout without the q/k/v biases, with per-head q/k norms and an explicit head_dim.
+// Qwen3ForCausalLM: Qwen2's config without the q/k/v biases or mrope, with an explicit head_dim (q/k norms are
+// implied by the model type).
 ojson qwen3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
-  return {{"architectures", {"Qwen3ForCausalLM"}},
-          {"attention_bias", false},
-          {"attention_dropout", 0.0},
-          {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
-          {"eos_token_id", id_or_list(s.config_eos)},
-          {"head_dim", head_dim_of(p)},
-          {"hidden_act", "silu"},
-          {"hidden_size", p.hidden},
-          {"initializer_range", 0.02},
-          {"intermediate_size", p.intermediate},
-          {"max_position_embeddings", p.max_position_embeddings},
-          {"max_window_layers", p.max_window_layers},
-          {"model_type", "qwen3"},
-          {"num_attention_heads", p.heads},
-          {"num_hidden_layers", p.layers},
-          {"num_key_value_heads", p.kv_heads},
-          {"rms_norm_eps", 1e-06},
-          {"rope_scaling", nullptr},
-          {"rope_theta", 1000000.0},
-          {"sliding_window", nullptr},
-          {"tie_word_embeddings", p.tied},
-          {"torch_dtype", torch_dtype_name(dtype)},
-          {"transformers_version", "4.51.0"},
-          {"use_cache", true},
-          {"use_sliding_window", false},
-          {"vocab_size", vocab}};
+  ojson j = qwen_config(p, vocab, s, dtype);
+  j["architectures"] = {"Qwen3ForCausalLM"};
+  j["model_type"] = "qwen3";
+  j["attention_bias"] = false;
+  j["head_dim"] = head_dim_of(p);
+  j["rope_scaling"] = nullptr;
+  j["sliding_window"] = nullptr;
+  j["transformers_version"] = "4.51.0";
+  j.erase("use_mrope");
+  return j;
 }
 
 ojson llama_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
