@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "base/half.h"
+#include "kernels/gguf_blocks.h"  // k_scale_min: the 6-bit scales read back as the decoders read them
 
 namespace minfer {
 namespace {
@@ -179,15 +180,6 @@ void pack_scales_mins(const uint8_t* ls, const uint8_t* lm, uint8_t* s) {
     }
   }
 }
-void unpack_scale_min(int j, const uint8_t* s, int* sc, int* m) {
-  if (j < 4) {
-    *sc = s[j] & 63;
-    *m = s[j + 4] & 63;
-  } else {
-    *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
-    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-  }
-}
 
 // Levels L[256] in [0, 2^bits - 1] of a Q4_K / Q5_K super-block; writes d, dmin and the scales at `head`.
 template <int kBits>
@@ -220,7 +212,7 @@ void k_affine_levels(const float* x, uint8_t* head, uint8_t* L) {
   // The levels again, against the scales as rounded into the file.
   for (int j = 0; j < 8; ++j) {
     int sc, m;
-    unpack_scale_min(j, head + 4, &sc, &m);
+    kernels::gguf::k_scale_min(head + 4, j, &sc, &m);
     const float d = get_f16(head) * sc;
     if (d == 0) continue;
     const float dm = get_f16(head + 2) * m;

@@ -135,21 +135,20 @@ Source read_hf(const std::string& path, GgufWriter& writer) {
   return s;
 }
 
-// Rows [row0, row0 + rows) of t as f32.
-void rows_to_f32(const Tensor& t, int64_t cols, int64_t row0, int64_t rows, float* out) {
-  if (is_block_type(t.dtype)) {
-    Tensor matrix = t;
-    matrix.shape = {t.numel() / cols, cols};
-    kernels::dequantize_rows(matrix, row0, rows, out);
+// Row `row` of `matrix` (a tensor viewed as [rows, cols]) as f32.
+void row_to_f32(const Tensor& matrix, int64_t row, float* out) {
+  const int64_t cols = matrix.dim(1);
+  if (is_block_type(matrix.dtype)) {
+    kernels::dequantize_rows(matrix, row, 1, out);
     return;
   }
-  const int64_t n = rows * cols, first = row0 * cols;
-  for (int64_t i = 0; i < n; ++i) {
-    switch (t.dtype) {
-      case DType::F32: out[i] = t.as<float>()[first + i]; break;
-      case DType::F16: out[i] = f16_to_f32(t.as<uint16_t>()[first + i]); break;
-      case DType::BF16: out[i] = bf16_to_f32(t.as<uint16_t>()[first + i]); break;
-      default: fail("tensor of type {} cannot be converted", dtype_name(t.dtype));
+  const int64_t first = row * cols;
+  for (int64_t i = 0; i < cols; ++i) {
+    switch (matrix.dtype) {
+      case DType::F32: out[i] = matrix.as<float>()[first + i]; break;
+      case DType::F16: out[i] = f16_to_f32(matrix.as<uint16_t>()[first + i]); break;
+      case DType::BF16: out[i] = bf16_to_f32(matrix.as<uint16_t>()[first + i]); break;
+      default: fail("tensor of type {} cannot be converted", dtype_name(matrix.dtype));
     }
   }
 }
@@ -168,12 +167,14 @@ void fill_tensor(const SourceTensor& t, DType target, std::span<uint8_t> out, Th
     return;
   }
   const size_t row_bytes = dtype_bytes(target, static_cast<size_t>(cols));
+  Tensor matrix = t.data;  // a GGUF tensor of any rank, as the rows its last dimension makes
+  matrix.shape = {rows, cols};
   pool.parallel_for(static_cast<size_t>(rows), 16, [&](size_t begin, size_t end) {
     std::vector<float> row(static_cast<size_t>(cols));
     for (size_t r = begin; r < end; ++r) {
       const int64_t source =
           t.rope_heads ? rope_source_row(static_cast<int64_t>(r), rows, t.rope_heads) : static_cast<int64_t>(r);
-      rows_to_f32(t.data, cols, source, 1, row.data());
+      row_to_f32(matrix, source, row.data());
       quantize_gguf_row(target, row.data(), cols, out.data() + r * row_bytes);
     }
   });
