@@ -45,6 +45,9 @@ constexpr int zero_point(DType t) {
   }
 }
 
+// z of the 16-row tiles (tensor/gguf_tiles.h): the type's, and 128 for Q8_0, whose bytes the tiles store as q + 128.
+constexpr int tile_zero_point(DType t) { return t == DType::Q8_0 ? 128 : zero_point(t); }
+
 // IQ4_NL / IQ4_XS's non-linear 4-bit code book (ggml's kvalues_iq4nl: -127, -104, ..., 113) plus 128: the u of
 // their decoded form.
 inline constexpr uint8_t kIq4Unsigned[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};

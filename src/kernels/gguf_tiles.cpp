@@ -159,7 +159,7 @@ TileBlockScales tile_block_scales(const GgufTiles& t, const uint8_t* group, int6
   const int64_t s = t.scale_columns() == 16 ? 2 * b + half : b;  // the sub-block of a super-block
   const auto sc = [&] { return static_cast<float>(static_cast<int8_t>(group[t.sc_at(s, j)])); };
   const auto mn = [&] { return static_cast<float>(static_cast<int8_t>(group[t.mn_at(s, j)])); };
-  const int z = t.full_bytes() ? 128 : gguf::zero_point(t.type);
+  const int z = gguf::tile_zero_point(t.type);
   switch (t.type) {
     case DType::Q4_1:
     case DType::Q5_1: return {d, -m, z};

@@ -36,7 +36,7 @@ constexpr TileKind kind_of(DType type) {
           t.scale_columns() == 16,
           t.full_bytes(),
           t.high_bits(),
-          t.full_bytes() ? 128 : gguf::zero_point(t.type),
+          gguf::tile_zero_point(t.type),
           legacy_min ? -1.0f : 1.0f};
 }
 
