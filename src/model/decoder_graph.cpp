@@ -28,18 +28,12 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
     }
     return g.add_node(n);
   };
-  auto rmsnorm = [&](ValueId x, const std::string& w, const std::string& out) {
+  // head_dim > 0: over each head of that width (Qwen3's q/k norms, one [head_dim] weight shared by the heads).
+  auto rmsnorm = [&](ValueId x, const std::string& w, const std::string& out, int64_t head_dim = 0) {
     Node n{.kind = OpKind::kRmsNorm, .inputs = {x}, .output = g.add_value(out, g.value(x).width, g.value(x).rows)};
     n.weight = &weights.get(w);
     n.eps = eps;
-    return g.add_node(n);
-  };
-  // Qwen3's q/k norms: RMSNorm over each head, one [head_dim] weight shared by the heads.
-  auto head_norm = [&](ValueId x, const std::string& w, int64_t heads, const std::string& out) {
-    Node n{.kind = OpKind::kRmsNorm, .inputs = {x}, .output = g.add_value(out, heads * c.head_dim)};
-    n.weight = &weights.get(w);
-    n.eps = eps;
-    n.head_dim = c.head_dim;
+    n.head_dim = head_dim;
     return g.add_node(n);
   };
   auto binary = [&](OpKind kind, ValueId a, ValueId b, const std::string& out) {
@@ -60,8 +54,8 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
     ValueId q = matmul(h, p + "wq", bias_q, p + "q");
     ValueId k = matmul(h, p + "wk", bias_k, p + "k");
     if (c.qk_norm) {
-      q = head_norm(q, p + "q_norm", c.num_heads, p + "q_normed");
-      k = head_norm(k, p + "k_norm", c.num_kv_heads, p + "k_normed");
+      q = rmsnorm(q, p + "q_norm", p + "q_normed", c.head_dim);
+      k = rmsnorm(k, p + "k_norm", p + "k_normed", c.head_dim);
     }
     const ValueId v = matmul(h, p + "wv", bias_v, p + "v");
     const ValueId q_rot = g.add_node(Node{.kind = OpKind::kRope,

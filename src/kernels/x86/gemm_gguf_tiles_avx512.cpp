@@ -1,10 +1,11 @@
-// AVX-512 VNNI leaf of the 4- to 6-bit GGUF types in 16-row tiles (tensor/gguf_tiles.h, contract in
+// AVX-512 VNNI leaf of the 4- to 6-bit GGUF types and Q8_0 in 16-row tiles (tensor/gguf_tiles.h, contract in
 // kernels/quant_leaf.h). Per 32-column block of a tile, four 64-byte loads hold the 16 rows' nibbles; masked (and
 // shifted), with the high bits added under mask registers, they are eight vpdpbusd operands of 16 rows x 4 columns,
 // each multiplied by 4 broadcast int8 activations, so the unpacking happens in registers and serves every activation
 // row of the pass. The accumulator starts at -z x sum(x) (the type's zero
 // point), so per block and row the int32 sum is exactly sum((u - z) x) as in the reference; it is scaled by
-// d_w x d_x in f32 and the offset m_w x d_x sum(x) taken off. IQ4 nibbles go through their code book with vpshufb.
+// d_w x d_x in f32 and the offset m_w x d_x sum(x) taken off. IQ4 nibbles go through their code book with vpshufb;
+// Q8_0's bytes (stored as q + 128) are the operands as loaded.
 #include <algorithm>
 #include <cstring>
 #include <vector>
