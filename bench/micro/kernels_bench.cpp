@@ -54,7 +54,7 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, i
   const AttentionBatch batch{seqs, q_start.data(), q_lens.data(), ctx_lens.data(), tables.data(), pages_per_seq};
   for (auto _ : state) {
     for (const KvLayerView& cache : caches)
-      t->paged_attention(q.data(), out.data(), kHeads, cache, batch, 0.125f, pool);
+      t->paged_attention(q.data(), out.data(), kHeads, cache, batch, {0.125f}, pool);
     benchmark::DoNotOptimize(out.data());
   }
   // K and V bytes each sequence reads (once per kv-head span; what bounds decode), and the flops (QK^T and PV,

@@ -139,7 +139,8 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
       return;
     case OpKind::kAttention:
       kernels::paged_attention(in(0), buffer(node.output), node.heads, kv_layers[static_cast<size_t>(node.layer)],
-                               step.attention, node.scale, pool_);
+                               step.attention, {.scale = node.scale, .window = node.window, .softcap = node.softcap},
+                               pool_);
       return;
     case OpKind::kAdd: {
       const float* a = in(0);

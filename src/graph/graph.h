@@ -55,7 +55,9 @@ struct Node {
   int64_t heads = 0;     // Rope, Attention: heads of the input
   int64_t head_dim = 0;  // Rope, Attention; RmsNorm per head when set
   float eps = 0.0f;      // RmsNorm
-  float scale = 0.0f;    // Attention: 1/sqrt(head_dim)
+  float scale = 0.0f;    // Attention: usually 1/sqrt(head_dim)
+  int64_t window = 0;    // Attention: sliding window (kernels::AttentionParams), 0 = whole context
+  float softcap = 0.0f;  // Attention: score soft-capping, 0 = none
   // Fused ops.
   ValueId aux_output = kNoValue;        // AddRmsNorm: the residual sum, a second output
   const Tensor* norm_weight = nullptr;  // FusedMatMul prologue: RMSNorm of the input rows (eps above)

@@ -3,6 +3,9 @@
 // busy) to the pool's threads through an atomic counter, so long and short sequences balance themselves.
 // Long contexts are split into ranges of pages run as separate spans whose partial softmax results are merged
 // afterwards (flash-decoding), so the decode of one or two long sequences still keeps every thread busy.
+// A sliding window starts each span at the window of its first token, rounded down to the leaves' grid of
+// online-softmax blocks: a row's blocks then lie where they would without the window, so its result still
+// depends only on its own position (keys before its window are masked exactly, as causal ones are).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -71,7 +74,7 @@ void merge_partials(const float* parts, int64_t num_parts, int64_t part_stride, 
 }  // namespace
 
 void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64_t heads, const KvLayerView& cache,
-                         const AttentionBatch& batch, float scale, ThreadPool& pool,
+                         const AttentionBatch& batch, const AttentionParams& params, ThreadPool& pool,
                          const AttentionSplitOptions& split) {
   check_batch(heads, cache, batch);
   const int64_t group = heads / cache.kv_heads;
@@ -87,6 +90,9 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
   // Contexts longer than one range are split at fixed multiples of the range, whatever the batch: a row's
   // result then depends only on its own position, so batching never changes it.
   const int64_t range_pages = std::max<int64_t>(1, ceil_div(split.range_tokens, ps));
+  const int64_t range_keys = range_pages * ps;
+  // Blocks of the leaves start at multiples of this (ranges and pages are powers of two of at least it).
+  const int64_t block_grid = std::max(kAttentionBlockKeys, ps);
 
   thread_local std::vector<Item> items;
   thread_local std::vector<float> partials;
@@ -98,6 +104,13 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
       const int64_t ntok = std::min(kAttentionMaxSpanTokens, q_len - t0);
       const int64_t ctx = batch.context_len[s] - q_len + t0 + ntok;  // keys the block's last token reads
       const int64_t ranges = ceil_div(ceil_div(ctx, ps), range_pages);
+      // Keys before `start` lie outside every window of the block's tokens; ranges wholly before it are skipped.
+      int64_t start = 0;
+      if (params.window > 0) {
+        const int64_t lo = batch.context_len[s] - q_len + t0 - params.window + 1;
+        start = lo > 0 ? lo / block_grid * block_grid : 0;
+      }
+      const int64_t first_range = start / range_keys;
       for (int64_t g = 0; g < cache.kv_heads; ++g) {
         for (int64_t part = 0; part < parts; ++part) {
           Item it;
@@ -109,11 +122,12 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
           it.head_end = std::min((g + 1) * group, it.head_begin + heads_per_part);
           if (it.head_begin >= it.head_end) continue;
           const int64_t part_floats = ntok * (it.head_end - it.head_begin) * (hd + 2);
-          for (int64_t r = 0; r < ranges; ++r) {
-            it.num_parts = r == 0 ? ranges : 0;
-            if (ranges > 1) {
-              it.ctx_begin = r * range_pages * ps;
-              it.ctx_end = std::min(ctx, (r + 1) * range_pages * ps);
+          it.ctx_begin = start;
+          for (int64_t r = first_range; r < ranges; ++r) {
+            it.num_parts = r == first_range ? ranges - first_range : 0;
+            if (ranges - first_range > 1) {
+              it.ctx_begin = std::max(start, r * range_keys);
+              it.ctx_end = std::min(ctx, (r + 1) * range_keys);
               it.partial = partial_floats;
               partial_floats += part_floats;
             }
@@ -143,7 +157,9 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
     span.first_pos = batch.context_len[it.seq] - q_len + it.t0;
     span.ntok = it.ntok;
     span.block_table = batch.block_tables + it.seq * batch.max_blocks_per_seq;
-    span.scale = scale;
+    span.scale = params.scale;
+    span.window = params.window;
+    span.softcap = params.softcap;
     span.ctx_begin = it.ctx_begin;
     span.ctx_end = it.ctx_end;
     span.partial = it.partial >= 0 ? partial_base + it.partial : nullptr;

@@ -36,8 +36,8 @@ struct Ops {
     L->embedding(ids, n, table.data, table.dtype, table.dim(1), out);
   }
   static void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache,
-                              const AttentionBatch& batch, float scale, ThreadPool& pool) {
-    run_paged_attention(L->attention_span, q, out, heads, cache, batch, scale, pool);
+                              const AttentionBatch& batch, const AttentionParams& params, ThreadPool& pool) {
+    run_paged_attention(L->attention_span, q, out, heads, cache, batch, params, pool);
   }
   static KernelTable table(Isa isa) {
     // kv_write only stores (K scattered by the transposed layout, V a copy): one implementation serves every ISA.
@@ -130,8 +130,8 @@ void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, co
   ref::kv_write_head(cache, kv_head, k, v, slot);  // stores only: one implementation serves every ISA
 }
 void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
-                     float scale, ThreadPool& pool) {
-  active_kernels().paged_attention(q, out, heads, cache, batch, scale, pool);
+                     const AttentionParams& params, ThreadPool& pool) {
+  active_kernels().paged_attention(q, out, heads, cache, batch, params, pool);
 }
 const char* active_isa() { return active_kernels().name; }
 

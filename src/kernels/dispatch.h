@@ -31,7 +31,7 @@ struct KernelTable {
   void (*kv_write)(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping,
                    int64_t tokens);
   void (*paged_attention)(const float* q, float* out, int64_t heads, const KvLayerView& cache,
-                          const AttentionBatch& batch, float scale, ThreadPool& pool);
+                          const AttentionBatch& batch, const AttentionParams& params, ThreadPool& pool);
   // The leaf set behind this table, for fused operators that compose leaves (kernels/fused/).
   const LeafKernels* leaves;
 };

@@ -88,10 +88,19 @@ struct AttentionBatch {
   int64_t max_blocks_per_seq = 0;
 };
 
+// How a layer's attention scores its keys.
+struct AttentionParams {
+  float scale = 1.0f;  // usually 1/sqrt(head_dim)
+  // Sliding window: a query at position p sees keys (p - window, p]; 0: the whole causal context.
+  int64_t window = 0;
+  // Soft-capping of the scaled scores, cap * tanh(s / cap) (Gemma 2's attn_logit_softcapping); 0: none.
+  float softcap = 0.0f;
+};
+
 // out [tokens, heads, head_dim] = softmax(q k^T * scale) v over each sequence's pages; grouped-query
 // attention maps query head h to kv head h / (heads / kv_heads).
 void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
-                     float scale, ThreadPool& pool);
+                     const AttentionParams& params, ThreadPool& pool);
 
 // Which instruction set the dispatcher chose ("avx512", "avx2" or "scalar").
 const char* active_isa();

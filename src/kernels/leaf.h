@@ -46,6 +46,8 @@ struct AttentionSpan {
   int64_t ntok = 0;
   const int32_t* block_table = nullptr;
   float scale = 1.0f;
+  int64_t window = 0;    // AttentionParams::window: token i sees keys from window_start(i) on
+  float softcap = 0.0f;  // AttentionParams::softcap
   // Flash-decoding split of a long context: only cached positions [ctx_begin, ctx_end) are read (ctx_begin is
   // a multiple of the page size; positions past a token's own stay masked as always).
   int64_t ctx_begin = 0;
@@ -59,6 +61,11 @@ struct AttentionSpan {
   // pages lie elsewhere in the pool, where no hardware prefetcher would look). A hint only.
   const AttentionSpan* next = nullptr;
 };
+// The first key token i of a span sees (its sliding window's start; 0 without a window).
+inline int64_t window_start(const AttentionSpan& span, int64_t i) {
+  const int64_t lo = span.first_pos + i - span.window + 1;
+  return span.window > 0 && lo > 0 ? lo : 0;
+}
 // Spans are at most this many tokens, so a leaf's per-row state fits its scratch.
 inline constexpr int64_t kAttentionMaxSpanTokens = 16;
 // scratch: attention_scratch_floats(...) floats, 64-byte aligned, owned by the calling thread.
@@ -117,7 +124,7 @@ struct AttentionSplitOptions {
   int64_t range_tokens = 512;  // rounded up to whole pages
 };
 void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64_t heads, const KvLayerView& cache,
-                         const AttentionBatch& batch, float scale, ThreadPool& pool,
+                         const AttentionBatch& batch, const AttentionParams& params, ThreadPool& pool,
                          const AttentionSplitOptions& split = {});
 
 }  // namespace minfer::kernels

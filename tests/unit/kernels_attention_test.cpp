@@ -98,7 +98,7 @@ Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t hea
 }
 
 // Attention computed densely from each sequence's contiguous K/V, in double: no pages, no online softmax.
-std::vector<float> dense_attention(const Batch& b, float scale) {
+std::vector<float> dense_attention(const Batch& b, const AttentionParams& params) {
   std::vector<float> out(b.q.size(), NAN);
   const int64_t hd = b.head_dim, group = b.heads / b.kv_heads, row = b.kv_heads * hd;
   for (size_t s = 0; s < b.q_len.size(); ++s) {
@@ -109,13 +109,16 @@ std::vector<float> dense_attention(const Batch& b, float scale) {
       for (int64_t h = 0; h < b.heads; ++h) {
         const float* qv = b.q.data() + ((b.q_start[s] + t) * b.heads + h) * hd;
         const int64_t g = h / group;
-        std::vector<double> w(static_cast<size_t>(pos + 1));
+        const int64_t lo = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
+        std::vector<double> w(static_cast<size_t>(pos + 1), -INFINITY);
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= pos; ++j) {
+        for (int64_t j = lo; j <= pos; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < hd; ++d) dot += double(qv[d]) * k[static_cast<size_t>(j * row + g * hd + d)];
-          w[static_cast<size_t>(j)] = dot * scale;
-          mx = std::max(mx, w[static_cast<size_t>(j)]);
+          double score = dot * params.scale;
+          if (params.softcap > 0) score = params.softcap * std::tanh(score / params.softcap);
+          w[static_cast<size_t>(j)] = score;
+          mx = std::max(mx, score);
         }
         double sum = 0;
         for (double& x : w) sum += (x = std::exp(x - mx));
@@ -140,8 +143,9 @@ std::vector<const LeafKernels*> available_leaves() {
   return out;
 }
 
-void check_all_tables(Batch& b, const std::string& what) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(b.head_dim));
+void check_all_tables(Batch& b, const std::string& what, AttentionParams params = {}) {
+  params.scale = 1.0f / std::sqrt(static_cast<float>(b.head_dim));
+  const AttentionParams scale = params;
   std::vector<float> want(b.q.size(), NAN);
   ref::paged_attention(b.q.data(), want.data(), b.heads, b.view(), b.batch(), scale);
   for (float w : want) ASSERT_FALSE(std::isnan(w)) << what << ": reference read an unwritten slot";
@@ -212,13 +216,41 @@ TEST(KernelsAttention, LongContextDecodeAndEmptySequences) {
   }
 }
 
+// Sliding windows (shorter and longer than a page, a softmax block and a split range) and soft-capped scores
+// against the dense reference; the pages wholly before the blocks a sequence's window needs are replaced by an
+// unwritten (NaN) page, as freed pages would be, so a kernel that reads them fails.
+TEST(KernelsAttention, SlidingWindowAndSoftcapMatchDense) {
+  std::mt19937 rng(15);
+  int config = 0;
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (int64_t page_size : {8, 16, 64, 256}) {
+      for (int64_t window : {1, 7, 100, 128, 300, 700}) {
+        const float softcap = config++ % 2 == 0 ? 0.0f : 1.5f;
+        std::vector<std::pair<int32_t, int32_t>> seqs = {{900, 1}, {620, 24}, {5, 5}, {300, 17}};
+        Batch b = make_batch(rng, 8, 2, 64, page_size, seqs, dtype);
+        const int64_t grid = std::max<int64_t>(kAttentionBlockKeys, page_size);
+        for (size_t s = 0; s < seqs.size(); ++s) {
+          int32_t* table = b.block_tables.data() + static_cast<int64_t>(s) * b.max_blocks;
+          const int64_t lo = std::max<int64_t>(0, seqs[s].first - seqs[s].second - window + 1);
+          for (int64_t j = 0; (j + 1) * page_size <= lo / grid * grid; ++j) table[j] = table[b.max_blocks - 1];
+        }
+        check_all_tables(b,
+                         std::string(dtype_name(dtype)) + " page " + std::to_string(page_size) + " window " +
+                             std::to_string(window) + " softcap " + std::to_string(softcap),
+                         {.window = window, .softcap = softcap});
+      }
+    }
+  }
+}
+
 // A row's result does not depend on the batch: the same decode row alone, next to other sequences, and as
-// the last row of a prefill chunk (all over a context that is split into ranges) is bit for bit the same.
-TEST(KernelsAttention, SplitContextRowsAreBatchInvariant) {
+// the last row of a prefill chunk (all over a context that is split into ranges) is bit for bit the same, with
+// and without a sliding window.
+void split_context_rows_are_batch_invariant(const AttentionParams& params) {
   std::mt19937 rng(14);
   // Sequence 0: a 1500-token context whose last token decodes; 1: the same K/V, its last 20 tokens as a chunk.
   Batch b = make_batch(rng, 14, 2, 64, 16, {{1500, 1}, {1500, 20}, {300, 1}});
-  const std::vector<float> dense = dense_attention(b, 0.125f);
+  const std::vector<float> dense = dense_attention(b, params);
   for (const LeafKernels* leaf : available_leaves()) {
     // Sequence 1 reads sequence 0's pages and K/V; its last query row is sequence 0's.
     Batch c = b;
@@ -228,13 +260,13 @@ TEST(KernelsAttention, SplitContextRowsAreBatchInvariant) {
     for (int threads : {1, 3}) {
       ThreadPool pool(threads);
       std::vector<float> batched(c.q.size(), NAN);
-      run_paged_attention(leaf->attention_span, c.q.data(), batched.data(), c.heads, c.view(), c.batch(), 0.125f, pool);
+      run_paged_attention(leaf->attention_span, c.q.data(), batched.data(), c.heads, c.view(), c.batch(), params, pool);
       Batch alone = c;
       alone.q_start = {0};
       alone.q_len = {1};
       alone.context_len = {1500};
       std::vector<float> lone(static_cast<size_t>(row), NAN);
-      run_paged_attention(leaf->attention_span, c.q.data(), lone.data(), c.heads, alone.view(), alone.batch(), 0.125f,
+      run_paged_attention(leaf->attention_span, c.q.data(), lone.data(), c.heads, alone.view(), alone.batch(), params,
                           pool);
       for (int64_t i = 0; i < row; ++i) {
         ASSERT_EQ(batched[static_cast<size_t>(i)], lone[static_cast<size_t>(i)]) << leaf->name << " element " << i;
@@ -244,6 +276,13 @@ TEST(KernelsAttention, SplitContextRowsAreBatchInvariant) {
       std::vector<float> first(dense.begin(), dense.begin() + row);
       expect_close(lone, first, 2e-5f, 4e-6f, std::string(leaf->name) + " split decode vs dense");
     }
+  }
+}
+
+TEST(KernelsAttention, SplitContextRowsAreBatchInvariant) {
+  for (const AttentionParams params :
+       {AttentionParams{.scale = 0.125f}, AttentionParams{.scale = 0.125f, .window = 700, .softcap = 3.0f}}) {
+    split_context_rows_are_batch_invariant(params);
   }
 }
 
@@ -298,11 +337,11 @@ TEST(KernelsAttention, RejectsInconsistentBatches) {
   ThreadPool pool(1);
   std::vector<float> out(b.q.size());
   b.context_len[0] = 3;  // fewer than q_len
-  EXPECT_THROW(paged_attention(b.q.data(), out.data(), 4, b.view(), b.batch(), 1.0f, pool), Error);
+  EXPECT_THROW(paged_attention(b.q.data(), out.data(), 4, b.view(), b.batch(), {1.0f}, pool), Error);
   b.context_len[0] = 1000;  // more pages than the block table holds
-  EXPECT_THROW(paged_attention(b.q.data(), out.data(), 4, b.view(), b.batch(), 1.0f, pool), Error);
+  EXPECT_THROW(paged_attention(b.q.data(), out.data(), 4, b.view(), b.batch(), {1.0f}, pool), Error);
   b.context_len[0] = 20;
-  EXPECT_THROW(paged_attention(b.q.data(), out.data(), 6, b.view(), b.batch(), 1.0f, pool), Error);  // 6 % 4
+  EXPECT_THROW(paged_attention(b.q.data(), out.data(), 6, b.view(), b.batch(), {1.0f}, pool), Error);  // 6 % 4
 }
 
 }  // namespace

@@ -124,7 +124,7 @@ TEST(KernelsReference, AttentionByHand) {
   const std::vector<int32_t> q_start = {0}, q_len = {2}, ctx = {3};
   const AttentionBatch batch{1, q_start.data(), q_len.data(), ctx.data(), table.data(), 2};
   std::vector<float> out(4);
-  ref::paged_attention(q.data(), out.data(), 1, cache, batch, 1.0f);
+  ref::paged_attention(q.data(), out.data(), 1, cache, batch, {1.0f});
   // Position 1 sees scores (0, ln 3): weights 1/4, 3/4. Position 2 sees (0, ln 3, 0): weights 1/5, 3/5, 1/5.
   EXPECT_NEAR(out[0], 0.75f, 1e-6f);
   EXPECT_NEAR(out[1], 7.5f, 1e-5f);

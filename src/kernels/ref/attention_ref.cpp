@@ -54,8 +54,8 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
   std::vector<float> scores(static_cast<size_t>(span.first_pos + span.ntok));
   std::vector<float> acc(static_cast<size_t>(hd));
   for (int64_t t = 0; t < span.ntok; ++t) {
-    // Keys [begin, end): the token's causal context, cut to the span's range.
-    const int64_t begin = span.ctx_begin;
+    // Keys [begin, end): the token's causal context (its window of it), cut to the span's range.
+    const int64_t begin = std::max(span.ctx_begin, window_start(span, t));
     const int64_t end = std::min(span.first_pos + t + 1, span.ctx_end);
     for (int64_t h = span.head_begin; h < span.head_end; ++h) {
       const float* qv = span.q + (t * span.heads + h) * hd;
@@ -64,7 +64,9 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
         const int64_t block = cache.head_block(span.block_table[j / ps], span.kv_head);
         float dot = 0.0f;
         for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv_at(cache.k, cache.dtype, block + d * ps + j % ps);
-        scores[static_cast<size_t>(j)] = dot * span.scale;
+        float score = dot * span.scale;
+        if (span.softcap > 0.0f) score = span.softcap * std::tanh(score / span.softcap);
+        scores[static_cast<size_t>(j)] = score;
         mx = scores[static_cast<size_t>(j)] > mx ? scores[static_cast<size_t>(j)] : mx;
       }
       float sum = 0.0f;
@@ -92,7 +94,7 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
 }
 
 void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
-                     float scale) {
+                     const AttentionParams& params) {
   MINFER_CHECK(cache.kv_heads > 0 && heads % cache.kv_heads == 0, "heads {} kv_heads {}", heads, cache.kv_heads);
   const int64_t group = heads / cache.kv_heads;
   for (int64_t s = 0; s < batch.num_seqs; ++s) {
@@ -103,7 +105,9 @@ void paged_attention(const float* q, float* out, int64_t heads, const KvLayerVie
     span.ntok = batch.q_len[s];
     span.first_pos = batch.context_len[s] - batch.q_len[s];
     span.block_table = batch.block_tables + s * batch.max_blocks_per_seq;
-    span.scale = scale;
+    span.scale = params.scale;
+    span.window = params.window;
+    span.softcap = params.softcap;
     for (int64_t g = 0; g < cache.kv_heads; ++g) {
       span.kv_head = g;
       span.head_begin = g * group;

@@ -24,7 +24,7 @@ void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);
 void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens);
 void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, const float* v, int64_t slot);
 void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
-                     float scale);
+                     const AttentionParams& params);
 
 // Leaf forms (see kernels/leaf.h).
 void gemm_cols(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias, float* y,

@@ -175,10 +175,15 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
       }
     }
 
-    // 2. The online-softmax step per row: scores become weights (zero past the keys the row sees).
+    // 2. The online-softmax step per row (after its window and soft-cap): scores become weights (zero past the keys
+    // the row sees).
     for (int64_t r = r_first; r < rows; ++r) {
       const int64_t cnt = block.seen(r);
       float* w = st.sc + r * kBlockKeys;
+      if (!block.window_and_cap(r, w)) {
+        st.corr[r] = 1.0f;
+        continue;
+      }
       __m512 mx = minus_inf;
       for (int64_t j = 0; j < cnt; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(w + j));  // masked lanes: -inf
       const float block_max = _mm512_reduce_max_ps(mx);

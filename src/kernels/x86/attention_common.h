@@ -117,16 +117,34 @@ struct SpanState {
 
 // Which rows of a span see the block of keys [b0, b0 + nb): rows from r_first on (their token's position reaches
 // b0), each its first seen(r) keys of the block (at least one from r_first on; causal masking is the rest).
+// With a sliding window a row also skips the keys before its window: those of [0, first_seen(r)).
 struct BlockRows {
+  const AttentionSpan& sp;
   int64_t first_pos, nh, b0, nb, r_first;
 
-  BlockRows(const AttentionSpan& sp, int64_t b0_, int64_t nb_)
-      : first_pos(sp.first_pos), nh(sp.head_end - sp.head_begin), b0(b0_), nb(nb_) {
+  BlockRows(const AttentionSpan& sp_, int64_t b0_, int64_t nb_)
+      : sp(sp_), first_pos(sp_.first_pos), nh(sp_.head_end - sp_.head_begin), b0(b0_), nb(nb_) {
     r_first = (b0 > first_pos ? b0 - first_pos : 0) * nh;
   }
   int64_t seen(int64_t r) const {
     const int64_t n = first_pos + r / nh - b0 + 1;
     return n < nb ? n : nb;
+  }
+  int64_t first_seen(int64_t r) const { return std::clamp(window_start(sp, r / nh) - b0, int64_t{0}, nb); }
+
+  // Before a row's softmax step: its keys before the window become -inf, and the rest cap * tanh(s / cap) when the
+  // scores are soft-capped. False when the row sees no key of the block: its weights w[0, nb) are then zero, and
+  // the caller leaves its running state as it is (correction 1).
+  bool window_and_cap(int64_t r, float* w) const {
+    const int64_t first = first_seen(r), cnt = seen(r);
+    if (first >= cnt) {
+      std::fill(w, w + nb, 0.0f);
+      return false;
+    }
+    std::fill(w, w + first, -INFINITY);
+    if (sp.softcap > 0.0f)
+      for (int64_t j = first; j < cnt; ++j) w[j] = sp.softcap * std::tanh(w[j] / sp.softcap);
+    return true;
   }
 };
 
