@@ -25,7 +25,7 @@ graph::Graph compile_logged(const ModelWeights& weights, const graph::FusionOpti
 
 ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion)
     : config_(weights.config), graph_(compile_logged(weights, fusion, pool)) {
-  executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_table(config_));
+  executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_tables(config_));
 }
 
 std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunks, const KvCache& cache) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "base/error.h"
 #include "kernels/dispatch.h"
@@ -9,9 +10,15 @@
 
 namespace minfer::graph {
 
-Executor::Executor(const Graph& graph, ThreadPool& pool, RopeTable rope)
-    : graph_(graph), pool_(pool), rope_(std::move(rope)) {
+Executor::Executor(const Graph& graph, ThreadPool& pool, RopeTables ropes)
+    : graph_(graph), pool_(pool), ropes_(std::move(ropes)), angles_(ropes_.size()) {
   graph_.verify();
+  for (const Node& n : graph_.nodes()) {
+    const bool rotates = n.kind == OpKind::kRope ||
+                         (n.kind == OpKind::kFusedMatMul && n.epilogue == kernels::fused::Epilogue::kRopeKvWrite);
+    MINFER_CHECK(!rotates || (n.rope >= 0 && static_cast<size_t>(n.rope) < ropes_.size()),
+                 "executor: a rope node reads table {} of {}", n.rope, ropes_.size());
+  }
   plan_buffers();
 }
 
@@ -75,9 +82,11 @@ const float* Executor::run(const StepInputs& step, std::span<const kernels::KvLa
     if (slots_[s].size() < need) slots_[s].resize(need);
   }
   // The RoPE angles of the step's rows, once for every rope node and fused QKV epilogue of every layer.
-  const int64_t half_rot = static_cast<int64_t>(rope_.inv_freq.size());
-  kernels::rope_angles(step.positions.data(), tokens, rope_.inv_freq.data(), half_rot,
-                       grow(rope_cos_, tokens * half_rot), grow(rope_sin_, tokens * half_rot));
+  for (size_t r = 0; r < ropes_.size(); ++r) {
+    const int64_t half_rot = static_cast<int64_t>(ropes_[r].inv_freq.size());
+    kernels::rope_angles(step.positions.data(), tokens, ropes_[r].inv_freq.data(), half_rot,
+                         grow(angles_[r].cos, tokens * half_rot), grow(angles_[r].sin, tokens * half_rot));
+  }
   dispatches_last_step_ = 0;
   const std::vector<Node>& nodes = graph_.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -103,7 +112,15 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
   auto width = [&](ValueId v) { return graph_.value(v).width; };
   auto rows_of = [&](ValueId v) { return graph_.value(v).rows == RowSpace::kTokens ? tokens : sampled; };
   switch (node.kind) {
-    case OpKind::kEmbedding: kernels::embedding(step.tokens.data(), tokens, *node.weight, buffer(node.output)); return;
+    case OpKind::kEmbedding: {
+      float* y = buffer(node.output);
+      kernels::embedding(step.tokens.data(), tokens, *node.weight, y);
+      if (node.scale != 0.0f) {
+        const int64_t n = tokens * width(node.output);
+        for (int64_t i = 0; i < n; ++i) y[i] *= node.scale;
+      }
+      return;
+    }
     case OpKind::kRmsNorm: {
       // A per-head norm is the row norm over rows of head_dim: the heads of a row are contiguous.
       const int64_t dim = node.head_dim > 0 ? node.head_dim : width(node.output);
@@ -125,12 +142,14 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
       const int64_t w = width(node.output);
       const float* x = in(0);
       float* y = buffer(node.output);
-      const int64_t half_rot = static_cast<int64_t>(rope_.inv_freq.size());
+      const RopeTable& table = ropes_[static_cast<size_t>(node.rope)];
+      const RopeAngles& angles = angles_[static_cast<size_t>(node.rope)];
+      const int64_t half_rot = static_cast<int64_t>(table.inv_freq.size());
       pool_.parallel_for(static_cast<size_t>(tokens), 1, [&](size_t b, size_t e) {
         const auto first = static_cast<int64_t>(b);
         std::copy(x + first * w, x + static_cast<int64_t>(e) * w, y + first * w);
-        kernels::rope(y + first * w, rope_cos_.data() + first * half_rot, rope_sin_.data() + first * half_rot,
-                      static_cast<int64_t>(e - b), node.heads, node.head_dim, half_rot, rope_.style);
+        kernels::rope(y + first * w, angles.cos.data() + first * half_rot, angles.sin.data() + first * half_rot,
+                      static_cast<int64_t>(e - b), node.heads, node.head_dim, half_rot, table.style);
       });
       return;
     }
@@ -151,13 +170,25 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
           [&](size_t lo, size_t hi) { kernels::add(a + lo, b + lo, y + lo, static_cast<int64_t>(hi - lo)); });
       return;
     }
-    case OpKind::kSiluMul: {
+    case OpKind::kSiluMul:
+    case OpKind::kGeluTanhMul: {
       const float* g = in(0);
       const float* u = in(1);
       float* y = buffer(node.output);
+      const auto gated = node.kind == OpKind::kSiluMul ? kernels::silu_mul : kernels::gelu_tanh_mul;
       pool_.parallel_for(
           static_cast<size_t>(rows_of(node.output) * width(node.output)), 1024,
-          [&](size_t lo, size_t hi) { kernels::silu_mul(g + lo, u + lo, y + lo, static_cast<int64_t>(hi - lo)); });
+          [&](size_t lo, size_t hi) { gated(g + lo, u + lo, y + lo, static_cast<int64_t>(hi - lo)); });
+      return;
+    }
+    case OpKind::kSoftcap: {
+      const float* x = in(0);
+      float* y = buffer(node.output);
+      const float cap = node.softcap;
+      pool_.parallel_for(static_cast<size_t>(rows_of(node.output) * width(node.output)), 4096,
+                         [&](size_t lo, size_t hi) {
+                           for (size_t i = lo; i < hi; ++i) y[i] = cap * std::tanh(x[i] / cap);
+                         });
       return;
     }
     case OpKind::kAddRmsNorm: {
@@ -219,6 +250,7 @@ void Executor::run_fused_matmul(const Node& node, const StepInputs& step,
       op.residual = buffer(node.inputs[1]);
       break;
     case Epilogue::kSiluMul:
+    case Epilogue::kGeluTanhMul:
     case Epilogue::kRopeKvWrite:
       op.y = grow(gemm_scratch_, out_rows * n);
       op.out = buffer(node.output);
@@ -226,14 +258,15 @@ void Executor::run_fused_matmul(const Node& node, const StepInputs& step,
   }
   if (node.epilogue == Epilogue::kRopeKvWrite) {
     MINFER_CHECK(!node.gather, "a rope/kv-write epilogue runs on every token");
-    op.rope_cos = rope_cos_.data();
-    op.rope_sin = rope_sin_.data();
+    const RopeTable& table = ropes_[static_cast<size_t>(node.rope)];
+    op.rope_cos = angles_[static_cast<size_t>(node.rope)].cos.data();
+    op.rope_sin = angles_[static_cast<size_t>(node.rope)].sin.data();
     op.slot_mapping = step.slot_mapping.data();
     op.cache = kv_layers[static_cast<size_t>(node.layer)];
     op.heads = node.heads;
     op.head_dim = node.head_dim;
-    op.half_rot = static_cast<int64_t>(rope_.inv_freq.size());
-    op.style = rope_.style;
+    op.half_rot = static_cast<int64_t>(table.inv_freq.size());
+    op.style = table.style;
     op.q_norm = node.q_norm;
     op.k_norm = node.k_norm;
     op.head_norm_eps = node.head_norm_eps;

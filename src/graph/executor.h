@@ -27,10 +27,13 @@ struct RopeTable {
   std::vector<float> inv_freq;  // half_rot entries
   kernels::RopeStyle style = kernels::RopeStyle::kNeox;
 };
+// A model's RoPE tables, indexed by Node::rope: one, or two where local and global layers rotate with their own
+// bases (Gemma 3). Every table's angles are computed once per step.
+using RopeTables = std::vector<RopeTable>;
 
 class Executor {
  public:
-  Executor(const Graph& graph, ThreadPool& pool, RopeTable rope);
+  Executor(const Graph& graph, ThreadPool& pool, RopeTables ropes);
 
   // Runs every node; returns the graph output ([sample_rows.size(), width] f32), valid until the next run;
   // null when the step samples no rows.
@@ -68,7 +71,7 @@ class Executor {
 
   const Graph& graph_;
   ThreadPool& pool_;
-  RopeTable rope_;
+  RopeTables ropes_;
   std::vector<int32_t> slot_of_;  // value -> buffer slot
   struct SlotWidth {
     int64_t per_token = 0;    // widest value with a row per token this slot holds
@@ -79,8 +82,11 @@ class Executor {
   // Fused matmuls' scratch, shared by all of them (nodes run one at a time): the gathered/normalised input,
   // and the GEMM result an epilogue reads (gate/up, q/k/v).
   std::vector<float> prologue_scratch_, gemm_scratch_;
-  // cos / sin of the step's RoPE angles, [tokens, half_rot] (kernels::rope_angles), made once per step.
-  std::vector<float> rope_cos_, rope_sin_;
+  // Per RoPE table, cos / sin of the step's angles, [tokens, half_rot] (kernels::rope_angles), made once per step.
+  struct RopeAngles {
+    std::vector<float> cos, sin;
+  };
+  std::vector<RopeAngles> angles_;
   int64_t dispatches_last_step_ = 0;
   int64_t dispatches_total_ = 0;
   bool profiling_ = false;

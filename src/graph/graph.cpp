@@ -16,6 +16,8 @@ const char* op_name(OpKind kind) {
     case OpKind::kAttention: return "attention";
     case OpKind::kAdd: return "add";
     case OpKind::kSiluMul: return "silu_mul";
+    case OpKind::kGeluTanhMul: return "gelu_tanh_mul";
+    case OpKind::kSoftcap: return "softcap";
     case OpKind::kGatherRows: return "gather_rows";
     case OpKind::kAddRmsNorm: return "add_rmsnorm";
     case OpKind::kFusedMatMul: return "fused_matmul";
@@ -33,6 +35,7 @@ std::string node_label(const Node& node) {
     case kernels::fused::Epilogue::kNone: break;
     case kernels::fused::Epilogue::kResidual: parts += "+residual"; break;
     case kernels::fused::Epilogue::kSiluMul: parts += "+silu_mul"; break;
+    case kernels::fused::Epilogue::kGeluTanhMul: parts += "+gelu_tanh_mul"; break;
     case kernels::fused::Epilogue::kRopeKvWrite:
       parts += node.q_norm ? "+qk_norm+rope+kv_write" : "+rope+kv_write";
       break;
@@ -62,7 +65,7 @@ void Graph::verify_fused_matmul(size_t i, const Node& n) const {
   MINFER_CHECK(n.gather == (value(n.output).rows == RowSpace::kSampled && value(n.inputs[0]).rows == RowSpace::kTokens),
                "fused matmul node {}: a gather prologue maps token rows to sampled rows", i);
   int64_t want = cols;
-  if (n.epilogue == Epilogue::kSiluMul) want = cols / 2;
+  if (n.epilogue == Epilogue::kSiluMul || n.epilogue == Epilogue::kGeluTanhMul) want = cols / 2;
   if (n.epilogue == Epilogue::kRopeKvWrite) {
     want = n.heads * n.head_dim;
     MINFER_CHECK(cols == (n.heads + 2 * n.kv_heads) * n.head_dim && n.layer >= 0,

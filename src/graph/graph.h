@@ -19,7 +19,7 @@ using ValueId = int32_t;
 constexpr ValueId kNoValue = -1;
 
 enum class OpKind : uint8_t {
-  kEmbedding,   // out[t] = weight[token[t]]
+  kEmbedding,   // out[t] = weight[token[t]] (* scale when set: Gemma's sqrt(hidden))
   kRmsNorm,     // out = rmsnorm(in0) * weight; with head_dim set, over each head of head_dim (Qwen3's q/k norms)
   kMatMul,      // out = in0 @ weight^T (+ bias)
   kRope,        // out = rope(in0) at the step's positions (heads x head_dim layout)
@@ -27,6 +27,8 @@ enum class OpKind : uint8_t {
   kAttention,   // out = paged attention of in0 (q) over cache[layer]
   kAdd,         // out = in0 + in1
   kSiluMul,     // out = silu(in0) * in1
+  kGeluTanhMul,  // out = gelu_tanh(in0) * in1 (Gemma)
+  kSoftcap,      // out = softcap * tanh(in0 / softcap) (Gemma's final_logit_softcapping)
   kGatherRows,  // out = the rows of in0 that sample (the last position of each sequence)
   // Fused ops (graph/passes/ rewrite the primitives above into these).
   kAddRmsNorm,   // aux_output = in0 + in1; out = rmsnorm(aux_output) * weight
@@ -52,18 +54,19 @@ struct Node {
   const Tensor* bias = nullptr;    // MatMul (optional)
   // Attributes.
   int32_t layer = -1;    // KvWrite, Attention
+  int32_t rope = 0;      // Rope, FusedMatMul kRopeKvWrite: which of the executor's RoPE tables (local/global)
   int64_t heads = 0;     // Rope, Attention: heads of the input
   int64_t head_dim = 0;  // Rope, Attention; RmsNorm per head when set
   float eps = 0.0f;      // RmsNorm
-  float scale = 0.0f;    // Attention: usually 1/sqrt(head_dim)
+  float scale = 0.0f;    // Attention: usually 1/sqrt(head_dim); Embedding: the multiplier (0: none)
   int64_t window = 0;    // Attention: sliding window (kernels::AttentionParams), 0 = whole context
-  float softcap = 0.0f;  // Attention: score soft-capping, 0 = none
+  float softcap = 0.0f;  // Attention: score soft-capping, 0 = none; Softcap: the cap
   // Fused ops.
   ValueId aux_output = kNoValue;        // AddRmsNorm: the residual sum, a second output
   const Tensor* norm_weight = nullptr;  // FusedMatMul prologue: RMSNorm of the input rows (eps above)
   bool gather = false;                  // FusedMatMul prologue: only the rows that sample (output is kSampled)
   kernels::fused::Epilogue epilogue = kernels::fused::Epilogue::kNone;  // FusedMatMul; kResidual reads in1
-  int64_t block = 0;     // FusedMatMul kSiluMul: gate/up interleave block
+  int64_t block = 0;     // FusedMatMul kSiluMul / kGeluTanhMul: gate/up interleave block
   int64_t kv_heads = 0;  // FusedMatMul kRopeKvWrite (heads, head_dim and layer above)
   // FusedMatMul kRopeKvWrite: the per-head q/k RMSNorms folded in (Qwen3), with their eps.
   const Tensor* q_norm = nullptr;

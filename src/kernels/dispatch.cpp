@@ -47,6 +47,7 @@ struct Ops {
                        .rmsnorm = rmsnorm,
                        .rope = rope,
                        .silu_mul = L->silu_mul,
+                       .gelu_tanh_mul = L->gelu_tanh_mul,
                        .add = L->add,
                        .softmax = L->softmax,
                        .embedding = embedding,
@@ -117,6 +118,9 @@ void rope_angles(const int32_t* positions, int64_t tokens, const float* inv_freq
 }
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   active_kernels().silu_mul(gate, up, out, n);
+}
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  active_kernels().gelu_tanh_mul(gate, up, out, n);
 }
 void add(const float* a, const float* b, float* out, int64_t n) { active_kernels().add(a, b, out, n); }
 void softmax(float* x, int64_t rows, int64_t cols) { active_kernels().softmax(x, rows, cols); }

@@ -38,6 +38,8 @@ void rope_angles(const int32_t* positions, int64_t tokens, const float* inv_freq
 
 // out[i] = silu(gate[i]) * up[i]
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+// out = gelu_tanh(gate) * up (GELU with the tanh approximation, PyTorch's approximate="tanh": Gemma's MLP).
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
 
 // out[i] = a[i] + b[i]
 void add(const float* a, const float* b, float* out, int64_t n);

@@ -86,6 +86,7 @@ struct LeafKernels {
   RmsnormFn rmsnorm;
   RopeFn rope;
   BinaryFn silu_mul;
+  BinaryFn gelu_tanh_mul;
   BinaryFn add;
   SoftmaxFn softmax;
   EmbeddingFn embedding;

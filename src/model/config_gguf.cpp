@@ -1,6 +1,7 @@
 #include "model/config_gguf.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/error.h"
 
@@ -11,6 +12,32 @@ namespace {
 int64_t special_id(const GgufFile& g, const char* key, int64_t vocab) {
   const auto v = g.find_int(key);
   return v && *v >= 0 && *v < vocab ? *v : -1;
+}
+
+// Gemma 3 as llama.cpp reads it (src/models/gemma3.cpp): norms stored as 1 + w already, the window and its
+// layer pattern (an array of per-layer flags, or a period whose last layer is global, 6 by default), the local
+// RoPE base (10000 by default), and llama.cpp's attention scale: 1/sqrt(head_dim), except for the 27B (62 layers),
+// which scales by 1/sqrt(hidden / heads), as its query_pre_attn_scalar says.
+void read_gemma3_metadata(const GgufFile& g, ModelConfig& c) {
+  const std::string a = "gemma3.";
+  c.hidden_act = Activation::kGeluTanh;
+  c.qk_norm = true;
+  c.sandwich_norms = true;
+  c.embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
+  c.attention_scale = c.num_layers == 62 ? 1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads))
+                                         : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  c.final_softcap = g.find_float(a + "final_logit_softcapping").value_or(0.0);
+  c.sliding_window = g.find_int(a + "attention.sliding_window").value_or(0);
+  if (c.sliding_window <= 0) return;
+  c.rope_local_theta = g.find_float(a + "rope.freq_base_swa").value_or(10000.0);
+  const std::string pattern_key = a + "attention.sliding_window_pattern";
+  const GgufValue* pattern = g.find(pattern_key);
+  if (pattern != nullptr && pattern->type == GgufType::ARRAY) {
+    for (int64_t flag : g.get_int_array(pattern_key)) c.layer_sliding.push_back(flag != 0);
+  } else {
+    const int64_t period = g.find_int(pattern_key).value_or(6);
+    for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(period == 0 || i % period < period - 1);
+  }
 }
 
 }  // namespace
@@ -29,8 +56,12 @@ ModelConfig read_gguf_config(const GgufFile& g) {
     c.arch = Architecture::kQwen3;
     c.rope_style = kernels::RopeStyle::kNeox;
     c.qk_norm = true;
+  } else if (arch == "gemma3") {
+    c.arch = Architecture::kGemma3;
+    c.rope_style = kernels::RopeStyle::kNeox;
   } else {
-    fail_load(path, "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3)", arch);
+    fail_load(path, "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, gemma3)",
+              arch);
   }
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
 
@@ -76,6 +107,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   }
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.attention_bias = c.arch == Architecture::kQwen2 || g.find_tensor("blk.0.attn_q.bias") != nullptr;
+  if (c.arch == Architecture::kGemma3) read_gemma3_metadata(g, c);
 
   c.bos_token_id = static_cast<int32_t>(special_id(g, "tokenizer.ggml.bos_token_id", c.vocab_size));
   for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {

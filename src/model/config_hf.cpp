@@ -93,7 +93,8 @@ json parse_object(const std::string& text, const std::string& path) {
 
 Architecture parse_architecture(const Fields& f, const std::string& path) {
   static const char* const kSupported =
-      "supported: llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 (Qwen3ForCausalLM)";
+      "supported: llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 (Qwen3ForCausalLM), gemma3_text "
+      "(Gemma3ForCausalLM)";
   std::string arch_class;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
@@ -105,6 +106,7 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     if (arch_class == "LlamaForCausalLM") model_type = "llama";
     if (arch_class == "Qwen2ForCausalLM") model_type = "qwen2";
     if (arch_class == "Qwen3ForCausalLM") model_type = "qwen3";
+    if (arch_class == "Gemma3ForCausalLM") model_type = "gemma3_text";
   }
   Architecture arch;
   if (model_type == "llama") {
@@ -113,12 +115,15 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     arch = Architecture::kQwen2;
   } else if (model_type == "qwen3") {
     arch = Architecture::kQwen3;
+  } else if (model_type == "gemma3_text") {
+    arch = Architecture::kGemma3;
   } else {
     fail_load(path, "unsupported architecture '{}' ({})", model_type.empty() ? arch_class : model_type, kSupported);
   }
   const char* expected = arch == Architecture::kLlama   ? "LlamaForCausalLM"
                          : arch == Architecture::kQwen2 ? "Qwen2ForCausalLM"
-                                                        : "Qwen3ForCausalLM";
+                         : arch == Architecture::kQwen3 ? "Qwen3ForCausalLM"
+                                                        : "Gemma3ForCausalLM";
   if (!arch_class.empty() && arch_class != expected)
     fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type, kSupported);
   return arch;
@@ -144,6 +149,53 @@ RopeScaling parse_rope_scaling(const json* rs, const std::string& path) {
   return out;
 }
 
+// Gemma 3 (text): GELU(tanh) MLP, sandwich norms with (1 + w) weights, q/k norms, sqrt(hidden) embedding scale,
+// query_pre_attn_scalar, optional soft-capping, and local sliding-window layers beside global ones, each kind with
+// its own RoPE base (rope_local_base_freq, or transformers 5's rope_parameters per layer type).
+void read_gemma3_fields(const Fields& f, const std::string& path, ModelConfig& c) {
+  c.hidden_act = Activation::kGeluTanh;
+  if (const std::string act = f.string("hidden_activation", "gelu_pytorch_tanh"); act != "gelu_pytorch_tanh")
+    fail_load(path, "unsupported hidden_activation '{}' (supported: gelu_pytorch_tanh)", act);
+  if (f.boolean("use_bidirectional_attention", false))
+    fail_load(path, "unsupported: use_bidirectional_attention = true (an encoder; minfer runs causal decoders)");
+  c.qk_norm = true;
+  c.sandwich_norms = true;
+  c.norm_weight_plus_one = true;
+  c.embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
+  c.attention_scale = 1.0 / std::sqrt(f.number("query_pre_attn_scalar", static_cast<double>(c.head_dim)));
+  c.attn_softcap = f.number("attn_logit_softcapping", 0.0);
+  c.final_softcap = f.number("final_logit_softcapping", 0.0);
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
+  c.sliding_window = f.integer("sliding_window", 0);
+  c.rope_local_theta = f.number("rope_local_base_freq", 10000.0);
+  if (const json* types = f.get("layer_types")) {
+    if (!types->is_array()) fail_load(path, "field \"layer_types\" must be a list, got {}", types->dump());
+    for (const json& t : *types) {
+      if (t != "sliding_attention" && t != "full_attention")
+        fail_load(path, "unsupported layer type {} in \"layer_types\" (sliding_attention, full_attention)", t.dump());
+      c.layer_sliding.push_back(t == "sliding_attention");
+    }
+  } else {
+    // Older configs: every pattern-th layer is global (transformers' sliding_window_pattern, default 6).
+    const int64_t pattern = f.integer("sliding_window_pattern", f.integer("_sliding_window_pattern", 6));
+    for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
+  }
+  if (const json* params = f.get("rope_parameters")) {
+    if (!params->is_object()) fail_load(path, "field \"rope_parameters\" must be an object, got {}", params->dump());
+    const Fields p(*params, path);
+    if (const json* full = p.get("full_attention")) {
+      c.rope_theta = Fields(*full, path).number("rope_theta", c.rope_theta);
+      c.rope_scaling = parse_rope_scaling(full, path);
+    }
+    if (const json* local = p.get("sliding_attention")) {
+      const Fields l(*local, path);
+      if (const std::string t = l.string("rope_type", "default"); t != "default")
+        fail_load(path, "unsupported rope_parameters.sliding_attention.rope_type '{}' (supported: default)", t);
+      c.rope_local_theta = l.number("rope_theta", c.rope_local_theta);
+    }
+  }
+}
+
 DType parse_torch_dtype(const Fields& f, const std::string& path) {
   // Newer transformers write "dtype", older "torch_dtype".
   const std::string name = f.string("torch_dtype", f.string("dtype", "float32"));
@@ -161,7 +213,7 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   const Fields f(j, config_path);
   ModelConfig c;
   c.arch = parse_architecture(f, config_path);
-  if (const std::string act = f.string("hidden_act", "silu"); act != "silu")
+  if (const std::string act = f.string("hidden_act", "silu"); act != "silu" && c.arch != Architecture::kGemma3)
     fail_load(config_path, "unsupported hidden_act '{}' (supported: silu)", act);
   c.vocab_size = f.integer("vocab_size");
   c.hidden_size = f.integer("hidden_size");
@@ -187,6 +239,7 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   c.qk_norm = c.arch == Architecture::kQwen3;
   if (c.arch != Architecture::kLlama && f.boolean("use_sliding_window", false))
     fail_load(config_path, "unsupported: use_sliding_window = true (sliding-window attention)");
+  if (c.arch == Architecture::kGemma3) read_gemma3_fields(f, config_path, c);
   c.dtype = parse_torch_dtype(f, config_path);
   const std::vector<int32_t> bos = f.ids("bos_token_id");
   if (bos.size() > 1) fail_load(config_path, "field \"bos_token_id\" must be a single token id");

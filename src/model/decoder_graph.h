@@ -1,4 +1,5 @@
-// Builds the operator graph of a Llama-family decoder (Llama 2/3, Qwen2/2.5) from loaded weights.
+// Builds the operator graph of a decoder from loaded weights: the family's builder (model/families/), then the
+// fusion passes.
 #pragma once
 
 #include "graph/executor.h"
@@ -8,10 +9,10 @@
 
 namespace minfer {
 
-// Unfused graph, 16 primitive ops per layer:
+// The unfused graph of the model's family (for Llama, 16 primitive ops per layer:
 //   rmsnorm, q/k/v matmul (+bias), rope q, rope k, kv_write, attention, o matmul, add,
 //   rmsnorm, gate matmul, up matmul, silu_mul, down matmul, add
-// then final rmsnorm on the sampled rows only and the lm_head matmul.
+// then final rmsnorm on the sampled rows only and the lm_head matmul).
 // The weights must outlive the graph (nodes point at them).
 graph::Graph build_decoder_graph(const ModelWeights& weights);
 
@@ -21,7 +22,7 @@ graph::Graph build_decoder_graph(const ModelWeights& weights);
 graph::Graph compile_decoder_graph(const ModelWeights& weights, const graph::FusionOptions& options,
                                    graph::FusionReport* report = nullptr, ThreadPool* pool = nullptr);
 
-// The RoPE frequencies and pairing the graph's rope nodes use.
-graph::RopeTable rope_table(const ModelConfig& config);
+// The RoPE tables the graph's rope nodes index: the global one, then the sliding layers' own where they have one.
+graph::RopeTables rope_tables(const ModelConfig& config);
 
 }  // namespace minfer

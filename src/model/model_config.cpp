@@ -7,13 +7,15 @@
 
 namespace minfer {
 
-std::vector<float> ModelConfig::rope_inv_freq() const {
+std::vector<float> ModelConfig::rope_inv_freq(bool local) const {
   const int64_t half = head_dim / 2;
   std::vector<float> out(static_cast<size_t>(half));
-  const RopeScaling& s = rope_scaling;
+  const RopeScaling unscaled;
+  const RopeScaling& s = local ? unscaled : rope_scaling;
+  const double theta = local ? rope_local_theta : rope_theta;
   // Computed in double and rounded once; HF computes the same formula in float32 (results agree to ~1 ulp).
   for (int64_t i = 0; i < half; ++i) {
-    double f = 1.0 / std::pow(rope_theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+    double f = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
     if (s.type == "linear") {
       f /= s.factor;
     } else if (s.type == "llama3") {
@@ -56,6 +58,14 @@ void ModelConfig::validate(const std::string& source) const {
     fail_load(source, "invalid config: rms_norm_eps = {} (must be positive)", rms_norm_eps);
   if (!(rope_theta > 0) || !std::isfinite(rope_theta))
     fail_load(source, "invalid config: rope_theta = {} (must be positive)", rope_theta);
+
+  if (sliding_window < 0) fail_load(source, "invalid config: sliding_window = {} (must be >= 0)", sliding_window);
+  if (!layer_sliding.empty() && static_cast<int64_t>(layer_sliding.size()) != num_layers)
+    fail_load(source, "invalid config: {} layer types for {} layers", layer_sliding.size(), num_layers);
+  if (rope_local_theta < 0 || !std::isfinite(rope_local_theta))
+    fail_load(source, "invalid config: rope_local_base_freq = {}", rope_local_theta);
+  for (double v : {attention_scale, attn_softcap, final_softcap})
+    if (v < 0 || !std::isfinite(v)) fail_load(source, "invalid config: a scale or soft-cap of {} (must be >= 0)", v);
 
   const RopeScaling& s = rope_scaling;
   if (s.type != "none" && s.type != "linear" && s.type != "llama3")

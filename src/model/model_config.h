@@ -2,6 +2,7 @@
 // llama2.c header, in one form for the graph builder.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,7 +12,10 @@
 
 namespace minfer {
 
-enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3 };
+enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3, kGemma3 };
+
+// The gated MLP's activation: down(act(gate(x)) * up(x)).
+enum class Activation : uint8_t { kSilu, kGeluTanh };
 
 struct RopeScaling {
   // "none", "linear" (every frequency divided by factor) or "llama3" (Llama 3.1/3.2 frequency-dependent scaling,
@@ -43,12 +47,40 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections have a bias (Qwen2)
   bool qk_norm = false;         // RMSNorm over each head of q and k before RoPE, one [head_dim] weight each (Qwen3)
+  Activation hidden_act = Activation::kSilu;
+  // Gemma: the embeddings are multiplied by this (sqrt(hidden_size)); 0 = not at all.
+  float embedding_scale = 0.0f;
+  // Gemma 2/3: each block's output is RMSNorm-ed before its residual add (layers.{i}.post_attn_norm and
+  // post_ffn_norm), and every norm weight w of a Hugging Face checkpoint multiplies by (1 + w): the HF loader adds
+  // the 1 once at load (GGUF files store 1 + w already), so the graph's RMSNorm is the same for every family.
+  bool sandwich_norms = false;
+  bool norm_weight_plus_one = false;
+  double attention_scale = 0.0;  // scores are scaled by this; 0 = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2)
+  double attn_softcap = 0.0;     // attn_logit_softcapping (Gemma 2 style); 0 = none
+  double final_softcap = 0.0;    // final_logit_softcapping; 0 = none
+  // Sliding-window attention: layers marked in layer_sliding (all of them when it is empty) see the last
+  // sliding_window positions only; 0 = no window anywhere.
+  int64_t sliding_window = 0;
+  std::vector<bool> layer_sliding;
+  // The sliding layers' own RoPE base (Gemma 3's rope_local_base_freq, without rope_scaling); 0 = they rotate as the
+  // global ones do.
+  double rope_local_theta = 0.0;
   DType dtype = DType::F32;     // the dtype the weights are stored in
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 
-  // Inverse frequencies for RoPE (head_dim / 2 of them): theta^(-2i/head_dim), with rope_scaling applied.
-  std::vector<float> rope_inv_freq() const;
+  // Inverse frequencies for RoPE (head_dim / 2 of them): theta^(-2i/head_dim), with rope_scaling applied; for
+  // local = true, the sliding layers' table (rope_local_theta, unscaled).
+  std::vector<float> rope_inv_freq(bool local = false) const;
+  // Whether layer i attends through the sliding window.
+  bool is_sliding(int64_t layer) const {
+    return sliding_window > 0 && (layer_sliding.empty() || layer_sliding[static_cast<size_t>(layer)]);
+  }
+  // Whether sliding layers use their own RoPE table (a second one beside the global layers').
+  bool has_local_rope() const { return sliding_window > 0 && rope_local_theta > 0.0; }
+  float attention_score_scale() const {
+    return static_cast<float>(attention_scale > 0 ? attention_scale : 1.0 / std::sqrt(static_cast<double>(head_dim)));
+  }
   // Throws LoadError(source, ...) naming the inconsistent field (e.g. kv heads not dividing heads).
   void validate(const std::string& source) const;
   std::string arch_name() const {
@@ -56,6 +88,7 @@ struct ModelConfig {
       case Architecture::kLlama: return "llama";
       case Architecture::kQwen2: return "qwen2";
       case Architecture::kQwen3: return "qwen3";
+      case Architecture::kGemma3: return "gemma3";
     }
     return "?";
   }

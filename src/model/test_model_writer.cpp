@@ -22,7 +22,7 @@ using ojson = nlohmann::ordered_json;
 
 struct Preset {
   const char* name;
-  const char* model_type;  // config.json's: llama, qwen2, qwen3
+  const char* model_type;  // config.json's: llama, qwen2, qwen3, gemma3_text
   TokenizerFamily family;
   bool tiny;
   int64_t hidden, intermediate, layers, heads, kv_heads, vocab;  // vocab 0: the tokenizer's size
@@ -36,9 +36,13 @@ struct Preset {
   double embed_std;
   double weight_std;
   int64_t head_dim = 0;  // 0: hidden / heads (Qwen3 states its own)
+  // Gemma 3: the window of the local layers, and every sliding_period-th layer global (the rest local).
+  int64_t sliding_window = 0;
+  int64_t sliding_period = 0;
 };
 
-// The real configs (Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, meta-llama/Llama-3.2-1B, Qwen/Qwen3-0.6B) and their tiny
+// The real configs (Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, meta-llama/Llama-3.2-1B, Qwen/Qwen3-0.6B, google/gemma-3-270m)
+// and their tiny
 // siblings. tiny-qwen3's head_dim (32) is not hidden / heads (16), as Qwen3's own are not.
 constexpr Preset kPresets[] = {
     {"qwen2.5-0.5b", "qwen2", TokenizerFamily::kQwen2, false, 896, 4864, 24, 14, 2, 151936, 32768, 24, true, 0.02,
@@ -52,6 +56,12 @@ constexpr Preset kPresets[] = {
     {"tiny-qwen2", "qwen2", TokenizerFamily::kQwen2, true, 64, 128, 2, 4, 2, 0, 32768, 2, true, 0.08, 0.16},
     {"tiny-llama", "llama", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 2, 0, 131072, 0, false, 0.08, 0.16},
     {"tiny-qwen3", "qwen3", TokenizerFamily::kQwen2, true, 64, 128, 2, 4, 2, 0, 40960, 2, true, 0.08, 0.16, 32},
+    // google/gemma-3-270m (its 262k SentencePiece vocabulary replaced by a generated one of that size), and a tiny
+    // sibling with a global layer after two local ones.
+    {"gemma3-270m", "gemma3_text", TokenizerFamily::kLlama3, false, 640, 2048, 18, 4, 1, 262144, 32768, 0, true, 0.02,
+     0.02, 256, 512, 6},
+    {"tiny-gemma3", "gemma3_text", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 1, 0, 32768, 0, true, 0.08, 0.16, 32,
+     512, 3},
 };
 
 int64_t head_dim_of(const Preset& p) { return p.head_dim > 0 ? p.head_dim : p.hidden / p.heads; }
@@ -122,6 +132,45 @@ ojson qwen3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dt
   return j;
 }
 
+// Gemma3ForCausalLM (google/gemma-3-270m's config.json; tiny-gemma3 scales by a query_pre_attn_scalar that is not
+// head_dim, so a wrong scale shows).
+ojson gemma3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+  ojson layer_types = ojson::array();
+  for (int64_t i = 0; i < p.layers; ++i)
+    layer_types.push_back((i + 1) % p.sliding_period == 0 ? "full_attention" : "sliding_attention");
+  return {{"architectures", {"Gemma3ForCausalLM"}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"attn_logit_softcapping", nullptr},
+          {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+          {"eos_token_id", id_or_list(s.config_eos)},
+          {"final_logit_softcapping", nullptr},
+          {"head_dim", head_dim_of(p)},
+          {"hidden_activation", "gelu_pytorch_tanh"},
+          {"hidden_size", p.hidden},
+          {"initializer_range", 0.02},
+          {"intermediate_size", p.intermediate},
+          {"layer_types", layer_types},
+          {"max_position_embeddings", p.max_position_embeddings},
+          {"model_type", "gemma3_text"},
+          {"num_attention_heads", p.heads},
+          {"num_hidden_layers", p.layers},
+          {"num_key_value_heads", p.kv_heads},
+          {"pad_token_id", 0},
+          {"query_pre_attn_scalar", p.tiny ? 24 : head_dim_of(p)},
+          {"rms_norm_eps", 1e-06},
+          {"rope_local_base_freq", 10000.0},
+          {"rope_scaling", nullptr},
+          {"rope_theta", 1000000.0},
+          {"sliding_window", p.sliding_window},
+          {"tie_word_embeddings", p.tied},
+          {"torch_dtype", torch_dtype_name(dtype)},
+          {"transformers_version", "4.55.0.dev0"},
+          {"use_bidirectional_attention", false},
+          {"use_cache", true},
+          {"vocab_size", vocab}};
+}
+
 ojson llama_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
   return {{"architectures", {"LlamaForCausalLM"}},
           {"attention_bias", false},
@@ -190,6 +239,7 @@ SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by
     add(s.generation_eos, id("<|im_end|>"));
     add(s.generation_eos, id("<|endoftext|>"));
   } else {
+    if (!p.tiny && std::string(p.model_type) == "gemma3_text") return {2, {1}, {1, 106}};  // <bos>, <eos>, <end_of_turn>
     if (!p.tiny) return {128000, {128001}, {128001}};
     s.bos = id("<|begin_of_text|>");
     add(s.config_eos, id("<|end_of_text|>"));
@@ -243,7 +293,7 @@ uint64_t name_hash(const std::string& s) {
   return h;
 }
 
-enum class Init : uint8_t { kMatrix, kNorm, kBias };
+enum class Init : uint8_t { kMatrix, kNorm, kNormOffset, kBias };
 
 // Random data, reproducible from (seed, tensor name, element index): each block of kBlock elements has its own
 // generator, so the values do not depend on chunking or on the number of threads.
@@ -272,6 +322,7 @@ SafetensorsEntry random_entry(std::string name, std::vector<int64_t> shape, DTyp
               case Init::kMatrix: v = static_cast<float>(pair[k] * std_dev); break;
               case Init::kBias: v = static_cast<float>(pair[k] * 0.02); break;
               case Init::kNorm: v = static_cast<float>(1.0 + 0.1 * std::tanh(pair[k])); break;  // within 1 +- 0.1
+              case Init::kNormOffset: v = static_cast<float>(0.1 * std::tanh(pair[k])); break;  // (1 + w) form
             }
             const size_t at = static_cast<size_t>(begin + i + k);
             if (dtype == DType::BF16) {
@@ -338,15 +389,19 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
 
   const SpecialIds ids = special_ids(p, by_text);
   const std::string model_type = p.model_type;
-  write_json(dir / "config.json", model_type == "qwen2"   ? qwen_config(p, vocab, ids, o.dtype)
-                                  : model_type == "qwen3" ? qwen3_config(p, vocab, ids, o.dtype)
-                                                          : llama_config(p, vocab, ids, o.dtype));
+  write_json(dir / "config.json", model_type == "qwen2"         ? qwen_config(p, vocab, ids, o.dtype)
+                                  : model_type == "qwen3"       ? qwen3_config(p, vocab, ids, o.dtype)
+                                  : model_type == "gemma3_text" ? gemma3_config(p, vocab, ids, o.dtype)
+                                                                : llama_config(p, vocab, ids, o.dtype));
   write_json(dir / "generation_config.json", generation_config(p, ids));
 
   // Weights, in Hugging Face's names and order.
   ThreadPool pool(0);
   const int64_t head_dim = head_dim_of(p), q = p.heads * head_dim, kv = p.kv_heads * head_dim;
-  const bool bias = model_type == "qwen2", qk_norm = model_type == "qwen3";
+  const bool bias = model_type == "qwen2", gemma = model_type == "gemma3_text";
+  const bool qk_norm = model_type == "qwen3" || gemma;
+  // Gemma's norms multiply by (1 + w): their stored weights lie around 0.
+  const Init norm = gemma ? Init::kNormOffset : Init::kNorm;
   std::vector<SafetensorsEntry> entries;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, Init init) {
     const double sd = name == "model.embed_tokens.weight" ? p.embed_std : p.weight_std;
@@ -355,7 +410,7 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
   add("model.embed_tokens.weight", {vocab, p.hidden}, Init::kMatrix);
   for (int64_t i = 0; i < p.layers; ++i) {
     const std::string l = "model.layers." + std::to_string(i) + ".";
-    add(l + "input_layernorm.weight", {p.hidden}, Init::kNorm);
+    add(l + "input_layernorm.weight", {p.hidden}, norm);
     add(l + "self_attn.q_proj.weight", {q, p.hidden}, Init::kMatrix);
     add(l + "self_attn.k_proj.weight", {kv, p.hidden}, Init::kMatrix);
     add(l + "self_attn.v_proj.weight", {kv, p.hidden}, Init::kMatrix);
@@ -365,16 +420,20 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
       add(l + "self_attn.v_proj.bias", {kv}, Init::kBias);
     }
     if (qk_norm) {
-      add(l + "self_attn.q_norm.weight", {head_dim}, Init::kNorm);
-      add(l + "self_attn.k_norm.weight", {head_dim}, Init::kNorm);
+      add(l + "self_attn.q_norm.weight", {head_dim}, norm);
+      add(l + "self_attn.k_norm.weight", {head_dim}, norm);
     }
     add(l + "self_attn.o_proj.weight", {p.hidden, q}, Init::kMatrix);
-    add(l + "post_attention_layernorm.weight", {p.hidden}, Init::kNorm);
+    add(l + "post_attention_layernorm.weight", {p.hidden}, norm);
+    if (gemma) {
+      add(l + "pre_feedforward_layernorm.weight", {p.hidden}, norm);
+      add(l + "post_feedforward_layernorm.weight", {p.hidden}, norm);
+    }
     add(l + "mlp.gate_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
     add(l + "mlp.up_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
     add(l + "mlp.down_proj.weight", {p.hidden, p.intermediate}, Init::kMatrix);
   }
-  add("model.norm.weight", {p.hidden}, Init::kNorm);
+  add("model.norm.weight", {p.hidden}, norm);
   if (!p.tied) add("lm_head.weight", {vocab, p.hidden}, Init::kMatrix);
 
   // Stale weights from an earlier run (e.g. shards when this run writes one file) would confuse the loader.

@@ -1,17 +1,23 @@
 """minfer against the independent PyTorch oracle (tests/reference/hf_reference.py) on HF-layout test models.
 
 For tiny-llama (Llama 3 layout with llama3 RoPE scaling, untied lm_head), tiny-qwen2 (QKV bias, tied embeddings) and
-tiny-qwen3 (per-head q/k norms, head_dim 32 with 4 heads of a 64-wide model), each in f32 and bf16 weights, written by
-`minfer make-test-model`:
+tiny-qwen3 (per-head q/k norms, head_dim 32 with 4 heads of a 64-wide model) and tiny-gemma3 (sandwich norms with
+(1 + w) weights, GELU(tanh), scaled embeddings, query_pre_attn_scalar, two sliding-window layers with their own RoPE base
+and a global one), each in f32 and bf16 weights, written by `minfer make-test-model`:
   * the prompt's logits (every position) from `minfer generate --dump-prompt-logits` against the oracle's;
     error metric: for each row (position), max |engine - oracle| / max |oracle|, and the worst row must be below
     1e-4 (f32 weights) or 2e-2 (bf16 weights; the oracle upcasts bf16 to f32 and computes in f32, the engine may
     round activations to bf16 inside its bf16 kernels);
   * with f32 weights, 32 greedy tokens (--ignore-eos, so the count is fixed) identical to the oracle's.
-Also a sharded checkpoint (model.safetensors.index.json) of tiny-qwen2 in f32.
+Also a sharded checkpoint (model.safetensors.index.json) of tiny-qwen2 in f32, and tiny-gemma3 with its window shrunk
+to 8 positions (the prompt and the generated tokens run far past it) and soft-capping of the attention scores and
+the logits switched on, with and without fusion.
 """
 
 from __future__ import annotations
+
+import json
+import shutil
 
 import numpy as np
 import pytest
@@ -40,12 +46,12 @@ def relative_error(engine: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return np.abs(engine - expected).max(axis=1) / np.abs(expected).max(axis=1)
 
 
-def run_engine(minfer, model_dir, ids, tmp_path):
+def run_engine(minfer, model_dir, ids, tmp_path, *flags):
     logits_file = tmp_path / "prompt_logits.f32"
     ids_file = tmp_path / "generated.ids"
     proc = minfer.run("generate", "--model", model_dir, "--prompt-ids", ids_arg(ids), "--max-new-tokens",
                       GREEDY_TOKENS, "--temperature", 0, "--ignore-eos", "--dump-prompt-logits", logits_file,
-                      "--ids-out", ids_file)
+                      "--ids-out", ids_file, *flags)
     assert logits_file.exists(), f"--dump-prompt-logits wrote nothing\n{describe(proc)}"
     assert ids_file.exists(), f"--ids-out wrote nothing\n{describe(proc)}"
     vocab = read_config(model_dir)["vocab_size"]
@@ -56,7 +62,7 @@ def run_engine(minfer, model_dir, ids, tmp_path):
 
 
 CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), ("tiny-qwen2", "bf16"),
-         ("tiny-qwen3", "f32"), ("tiny-qwen3", "bf16")]
+         ("tiny-qwen3", "f32"), ("tiny-qwen3", "bf16"), ("tiny-gemma3", "f32"), ("tiny-gemma3", "bf16")]
 
 
 @pytest.mark.parametrize("preset,dtype", CASES, ids=[f"{p}-{d}" for p, d in CASES])
@@ -93,4 +99,27 @@ def test_sharded_checkpoint_matches_oracle(minfer, tiny_models, tmp_path):
     engine_logits, engine_ids = run_engine(minfer, model_dir, ids, tmp_path)
     model = oracle(model_dir)
     assert relative_error(engine_logits, model.prompt_logits(ids)).max() < TOLERANCE["f32"]
+    assert engine_ids == model.greedy(ids, GREEDY_TOKENS)
+
+
+@pytest.mark.parametrize("fusion", ["auto", "none"])
+def test_gemma3_sliding_window_and_softcaps_match_oracle(minfer, tiny_models, fusion, tmp_path):
+    src = tiny_models("tiny-gemma3", "f32")
+    model_dir = tmp_path / "gemma3-window8"
+    shutil.copytree(src, model_dir)
+    config = read_config(model_dir)
+    config.update(sliding_window=8, attn_logit_softcapping=2.0, final_logit_softcapping=5.0)
+    (model_dir / "config.json").write_text(json.dumps(config, indent=2))
+    ids = minfer.tokenize(model_dir / "tokenizer.json", PROMPT)
+    assert len(ids) > 3 * config["sliding_window"]
+    engine_logits, engine_ids = run_engine(minfer, model_dir, ids, tmp_path, "--fusion", fusion)
+    model = ref.Reference.from_dir(str(model_dir))
+    expected = model.prompt_logits(ids)
+    err = relative_error(engine_logits, expected)
+    assert err.max() < TOLERANCE["f32"], f"logits relative error {err.max():.3g} at position {int(err.argmax())}"
+    # The window matters: the same model without it computes other logits past the window.
+    config.update(sliding_window=4096)
+    (model_dir / "config.json").write_text(json.dumps(config, indent=2))
+    unwindowed = ref.Reference.from_dir(str(model_dir)).prompt_logits(ids)
+    assert relative_error(unwindowed, expected)[3 * 8:].min() > 1e-3
     assert engine_ids == model.greedy(ids, GREEDY_TOKENS)

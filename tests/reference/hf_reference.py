@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""An independent PyTorch oracle for minfer: Hugging Face Llama (Llama 2 / 3, incl. rope_type "llama3"), Qwen2 and
-Qwen3, written from scratch after the published HF modeling code (modeling_llama.py, modeling_qwen2.py,
-modeling_qwen3.py, modeling_rope_utils.py), reading an HF model directory with its own small safetensors reader.
+"""An independent PyTorch oracle for minfer: Hugging Face Llama (Llama 2 / 3, incl. rope_type "llama3"), Qwen2,
+Qwen3 and Gemma 3 (text), written from scratch after the published HF modeling code (modeling_llama.py,
+modeling_qwen2.py, modeling_qwen3.py, modeling_gemma3.py, modeling_rope_utils.py), reading an HF model directory with
+its own small safetensors reader.
 
 Numerics: weights as stored, upcast to float32 (BF16 -> F32 is exact), every computation in float32 — the engine's
 numerics too. This is not HF's bf16 forward (HF would keep bf16 activations); it is the f32 computation on the
@@ -19,6 +20,14 @@ Semantics followed (HF eager attention path):
   Qwen3: no q/k/v biases; q and k each RMSNorm-ed over head_dim (q_norm / k_norm, one [head_dim] weight shared by the
         heads) after the projection and before RoPE; head_dim from the config (not hidden / heads)
   lm_head: lm_head.weight, or embed_tokens when tie_word_embeddings
+  Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text): embeddings * hidden**0.5; Gemma3RMSNorm x * rsqrt(...) *
+        (1 + w) everywhere (input, post_attention, pre_feedforward, post_feedforward, q/k over head_dim, final);
+        h = h + post_attention_layernorm(attn(input_layernorm(h))); h = h + post_feedforward_layernorm(
+        down(gelu_tanh(gate(x)) * up(x))), x = pre_feedforward_layernorm(h); scores * query_pre_attn_scalar**-0.5,
+        soft-capped (tanh(s / cap) * cap) when attn_logit_softcapping is set; layers in layer_types (or every
+        sliding_window_pattern-th layer global) "sliding_attention" see keys with key_pos > query_pos - sliding_window
+        and rotate with rope_local_base_freq (default RoPE), the global ones with rope_theta and rope_scaling
+        (default or linear); logits soft-capped by final_logit_softcapping when set
 
 CLI (run it with Debian's /usr/bin/python3, which has torch):
   hf_reference.py --model DIR --ids "1 2 3" [--greedy N] [--logits-out FILE]
@@ -169,11 +178,13 @@ class Config:
     def __init__(self, cfg: dict):
         self.raw = cfg
         self.model_type = cfg.get("model_type", "llama")
-        if self.model_type not in ("llama", "qwen2", "qwen3"):
-            raise ValueError(f"model_type {self.model_type!r} is not supported (llama, qwen2, qwen3)")
-        act = cfg.get("hidden_act", "silu")
-        if act != "silu":
-            raise ValueError(f"hidden_act {act!r} is not supported (silu)")
+        if self.model_type not in ("llama", "qwen2", "qwen3", "gemma3_text"):
+            raise ValueError(f"model_type {self.model_type!r} is not supported (llama, qwen2, qwen3, gemma3_text)")
+        self.gemma = self.model_type == "gemma3_text"
+        act = cfg.get("hidden_activation", "gelu_pytorch_tanh") if self.gemma else cfg.get("hidden_act", "silu")
+        if act not in ("silu", "gelu_pytorch_tanh"):
+            raise ValueError(f"activation {act!r} is not supported (silu, gelu_pytorch_tanh)")
+        self.act = act
         self.hidden = int(cfg["hidden_size"])
         self.intermediate = int(cfg["intermediate_size"])
         self.layers = int(cfg["num_hidden_layers"])
@@ -184,8 +195,23 @@ class Config:
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
         self.theta = float(cfg.get("rope_theta", 10000.0))
         self.rope_scaling = cfg.get("rope_scaling")
-        # LlamaConfig and Qwen2Config both default tie_word_embeddings to False.
-        self.tied = bool(cfg.get("tie_word_embeddings", False))
+        # LlamaConfig and Qwen2Config both default tie_word_embeddings to False; Gemma3TextConfig to True.
+        self.tied = bool(cfg.get("tie_word_embeddings", self.gemma))
+        self.sliding: List[bool] = [False] * self.layers
+        self.window = 0
+        self.attn_softcap = self.final_softcap = None
+        self.query_scale = self.head_dim ** -0.5
+        if self.gemma:
+            self.window = int(cfg.get("sliding_window") or 0)
+            if cfg.get("layer_types") is not None:
+                self.sliding = [t == "sliding_attention" for t in cfg["layer_types"]]
+            else:
+                pattern = int(cfg.get("sliding_window_pattern", 6))
+                self.sliding = [(i + 1) % pattern != 0 for i in range(self.layers)]
+            self.local_theta = float(cfg.get("rope_local_base_freq", 10000.0))
+            self.attn_softcap = cfg.get("attn_logit_softcapping")
+            self.final_softcap = cfg.get("final_logit_softcapping")
+            self.query_scale = float(cfg.get("query_pre_attn_scalar", self.head_dim)) ** -0.5
         if self.heads % self.kv_heads != 0:
             raise ValueError(f"num_attention_heads {self.heads} is not a multiple of num_key_value_heads {self.kv_heads}")
 
@@ -208,14 +234,19 @@ class Reference:
 
         q_out, kv_out = c.heads * c.head_dim, c.kv_heads * c.head_dim
         qkv_bias = c.model_type == "qwen2"
-        qk_norm = c.model_type == "qwen3"  # Qwen3Attention: q_norm / k_norm, RMSNorm over head_dim, before RoPE
+        # Qwen3Attention, Gemma3Attention: q_norm / k_norm, RMSNorm over head_dim, before RoPE
+        qk_norm = c.model_type in ("qwen3", "gemma3_text")
         self.embed = get("model.embed_tokens.weight", (c.vocab, c.hidden))
         self.layers = []
         for i in range(c.layers):
             p = f"model.layers.{i}."
             layer = {
                 "ln1": get(p + "input_layernorm.weight", (c.hidden,)),
-                "ln2": get(p + "post_attention_layernorm.weight", (c.hidden,)),
+                # Gemma: post_attention_layernorm is the attention block's output norm, pre_feedforward the MLP's input
+                "ln2": get(p + ("pre_feedforward_layernorm.weight" if c.gemma else "post_attention_layernorm.weight"),
+                           (c.hidden,)),
+                "post_attn": get(p + "post_attention_layernorm.weight", (c.hidden,)) if c.gemma else None,
+                "post_ffn": get(p + "post_feedforward_layernorm.weight", (c.hidden,)) if c.gemma else None,
                 "wq": get(p + "self_attn.q_proj.weight", (q_out, c.hidden)),
                 "wk": get(p + "self_attn.k_proj.weight", (kv_out, c.hidden)),
                 "wv": get(p + "self_attn.v_proj.weight", (kv_out, c.hidden)),
@@ -248,9 +279,12 @@ class Reference:
             rope_type = c.rope_scaling.get("rope_type", c.rope_scaling.get("type", "default"))
             if rope_type == "llama3":
                 inv_freq = llama3_inv_freq(inv_freq, c.rope_scaling)
+            elif rope_type == "linear":
+                inv_freq = inv_freq / c.rope_scaling["factor"]
             elif rope_type != "default":
-                raise ValueError(f"rope_scaling type {rope_type!r} is not supported (default, llama3)")
+                raise ValueError(f"rope_scaling type {rope_type!r} is not supported (default, linear, llama3)")
         self.inv_freq = inv_freq
+        self.local_inv_freq = default_inv_freq(c.head_dim, c.local_theta) if c.gemma else inv_freq
         self.reset()
 
     @classmethod
@@ -271,7 +305,13 @@ class Reference:
 
     def _rms_norm(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         variance = x.pow(2).mean(-1, keepdim=True)
-        return w * (x * torch.rsqrt(variance + self.cfg.eps))
+        normed = x * torch.rsqrt(variance + self.cfg.eps)
+        return normed * (1.0 + w) if self.cfg.gemma else w * normed
+
+    def _rope(self, positions: torch.Tensor, inv_freq: torch.Tensor):
+        freqs = positions[:, None] * inv_freq[None, :]  # [n, d/2]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return (emb.cos() * self.attention_scaling)[:, None, :], (emb.sin() * self.attention_scaling)[:, None, :]
 
     @torch.no_grad()
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
@@ -282,20 +322,24 @@ class Reference:
         if int(ids_t.min()) < 0 or int(ids_t.max()) >= c.vocab:
             raise ValueError(f"token id out of range [0, {c.vocab})")
         positions = torch.arange(self.pos, self.pos + n, dtype=torch.float32)
-        freqs = positions[:, None] * self.inv_freq[None, :]  # [n, d/2]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos = (emb.cos() * self.attention_scaling)[:, None, :]  # [n, 1, d]
-        sin = (emb.sin() * self.attention_scaling)[:, None, :]
+        rope_global = self._rope(positions, self.inv_freq)  # cos, sin [n, 1, d]
+        rope_local = self._rope(positions, self.local_inv_freq)
         total = self.pos + n
-        # Causal mask: query i (position pos + i) sees keys 0 .. pos + i.
+        # Causal mask: query i (position pos + i) sees keys 0 .. pos + i; sliding layers only the last `window`.
         key_pos = torch.arange(total)[None, :]
         query_pos = torch.arange(self.pos, total)[:, None]
         mask = torch.where(key_pos <= query_pos, 0.0, float("-inf")).to(torch.float32)  # [n, total]
+        window_mask = torch.where((key_pos <= query_pos) & (key_pos > query_pos - c.window), 0.0,
+                                  float("-inf")).to(torch.float32)
         rep = c.heads // c.kv_heads
-        scale = c.head_dim ** -0.5
+        scale = c.query_scale
 
         h = self.embed[ids_t]  # [n, hidden]
+        if c.gemma:
+            h = h * torch.tensor(c.hidden ** 0.5, dtype=torch.float32)
         for i, L in enumerate(self.layers):
+            cos, sin = rope_local if c.sliding[i] else rope_global
+            layer_mask = window_mask if c.sliding[i] else mask
             x = self._rms_norm(h, L["ln1"])
             q = self._linear(x, L["wq"], L["bq"]).view(n, c.heads, c.head_dim)
             k = self._linear(x, L["wk"], L["bk"]).view(n, c.kv_heads, c.head_dim)
@@ -309,16 +353,26 @@ class Reference:
             self.cache_v[i] = v if self.cache_v[i] is None else torch.cat((self.cache_v[i], v), dim=0)
             keys = self.cache_k[i].repeat_interleave(rep, dim=1)  # repeat_kv: [total, heads, d]
             values = self.cache_v[i].repeat_interleave(rep, dim=1)
-            scores = torch.einsum("qhd,khd->hqk", q, keys) * scale + mask[None]
+            scores = torch.einsum("qhd,khd->hqk", q, keys) * scale
+            if c.attn_softcap:
+                scores = torch.tanh(scores / c.attn_softcap) * c.attn_softcap
+            scores = scores + layer_mask[None]
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
             attn = torch.einsum("hqk,khd->qhd", probs, values).reshape(n, c.heads * c.head_dim)
-            h = h + self._linear(attn, L["wo"], L["bo"])
+            o = self._linear(attn, L["wo"], L["bo"])
+            h = h + (self._rms_norm(o, L["post_attn"]) if c.gemma else o)
             x = self._rms_norm(h, L["ln2"])
             gate = self._linear(x, L["gate"], L["bgate"])
             up = self._linear(x, L["up"], L["bup"])
-            h = h + self._linear(torch.nn.functional.silu(gate) * up, L["down"], L["bdown"])
+            act = torch.nn.functional.gelu(gate, approximate="tanh") if c.act == "gelu_pytorch_tanh" else \
+                torch.nn.functional.silu(gate)
+            d = self._linear(act * up, L["down"], L["bdown"])
+            h = h + (self._rms_norm(d, L["post_ffn"]) if c.gemma else d)
         self.pos = total
-        return self._rms_norm(h, self.norm) @ self.lm_head.t()
+        logits = self._rms_norm(h, self.norm) @ self.lm_head.t()
+        if c.final_softcap:
+            logits = torch.tanh(logits / c.final_softcap) * c.final_softcap
+        return logits
 
     def prompt_logits(self, ids: Sequence[int]) -> np.ndarray:
         """Logits of every prompt position, [len(ids), vocab] float32 (resets the cache first)."""

@@ -50,7 +50,7 @@ TEST(Executor, MatchesDirectComputation) {
   g.set_output(g.add_node(lm));
 
   ThreadPool pool(2);
-  Executor ex(g, pool, RopeTable{});
+  Executor ex(g, pool, RopeTables{RopeTable{}});
   const std::vector<int32_t> tokens = {3, 0, 10, 7};
   const std::vector<int32_t> positions = {0, 1, 2, 3};
   const std::vector<int64_t> slots = {-1, -1, -1, -1};

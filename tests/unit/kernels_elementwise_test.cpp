@@ -78,7 +78,7 @@ TEST(KernelsElementwise, RopeMatchesReferenceBothStyles) {
   }
 }
 
-TEST(KernelsElementwise, SiluMulAndAddMatchReference) {
+TEST(KernelsElementwise, GatedActivationsAndAddMatchReference) {
   std::mt19937 rng(3);
   for (int64_t n : kLengths) {
     auto gate = random_floats(rng, static_cast<size_t>(n), -12.0f, 12.0f);
@@ -87,13 +87,22 @@ TEST(KernelsElementwise, SiluMulAndAddMatchReference) {
       gate[1] = 90.0f;
     }
     const auto up = random_floats(rng, static_cast<size_t>(n), -2.0f, 2.0f);
-    std::vector<float> want_silu(gate.size()), want_add(gate.size());
+    std::vector<float> want_silu(gate.size()), want_gelu(gate.size()), want_add(gate.size());
     ref::silu_mul(gate.data(), up.data(), want_silu.data(), n);
+    ref::gelu_tanh_mul(gate.data(), up.data(), want_gelu.data(), n);
+    // The reference against PyTorch's formula 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))), in double.
+    for (size_t i = 0; i < gate.size(); ++i) {
+      const double g = gate[i];
+      const double want = 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))) * up[i];
+      EXPECT_NEAR(want_gelu[i], want, 1e-6 * std::abs(want) + 1e-30) << "gelu_tanh g " << g;
+    }
     ref::add(gate.data(), up.data(), want_add.data(), n);
     for (const KernelTable* t : available_tables()) {
       std::vector<float> y(gate.size(), NAN);
       t->silu_mul(gate.data(), up.data(), y.data(), n);
       expect_close(y, want_silu, 2e-6f, 1e-37f, std::string(t->name) + " silu_mul n " + std::to_string(n));
+      t->gelu_tanh_mul(gate.data(), up.data(), y.data(), n);
+      expect_close(y, want_gelu, 2e-6f, 1e-37f, std::string(t->name) + " gelu_tanh_mul n " + std::to_string(n));
       t->add(gate.data(), up.data(), y.data(), n);
       EXPECT_EQ(y, want_add) << t->name << " add n " << n;
     }

@@ -1,5 +1,5 @@
 // Gate/up pass: the gate and up projections of one input and their SiLU product become one GEMM over the two
-// weights interleaved in blocks (packed once here), whose epilogue writes silu(gate) * up.
+// weights interleaved in blocks (packed once here), whose epilogue writes silu(gate) * up (gelu_tanh for Gemma).
 #include "graph/passes/fusion_passes.h"
 #include "graph/passes/graph_rewrite.h"
 #include "kernels/fused/fused_weights.h"
@@ -16,7 +16,8 @@ constexpr int64_t kGateUpBlock = 32;
 int fuse_gate_up(Graph& graph) {
   return rewrite_all(graph, [&](int i, const GraphIndex& index) {
     const Node& act = graph.nodes()[static_cast<size_t>(i)];
-    if (act.kind != OpKind::kSiluMul || act.inputs[0] == act.inputs[1]) return false;
+    const bool gelu = act.kind == OpKind::kGeluTanhMul;
+    if ((act.kind != OpKind::kSiluMul && !gelu) || act.inputs[0] == act.inputs[1]) return false;
     int gate_at, up_at;
     const Node* gate = index.producer_of_kind(act.inputs[0], OpKind::kMatMul, &gate_at);
     const Node* up = index.producer_of_kind(act.inputs[1], OpKind::kMatMul, &up_at);
@@ -26,7 +27,7 @@ int fuse_gate_up(Graph& graph) {
       return false;
     Node fused{.kind = OpKind::kFusedMatMul, .inputs = {gate->inputs[0]}, .output = act.output};
     fused.weight = graph.add_constant(kernels::fused::interleave_gate_up(*gate->weight, *up->weight, kGateUpBlock));
-    fused.epilogue = kernels::fused::Epilogue::kSiluMul;
+    fused.epilogue = gelu ? kernels::fused::Epilogue::kGeluTanhMul : kernels::fused::Epilogue::kSiluMul;
     fused.block = kGateUpBlock;
     return replace_nodes(graph, index, {gate_at, up_at, i}, std::move(fused));
   });

@@ -60,7 +60,7 @@ int fuse_qkv(Graph& graph) {
       const Node* mq = pq.mm;
       if (mq->inputs[0] != x) return false;
       const int64_t hd = rope_k->head_dim;
-      if (rope_q->head_dim != hd || hd <= 0 || mk->weight->dim(0) != rope_k->heads * hd ||
+      if (rope_q->head_dim != hd || hd <= 0 || rope_q->rope != rope_k->rope || mk->weight->dim(0) != rope_k->heads * hd ||
           mq->weight->dim(0) != rope_q->heads * hd || !same_bias_presence(*mq, *mk, *mv))
         return false;
       if (!kernels::fused::packable(*mq->weight, *mk->weight) || !kernels::fused::packable(*mq->weight, *mv->weight))
@@ -71,6 +71,7 @@ int fuse_qkv(Graph& graph) {
       if (mq->bias) fused.bias = graph.add_constant(kernels::fused::pack_qkv(*mq->bias, *mk->bias, *mv->bias, hd));
       fused.epilogue = kernels::fused::Epilogue::kRopeKvWrite;
       fused.layer = kw.layer;
+      fused.rope = rope_k->rope;
       fused.heads = rope_q->heads;
       fused.head_dim = hd;
       fused.kv_heads = rope_k->heads;

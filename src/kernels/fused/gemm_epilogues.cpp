@@ -13,13 +13,13 @@ void apply_residual(const void* ctx, float* y, int64_t m, int64_t n, int64_t n0,
   for (int64_t r = 0; r < m; ++r) e.leaves->add(y + r * n + n0, e.residual + r * n + n0, y + r * n + n0, n1 - n0);
 }
 
-void apply_silu_mul(const void* ctx, float* y, int64_t m, int64_t n, int64_t n0, int64_t n1) {
-  const auto& e = *static_cast<const SiluMulEpilogue*>(ctx);
+void apply_gated_act(const void* ctx, float* y, int64_t m, int64_t n, int64_t n0, int64_t n1) {
+  const auto& e = *static_cast<const GatedActEpilogue*>(ctx);
   const int64_t width = n / 2;
   for (int64_t c = n0; c < n1; c += 2 * e.block) {
     const int64_t f0 = c / 2;
     const int64_t len = width - f0 < e.block ? width - f0 : e.block;
-    for (int64_t r = 0; r < m; ++r) e.leaves->silu_mul(y + r * n + c, y + r * n + c + len, e.out + r * width + f0, len);
+    for (int64_t r = 0; r < m; ++r) e.gated(y + r * n + c, y + r * n + c + len, e.out + r * width + f0, len);
   }
 }
 
@@ -58,7 +58,7 @@ void apply_rope_kv_write(const void* ctx, float* y, int64_t m, int64_t n, int64_
 
 GemmEpilogue ResidualEpilogue::as_epilogue() const { return GemmEpilogue{apply_residual, this, 1}; }
 
-GemmEpilogue SiluMulEpilogue::as_epilogue() const { return GemmEpilogue{apply_silu_mul, this, 2 * block}; }
+GemmEpilogue GatedActEpilogue::as_epilogue() const { return GemmEpilogue{apply_gated_act, this, 2 * block}; }
 
 GemmEpilogue RopeKvWriteEpilogue::as_epilogue() const { return GemmEpilogue{apply_rope_kv_write, this, 2 * head_dim}; }
 

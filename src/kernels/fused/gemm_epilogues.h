@@ -22,9 +22,9 @@ struct ResidualEpilogue {
 
 // The GEMM output holds gate and up rows interleaved in blocks (see fused_weights.h: interleave_gate_up):
 // columns [2 b B, 2 b B + len) are gate rows [b B, b B + len) and the next len columns the matching up rows.
-// out[r, f] = silu(gate[r, f]) * up[r, f], out is [m, n / 2].
-struct SiluMulEpilogue {
-  const LeafKernels* leaves = nullptr;
+// out[r, f] = act(gate[r, f]) * up[r, f], out is [m, n / 2]; `gated` is the leaf set's silu_mul or gelu_tanh_mul.
+struct GatedActEpilogue {
+  BinaryFn gated = nullptr;
   float* out = nullptr;
   int64_t block = 0;
   GemmEpilogue as_epilogue() const;

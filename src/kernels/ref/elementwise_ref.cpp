@@ -1,4 +1,4 @@
-// Reference element-wise ops: SiLU-gated product, addition, row softmax.
+// Reference element-wise ops: SiLU- and GELU(tanh)-gated products, addition, row softmax.
 #include <cmath>
 
 #include "kernels/ref/ref_kernels.h"
@@ -7,6 +7,17 @@ namespace minfer::kernels::ref {
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) = g / (1 + exp(-2 sqrt(2/pi) (g + 0.044715 g^3))):
+// the second form is the SiLU's with a cubic argument, which the vector leaves share.
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kTwoSqrt2OverPi = 1.5957691216057308f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float z = kTwoSqrt2OverPi * (g + 0.044715f * g * g * g);
+    out[i] = g / (1.0f + std::exp(-z)) * up[i];
+  }
 }
 
 void add(const float* a, const float* b, float* out, int64_t n) {

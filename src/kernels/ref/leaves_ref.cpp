@@ -10,6 +10,7 @@ const LeafKernels kRefLeaves = {
     .rmsnorm = ref::rmsnorm_leaf,
     .rope = ref::rope,
     .silu_mul = ref::silu_mul,
+    .gelu_tanh_mul = ref::gelu_tanh_mul,
     .add = ref::add,
     .softmax = ref::softmax,
     .embedding = ref::embedding_leaf,

@@ -18,6 +18,7 @@ void rope_angles(const int32_t* positions, int64_t tokens, const float* inv_freq
 void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
           int64_t half_rot, RopeStyle style);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 void softmax(float* x, int64_t rows, int64_t cols);
 void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);

@@ -30,6 +30,20 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// g / (1 + exp(-z)) * up with z = 2 sqrt(2/pi) (g + 0.044715 g^3): GELU(tanh) as ref::gelu_tanh_mul writes it.
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 c1 = _mm256_set1_ps(-1.5957691216057308f);
+  const __m256 c3 = _mm256_set1_ps(0.044715f);
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t c = n - i;
+    const __m256 g = load_partial(gate + i, c);
+    const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(c3, g), _mm256_mul_ps(g, g), g);
+    const __m256 e = exp_ps(_mm256_mul_ps(c1, inner));
+    store_partial(out + i, c, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), load_partial(up + i, c)));
+  }
+}
+
 void add(const float* a, const float* b, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));

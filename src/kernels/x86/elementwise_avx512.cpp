@@ -31,6 +31,21 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// g / (1 + exp(-z)) * up with z = 2 sqrt(2/pi) (g + 0.044715 g^3): GELU(tanh) as ref::gelu_tanh_mul writes it.
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 c1 = _mm512_set1_ps(-1.5957691216057308f);
+  const __m512 c3 = _mm512_set1_ps(0.044715f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 inner = _mm512_fmadd_ps(_mm512_mul_ps(c3, g), _mm512_mul_ps(g, g), g);
+    const __m512 e = exp_ps(_mm512_mul_ps(c1, inner));
+    const __m512 r = _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, up + i));
+    _mm512_mask_storeu_ps(out + i, m, r);
+  }
+}
+
 void add(const float* a, const float* b, float* out, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));

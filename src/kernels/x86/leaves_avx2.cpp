@@ -9,6 +9,7 @@ const LeafKernels kAvx2Leaves = {
     .rmsnorm = avx2::rmsnorm,
     .rope = avx2::rope,
     .silu_mul = avx2::silu_mul,
+    .gelu_tanh_mul = avx2::gelu_tanh_mul,
     .add = avx2::add,
     .softmax = avx2::softmax,
     .embedding = avx2::embedding,

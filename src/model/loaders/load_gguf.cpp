@@ -27,7 +27,7 @@ ModelWeights load_gguf_checkpoint(const std::string& path) {
       w.config.rope_scaling.freq_factors.assign(t.as<float>(), t.as<float>() + t.dim(0));
       continue;
     }
-    const auto canonical = gguf_to_canonical(info.name);
+    const auto canonical = gguf_to_canonical(info.name, w.config.arch);
     if (!canonical)
       fail_load(path, "unexpected tensor '{}' (not a weight of a {} model)", info.name, w.config.arch_name());
     if (w.tensors.count(*canonical)) fail_load(path, "duplicate tensor '{}'", info.name);
@@ -35,7 +35,7 @@ ModelWeights load_gguf_checkpoint(const std::string& path) {
     origins[*canonical] = {path, info.name};
   }
   w.config.validate(path);
-  check_weights(w, origins, path, canonical_to_gguf);
+  check_weights(w, origins, path, [arch = w.config.arch](const std::string& c) { return canonical_to_gguf(c, arch); });
   if (gguf->has("tokenizer.ggml.model")) w.tokenizer.gguf_path = path;
   return w;
 }

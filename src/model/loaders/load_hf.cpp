@@ -21,6 +21,17 @@ bool ignorable(std::string_view hf_name) {
   return hf_name.size() >= kSuffix.size() && hf_name.substr(hf_name.size() - kSuffix.size()) == kSuffix;
 }
 
+// Gemma's RMSNorm multiplies by (1 + w): the norms become f32 copies holding 1 + w, as GGUF files store them.
+void add_one_to_norms(ModelWeights& w) {
+  for (auto& [name, tensor] : w.tensors) {
+    if (tensor.rank() != 1 || !name.ends_with("norm")) continue;
+    Tensor plus_one = to_f32(tensor);
+    float* v = plus_one.mutable_as<float>();
+    for (int64_t i = 0; i < plus_one.numel(); ++i) v[i] += 1.0f;
+    tensor = std::move(plus_one);
+  }
+}
+
 }  // namespace
 
 ModelWeights load_hf_checkpoint(const std::string& dir) {
@@ -63,10 +74,11 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
 
   // A quantized checkpoint (model/quant/): int8 weights with companion scale tensors.
   const std::optional<QuantConfig> quant = read_checkpoint_quantization((fs::path(dir) / "config.json").string());
+  const auto hf_name_of = [arch = w.config.arch](const std::string& c) { return canonical_to_hf(c, arch); };
   std::map<std::string, WeightOrigin> origins;
   for (const auto& [name, file] : placement) {
     if (ignorable(name) || (quant && is_quantization_companion(name))) continue;
-    const auto canonical = hf_to_canonical(name);
+    const auto canonical = hf_to_canonical(name, w.config.arch);
     if (!canonical)
       fail_load(file->path(), "unexpected tensor '{}' (not a weight of a {} model)", name, w.config.arch_name());
     // Some tied checkpoints also store lm_head.weight (a copy of the embedding); the embedding is used.
@@ -80,9 +92,10 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
       if (it == placement.end()) return std::nullopt;
       return it->second->tensor(*it->second->find(hf_name));
     };
-    attach_checkpoint_quantization(w, *quant, checkpoint, find, canonical_to_hf);
+    attach_checkpoint_quantization(w, *quant, checkpoint, find, hf_name_of);
   }
-  check_weights(w, origins, checkpoint, canonical_to_hf);
+  check_weights(w, origins, checkpoint, hf_name_of);
+  if (w.config.norm_weight_plus_one) add_one_to_norms(w);
 
   const fs::path tok = fs::path(dir) / "tokenizer.json";
   const fs::path tok_config = fs::path(dir) / "tokenizer_config.json";

@@ -42,6 +42,10 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
       out[p + "k_norm"] = {c.head_dim};
     }
     out[p + "ffn_norm"] = {c.hidden_size};
+    if (c.sandwich_norms) {
+      out[p + "post_attn_norm"] = {c.hidden_size};
+      out[p + "post_ffn_norm"] = {c.hidden_size};
+    }
     out[p + "w_gate"] = {c.intermediate_size, c.hidden_size};
     out[p + "w_up"] = {c.intermediate_size, c.hidden_size};
     out[p + "w_down"] = {c.hidden_size, c.intermediate_size};

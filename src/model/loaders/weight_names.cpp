@@ -1,5 +1,6 @@
 // The one table from canonical weight names to Hugging Face and GGUF names.
 #include <charconv>
+#include <span>
 #include <string>
 
 #include "base/error.h"
@@ -38,6 +39,19 @@ constexpr NameRow kLayer[] = {
     {"w_down", "mlp.down_proj.weight", "ffn_down.weight"},
 };
 
+// Gemma 2/3 name their norms apart from the table above (HF's post_attention_layernorm is their post-attention
+// norm, not the pre-FFN one); these rows are looked up first for them.
+constexpr NameRow kGemmaLayer[] = {
+    {"post_attn_norm", "post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"ffn_norm", "pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+    {"post_ffn_norm", "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+};
+
+std::span<const NameRow> layer_overrides(Architecture arch) {
+  if (arch == Architecture::kGemma3) return kGemmaLayer;
+  return {};
+}
+
 // Splits "<prefix><digits>.<rest>" into the layer number and rest.
 bool split_layer(std::string_view name, std::string_view prefix, std::string_view* layer, std::string_view* rest) {
   if (name.substr(0, prefix.size()) != prefix) return false;
@@ -53,24 +67,28 @@ bool split_layer(std::string_view name, std::string_view prefix, std::string_vie
 }
 
 template <typename Get>
-std::optional<std::string> to_canonical(std::string_view name, std::string_view layer_prefix, Get external) {
+std::optional<std::string> to_canonical(std::string_view name, std::string_view layer_prefix, Architecture arch,
+                                        Get external) {
   for (const NameRow& r : kGlobal)
     if (name == external(r)) return std::string(r.canonical);
   std::string_view layer, rest;
   if (!split_layer(name, layer_prefix, &layer, &rest)) return std::nullopt;
-  for (const NameRow& r : kLayer)
-    if (rest == external(r)) return "layers." + std::string(layer) + "." + r.canonical;
+  for (std::span<const NameRow> rows : {layer_overrides(arch), std::span<const NameRow>(kLayer)})
+    for (const NameRow& r : rows)
+      if (rest == external(r)) return "layers." + std::string(layer) + "." + r.canonical;
   return std::nullopt;
 }
 
 template <typename Get>
-std::string from_canonical(const std::string& canonical, std::string_view layer_prefix, Get external) {
+std::string from_canonical(const std::string& canonical, std::string_view layer_prefix, Architecture arch,
+                           Get external) {
   for (const NameRow& r : kGlobal)
     if (canonical == r.canonical) return external(r);
   std::string_view layer, rest;
   if (split_layer(canonical, "layers.", &layer, &rest)) {
-    for (const NameRow& r : kLayer)
-      if (rest == r.canonical) return std::string(layer_prefix) + std::string(layer) + "." + external(r);
+    for (std::span<const NameRow> rows : {layer_overrides(arch), std::span<const NameRow>(kLayer)})
+      for (const NameRow& r : rows)
+        if (rest == r.canonical) return std::string(layer_prefix) + std::string(layer) + "." + external(r);
   }
   fail("no checkpoint name for canonical weight '{}'", canonical);
 }
@@ -80,13 +98,17 @@ const char* gguf_of(const NameRow& r) { return r.gguf; }
 
 }  // namespace
 
-std::optional<std::string> hf_to_canonical(std::string_view hf_name) {
-  return to_canonical(hf_name, "model.layers.", hf_of);
+std::optional<std::string> hf_to_canonical(std::string_view hf_name, Architecture arch) {
+  return to_canonical(hf_name, "model.layers.", arch, hf_of);
 }
-std::string canonical_to_hf(const std::string& canonical) { return from_canonical(canonical, "model.layers.", hf_of); }
-std::optional<std::string> gguf_to_canonical(std::string_view gguf_name) {
-  return to_canonical(gguf_name, "blk.", gguf_of);
+std::string canonical_to_hf(const std::string& canonical, Architecture arch) {
+  return from_canonical(canonical, "model.layers.", arch, hf_of);
 }
-std::string canonical_to_gguf(const std::string& canonical) { return from_canonical(canonical, "blk.", gguf_of); }
+std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, Architecture arch) {
+  return to_canonical(gguf_name, "blk.", arch, gguf_of);
+}
+std::string canonical_to_gguf(const std::string& canonical, Architecture arch) {
+  return from_canonical(canonical, "blk.", arch, gguf_of);
+}
 
 }  // namespace minfer

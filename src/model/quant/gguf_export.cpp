@@ -117,7 +117,7 @@ Source read_hf(const std::string& path, GgufWriter& writer) {
   s.n_layers = w.config.num_layers;
   for (const auto& [canonical, tensor] : w.tensors) {
     SourceTensor t;
-    t.plan = {canonical_to_gguf(canonical), tensor.shape, std::nullopt};
+    t.plan = {canonical_to_gguf(canonical, w.config.arch), tensor.shape, std::nullopt};
     t.data = tensor;
     t.keep = tensor.rank() == 1 ? DType::F32 : tensor.dtype;  // vectors widened, as llama.cpp's converter does
     if (w.config.arch == Architecture::kLlama) {

@@ -147,7 +147,7 @@ void write_quantized_checkpoint(const ModelWeights& weights, const std::string& 
 
   std::vector<SafetensorsEntry> entries;
   for (const auto& [name, t] : weights.tensors) {
-    const std::string hf = canonical_to_hf(name);
+    const std::string hf = canonical_to_hf(name, weights.config.arch);
     if (!kernels::is_quantized(t)) {
       entries.push_back(SafetensorsEntry::from_tensor(hf, t));
       continue;

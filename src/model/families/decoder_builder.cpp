@@ -1,0 +1,108 @@
+#include "model/families/decoder_builder.h"
+
+namespace minfer {
+
+using graph::Node;
+using graph::OpKind;
+using graph::RowSpace;
+using graph::ValueId;
+
+ValueId DecoderBuilder::embed() {
+  Node n{.kind = OpKind::kEmbedding, .output = g_.add_value("x", c_.hidden_size)};
+  n.weight = &w_.get("embed");
+  n.scale = c_.embedding_scale;
+  return g_.add_node(n);
+}
+
+ValueId DecoderBuilder::matmul(ValueId x, const std::string& weight, const std::string& bias, const std::string& out) {
+  const Tensor& wt = w_.get(weight);
+  Node n{.kind = OpKind::kMatMul, .inputs = {x}, .output = g_.add_value(out, wt.dim(0), g_.value(x).rows)};
+  n.weight = &wt;
+  // The GEMM epilogue adds an f32 bias; convert once here if the checkpoint stores it narrower.
+  if (!bias.empty()) {
+    const Tensor& b = w_.get(bias);
+    n.bias = b.dtype == DType::F32 ? &b : g_.add_constant(to_f32(b));
+  }
+  return g_.add_node(n);
+}
+
+ValueId DecoderBuilder::rmsnorm(ValueId x, const std::string& weight, const std::string& out, int64_t head_dim) {
+  Node n{.kind = OpKind::kRmsNorm, .inputs = {x}, .output = g_.add_value(out, g_.value(x).width, g_.value(x).rows)};
+  n.weight = &w_.get(weight);
+  n.eps = static_cast<float>(c_.rms_norm_eps);
+  n.head_dim = head_dim;
+  return g_.add_node(n);
+}
+
+ValueId DecoderBuilder::add(ValueId a, ValueId b, const std::string& out) {
+  return g_.add_node(
+      Node{.kind = OpKind::kAdd, .inputs = {a, b}, .output = g_.add_value(out, g_.value(a).width, g_.value(a).rows)});
+}
+
+ValueId DecoderBuilder::rope(ValueId x, int64_t heads, int32_t table, const std::string& out) {
+  Node n{.kind = OpKind::kRope,
+         .inputs = {x},
+         .output = g_.add_value(out, heads * c_.head_dim),
+         .heads = heads,
+         .head_dim = c_.head_dim};
+  n.rope = table;
+  return g_.add_node(n);
+}
+
+ValueId DecoderBuilder::attention(int64_t layer, ValueId h) {
+  const std::string p = prefix(layer);
+  const bool bias = c_.attention_bias;
+  ValueId q = matmul(h, p + "wq", bias ? p + "bq" : "", p + "q");
+  ValueId k = matmul(h, p + "wk", bias ? p + "bk" : "", p + "k");
+  if (c_.qk_norm) {
+    q = rmsnorm(q, p + "q_norm", p + "q_normed", c_.head_dim);
+    k = rmsnorm(k, p + "k_norm", p + "k_normed", c_.head_dim);
+  }
+  const ValueId v = matmul(h, p + "wv", bias ? p + "bv" : "", p + "v");
+  const bool sliding = c_.is_sliding(layer);
+  // Table 1 is the sliding layers' own (model_runner builds the tables in this order).
+  const int32_t table = sliding && c_.has_local_rope() ? 1 : 0;
+  const ValueId q_rot = rope(q, c_.num_heads, table, p + "q_rot");
+  const ValueId k_rot = rope(k, c_.num_kv_heads, table, p + "k_rot");
+  const auto l = static_cast<int32_t>(layer);
+  g_.add_node(Node{.kind = OpKind::kKvWrite, .inputs = {k_rot, v}, .layer = l});
+  Node attn{.kind = OpKind::kAttention,
+            .inputs = {q_rot},
+            .output = g_.add_value(p + "attn", c_.num_heads * c_.head_dim),
+            .layer = l,
+            .heads = c_.num_heads,
+            .head_dim = c_.head_dim,
+            .scale = c_.attention_score_scale()};
+  attn.window = sliding ? c_.sliding_window : 0;
+  attn.softcap = static_cast<float>(c_.attn_softcap);
+  return matmul(g_.add_node(attn), p + "wo", "", p + "o");
+}
+
+ValueId DecoderBuilder::gated_mlp(int64_t layer, ValueId h) {
+  const std::string p = prefix(layer);
+  const ValueId gate = matmul(h, p + "w_gate", "", p + "gate");
+  const ValueId up = matmul(h, p + "w_up", "", p + "up");
+  const OpKind act = c_.hidden_act == Activation::kGeluTanh ? OpKind::kGeluTanhMul : OpKind::kSiluMul;
+  const ValueId gated = g_.add_node(
+      Node{.kind = act, .inputs = {gate, up}, .output = g_.add_value(p + "act", g_.value(gate).width)});
+  return matmul(gated, p + "w_down", "", p + "down");
+}
+
+void DecoderBuilder::head(ValueId x) {
+  // Only the rows that sample go through the final norm and the (large) lm_head.
+  const ValueId last = g_.add_node(Node{.kind = OpKind::kGatherRows,
+                                        .inputs = {x},
+                                        .output = g_.add_value("x_last", c_.hidden_size, RowSpace::kSampled)});
+  const ValueId normed = rmsnorm(last, "final_norm", "x_final");
+  ValueId logits = matmul(normed, w_.find("lm_head") ? "lm_head" : "embed", "", "logits");
+  if (c_.final_softcap > 0) {
+    Node cap{.kind = OpKind::kSoftcap,
+             .inputs = {logits},
+             .output = g_.add_value("logits_capped", c_.vocab_size, RowSpace::kSampled)};
+    cap.softcap = static_cast<float>(c_.final_softcap);
+    logits = g_.add_node(cap);
+  }
+  g_.set_output(logits);
+}
+
+}  // namespace minfer

@@ -1,0 +1,51 @@
+// The pieces every decoder family's graph is built from (model/families/*.cpp): projections, norms, the attention
+// block (q/k/v, optional per-head q/k norms, RoPE, KV write, paged attention, output projection), the gated MLP and
+// the sampling head. A family file composes them in its own order; the fusion passes then see the same primitive
+// patterns whichever family built them.
+#pragma once
+
+#include <string>
+
+#include "graph/graph.h"
+#include "model/model_weights.h"
+
+namespace minfer {
+
+class DecoderBuilder {
+ public:
+  DecoderBuilder(const ModelWeights& weights, graph::Graph& graph) : w_(weights), c_(weights.config), g_(graph) {}
+
+  const ModelConfig& config() const { return c_; }
+  graph::Graph& graph() { return g_; }
+
+  // The token embeddings, times config().embedding_scale when set.
+  graph::ValueId embed();
+  // x @ weight^T (+ bias); an empty bias name: none.
+  graph::ValueId matmul(graph::ValueId x, const std::string& weight, const std::string& bias, const std::string& out);
+  // RMSNorm of each row, or with head_dim > 0 of each head of that width (q/k norms).
+  graph::ValueId rmsnorm(graph::ValueId x, const std::string& weight, const std::string& out, int64_t head_dim = 0);
+  graph::ValueId add(graph::ValueId a, graph::ValueId b, const std::string& out);
+  // Layer `layer`'s attention from its normalised input h, through the output projection: q/k/v (+ bias when the
+  // config has it), q/k norms (config().qk_norm), RoPE (the layer's table), the KV write and paged attention (the
+  // layer's window, the config's scale and soft-cap).
+  graph::ValueId attention(int64_t layer, graph::ValueId h);
+  // down(act(gate(h)) * up(h)) with the config's activation.
+  graph::ValueId gated_mlp(int64_t layer, graph::ValueId h);
+  // Final norm over the sampled rows, lm_head (or the tied embedding), soft-capped when configured; sets the output.
+  void head(graph::ValueId x);
+
+  static std::string prefix(int64_t layer) { return "layers." + std::to_string(layer) + "."; }
+
+ private:
+  graph::ValueId rope(graph::ValueId x, int64_t heads, int32_t table, const std::string& out);
+
+  const ModelWeights& w_;
+  const ModelConfig& c_;
+  graph::Graph& g_;
+};
+
+// One graph builder per family (model/families/<family>.cpp).
+graph::Graph build_llama_graph(const ModelWeights& weights);   // Llama 2/3, Qwen2, Qwen3
+graph::Graph build_gemma3_graph(const ModelWeights& weights);  // Gemma 3 (text)
+
+}  // namespace minfer

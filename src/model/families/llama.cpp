@@ -1,0 +1,21 @@
+// The Llama block, which Llama 2/3, Qwen2 (q/k/v biases) and Qwen3 (per-head q/k norms) share:
+//   x += o(attention(rmsnorm(x)));  x += down(silu(gate(h)) * up(h)) with h = rmsnorm(x)
+// Unfused, 16 primitive ops a layer (18 with q/k norms), then the final norm and lm_head on the sampled rows.
+#include "model/families/decoder_builder.h"
+
+namespace minfer {
+
+graph::Graph build_llama_graph(const ModelWeights& weights) {
+  graph::Graph g;
+  DecoderBuilder b(weights, g);
+  graph::ValueId x = b.embed();
+  for (int64_t i = 0; i < weights.config.num_layers; ++i) {
+    const std::string p = DecoderBuilder::prefix(i);
+    x = b.add(x, b.attention(i, b.rmsnorm(x, p + "attn_norm", p + "attn_in")), p + "x_attn");
+    x = b.add(x, b.gated_mlp(i, b.rmsnorm(x, p + "ffn_norm", p + "ffn_in")), p + "x_out");
+  }
+  b.head(x);
+  return g;
+}
+
+}  // namespace minfer
