@@ -176,9 +176,8 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
       const float* u = in(1);
       float* y = buffer(node.output);
       const auto gated = node.kind == OpKind::kSiluMul ? kernels::silu_mul : kernels::gelu_tanh_mul;
-      pool_.parallel_for(
-          static_cast<size_t>(rows_of(node.output) * width(node.output)), 1024,
-          [&](size_t lo, size_t hi) { gated(g + lo, u + lo, y + lo, static_cast<int64_t>(hi - lo)); });
+      pool_.parallel_for(static_cast<size_t>(rows_of(node.output) * width(node.output)), 1024,
+                         [&](size_t lo, size_t hi) { gated(g + lo, u + lo, y + lo, static_cast<int64_t>(hi - lo)); });
       return;
     }
     case OpKind::kSoftcap: {

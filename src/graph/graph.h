@@ -19,17 +19,17 @@ using ValueId = int32_t;
 constexpr ValueId kNoValue = -1;
 
 enum class OpKind : uint8_t {
-  kEmbedding,   // out[t] = weight[token[t]] (* scale when set: Gemma's sqrt(hidden))
-  kRmsNorm,     // out = rmsnorm(in0) * weight; with head_dim set, over each head of head_dim (Qwen3's q/k norms)
-  kMatMul,      // out = in0 @ weight^T (+ bias)
-  kRope,        // out = rope(in0) at the step's positions (heads x head_dim layout)
-  kKvWrite,     // cache[layer] <- (in0 = k, in1 = v) at the step's slots; no output
-  kAttention,   // out = paged attention of in0 (q) over cache[layer]
-  kAdd,         // out = in0 + in1
-  kSiluMul,     // out = silu(in0) * in1
+  kEmbedding,    // out[t] = weight[token[t]] (* scale when set: Gemma's sqrt(hidden))
+  kRmsNorm,      // out = rmsnorm(in0) * weight; with head_dim set, over each head of head_dim (Qwen3's q/k norms)
+  kMatMul,       // out = in0 @ weight^T (+ bias)
+  kRope,         // out = rope(in0) at the step's positions (heads x head_dim layout)
+  kKvWrite,      // cache[layer] <- (in0 = k, in1 = v) at the step's slots; no output
+  kAttention,    // out = paged attention of in0 (q) over cache[layer]
+  kAdd,          // out = in0 + in1
+  kSiluMul,      // out = silu(in0) * in1
   kGeluTanhMul,  // out = gelu_tanh(in0) * in1 (Gemma)
   kSoftcap,      // out = softcap * tanh(in0 / softcap) (Gemma's final_logit_softcapping)
-  kGatherRows,  // out = the rows of in0 that sample (the last position of each sequence)
+  kGatherRows,   // out = the rows of in0 that sample (the last position of each sequence)
   // Fused ops (graph/passes/ rewrite the primitives above into these).
   kAddRmsNorm,   // aux_output = in0 + in1; out = rmsnorm(aux_output) * weight
   kFusedMatMul,  // out = epilogue(prologue(in0) @ weight^T + bias); see kernels/fused/fused_matmul.h

@@ -65,7 +65,7 @@ struct ModelConfig {
   // The sliding layers' own RoPE base (Gemma 3's rope_local_base_freq, without rope_scaling); 0 = they rotate as the
   // global ones do.
   double rope_local_theta = 0.0;
-  DType dtype = DType::F32;     // the dtype the weights are stored in
+  DType dtype = DType::F32;  // the dtype the weights are stored in
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 

@@ -41,9 +41,9 @@ struct Preset {
   int64_t sliding_period = 0;
 };
 
-// The real configs (Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, meta-llama/Llama-3.2-1B, Qwen/Qwen3-0.6B, google/gemma-3-270m)
-// and their tiny
-// siblings. tiny-qwen3's head_dim (32) is not hidden / heads (16), as Qwen3's own are not.
+// The real configs (Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, meta-llama/Llama-3.2-1B, Qwen/Qwen3-0.6B,
+// google/gemma-3-270m) and their tiny siblings. tiny-qwen3's head_dim (32) is not hidden / heads (16), as Qwen3's own
+// are not.
 constexpr Preset kPresets[] = {
     {"qwen2.5-0.5b", "qwen2", TokenizerFamily::kQwen2, false, 896, 4864, 24, 14, 2, 151936, 32768, 24, true, 0.02,
      0.02},
@@ -239,7 +239,8 @@ SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by
     add(s.generation_eos, id("<|im_end|>"));
     add(s.generation_eos, id("<|endoftext|>"));
   } else {
-    if (!p.tiny && std::string(p.model_type) == "gemma3_text") return {2, {1}, {1, 106}};  // <bos>, <eos>, <end_of_turn>
+    if (!p.tiny && std::string(p.model_type) == "gemma3_text")
+      return {2, {1}, {1, 106}};  // <bos>, <eos>, <end_of_turn>
     if (!p.tiny) return {128000, {128001}, {128001}};
     s.bos = id("<|begin_of_text|>");
     add(s.config_eos, id("<|end_of_text|>"));

@@ -60,8 +60,9 @@ int fuse_qkv(Graph& graph) {
       const Node* mq = pq.mm;
       if (mq->inputs[0] != x) return false;
       const int64_t hd = rope_k->head_dim;
-      if (rope_q->head_dim != hd || hd <= 0 || rope_q->rope != rope_k->rope || mk->weight->dim(0) != rope_k->heads * hd ||
-          mq->weight->dim(0) != rope_q->heads * hd || !same_bias_presence(*mq, *mk, *mv))
+      if (rope_q->head_dim != hd || hd <= 0 || rope_q->rope != rope_k->rope ||
+          mk->weight->dim(0) != rope_k->heads * hd || mq->weight->dim(0) != rope_q->heads * hd ||
+          !same_bias_presence(*mq, *mk, *mv))
         return false;
       if (!kernels::fused::packable(*mq->weight, *mk->weight) || !kernels::fused::packable(*mq->weight, *mv->weight))
         return false;

@@ -49,8 +49,7 @@ void fused_matmul(const KernelTable& table, const FusedMatMul& op, ThreadPool& p
     case Epilogue::kSiluMul:
     case Epilogue::kGeluTanhMul: {
       MINFER_CHECK(n % 2 == 0 && op.block > 0, "fused gate/up: {} columns, block {}", n, op.block);
-      const BinaryFn gated =
-          op.epilogue == Epilogue::kSiluMul ? table.leaves->silu_mul : table.leaves->gelu_tanh_mul;
+      const BinaryFn gated = op.epilogue == Epilogue::kSiluMul ? table.leaves->silu_mul : table.leaves->gelu_tanh_mul;
       const GatedActEpilogue e{gated, op.out, op.block};
       const GemmEpilogue hook = e.as_epilogue();
       run_gemm(*table.leaves, x, out_rows, op.k, *op.weight, op.bias, op.y, pool, &hook);

@@ -37,8 +37,8 @@ struct FusedMatMul {
 
   Epilogue epilogue = Epilogue::kNone;
   const float* residual = nullptr;  // kResidual: [output rows, n]
-  float* out = nullptr;             // kSiluMul, kGeluTanhMul: [rows, n / 2]; kRopeKvWrite: roped Q [rows, heads * head_dim]
-  int64_t block = 0;                // kSiluMul, kGeluTanhMul: gate/up interleave block
+  float* out = nullptr;  // kSiluMul, kGeluTanhMul: [rows, n / 2]; kRopeKvWrite: roped Q [rows, heads * head_dim]
+  int64_t block = 0;     // kSiluMul, kGeluTanhMul: gate/up interleave block
   // kRopeKvWrite.
   const float* rope_cos = nullptr;  // [rows, half_rot] (rope_angles of the rows' positions)
   const float* rope_sin = nullptr;

@@ -83,8 +83,8 @@ ValueId DecoderBuilder::gated_mlp(int64_t layer, ValueId h) {
   const ValueId gate = matmul(h, p + "w_gate", "", p + "gate");
   const ValueId up = matmul(h, p + "w_up", "", p + "up");
   const OpKind act = c_.hidden_act == Activation::kGeluTanh ? OpKind::kGeluTanhMul : OpKind::kSiluMul;
-  const ValueId gated = g_.add_node(
-      Node{.kind = act, .inputs = {gate, up}, .output = g_.add_value(p + "act", g_.value(gate).width)});
+  const ValueId gated =
+      g_.add_node(Node{.kind = act, .inputs = {gate, up}, .output = g_.add_value(p + "act", g_.value(gate).width)});
   return matmul(gated, p + "w_down", "", p + "down");
 }
 
