@@ -12,6 +12,7 @@ packages=(
   libdnnl-dev  # oneDNN: the bf16 matmul of prefill and batched decode (AMX where the CPU has it)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-pytest python3-torch python3-sentencepiece
+  python3-jinja2  # the chat-template oracle (tests/data/chat_templates, test_gemma3_oracle.py)
   python3-dev pybind11-dev
   python3-matplotlib
   nodejs

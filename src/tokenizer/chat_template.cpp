@@ -138,7 +138,8 @@ std::string excerpt(std::string_view src) {
 }
 
 constexpr std::string_view kSupported =
-    "ChatML (Qwen2, Qwen2.5, Qwen3), Llama 3 / 3.1+, Llama 2 ([INST] <<SYS>>), Mistral v0.1/v0.2 ([INST])";
+    "ChatML (Qwen2, Qwen2.5, Qwen3), Llama 3 / 3.1+, Llama 2 ([INST] <<SYS>>), Mistral v0.1/v0.2 ([INST]), Gemma "
+    "(<start_of_turn>)";
 
 }  // namespace
 
@@ -179,6 +180,9 @@ ChatTemplate ChatTemplate::from_source(const std::string& jinja_source, ChatTemp
     }
     if (t.options_.bos_token.empty()) t.options_.bos_token = "<s>";
     if (t.options_.eos_token.empty()) t.options_.eos_token = "</s>";
+  } else if (contains(src, "<start_of_turn>") && contains(src, "<end_of_turn>") && contains(src, "first_user_prefix")) {
+    t.family_ = ChatTemplateFamily::kGemma;
+    if (t.options_.bos_token.empty()) t.options_.bos_token = "<bos>";
   } else {
     fail("unknown chat template: supported families are {}. The template begins: \"{}\"", kSupported, excerpt(src));
   }
@@ -193,6 +197,7 @@ std::string_view ChatTemplate::family_name() const {
     case ChatTemplateFamily::kLlama31: return "llama3.1";
     case ChatTemplateFamily::kLlama2: return "llama2";
     case ChatTemplateFamily::kMistral: return "mistral";
+    case ChatTemplateFamily::kGemma: return "gemma";
   }
   return "?";
 }
@@ -206,6 +211,7 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
     case ChatTemplateFamily::kLlama31: return render_llama31(messages, add_generation_prompt);
     case ChatTemplateFamily::kLlama2: return render_llama2(messages);
     case ChatTemplateFamily::kMistral: return render_mistral(messages);
+    case ChatTemplateFamily::kGemma: return render_gemma(messages, add_generation_prompt);
   }
   return "";
 }
@@ -395,5 +401,67 @@ std::string ChatTemplate::render_mistral(const std::vector<ChatMessage>& m) cons
   }
   return out;
 }
+
+// {{ bos_token }}; a system message becomes first_user_prefix (content + '\n\n', untrimmed); then per message
+// '<start_of_turn>' + role ("model" for assistant) + '\n' + prefix on the first + content | trim + '<end_of_turn>\n'.
+std::string ChatTemplate::render_gemma(const std::vector<ChatMessage>& m, bool add_generation_prompt) const {
+  std::string out = options_.bos_token;
+  const bool has_system = m[0].role == "system";
+  const std::string prefix = has_system ? m[0].content + "\n\n" : "";
+  for (size_t i = has_system ? 1 : 0, turn = 0; i < m.size(); ++i, ++turn) {
+    const std::string& role = m[i].role;
+    if ((role == "user") != (turn % 2 == 0))
+      fail(
+          "chat template (Gemma): conversation roles must alternate user/assistant/user/assistant/... (message {} "
+          "is '{}')",
+          i, role);
+    out.append("<start_of_turn>").append(role == "assistant" ? "model" : role).append("\n");
+    if (turn == 0) out += prefix;
+    out.append(python_strip(m[i].content)).append("<end_of_turn>\n");
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+const std::string_view kGemma3ChatTemplate = R"TEMPLATE({{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%})TEMPLATE";
 
 }  // namespace minfer

@@ -11,6 +11,8 @@
 //   Llama 3.1+    the same with the "Cutting Knowledge Date / Today Date" system header (3.1, 3.2, 3.3)
 //   Llama 2       <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] ... </s>
 //   Mistral       <s>[INST] ... [/INST]...</s>   (v0.1 / v0.2 / Mixtral: user and assistant roles only)
+//   Gemma         <bos><start_of_turn>user\n...<end_of_turn>\n<start_of_turn>model\n   (Gemma 2 / 3; the system
+//                 prompt prefixes the first user turn)
 // An unknown template is an Error naming the supported families, never a silently wrong prompt.
 //
 // BOS: the rendered text contains BOS exactly where the template puts it (Llama, Mistral), so encode it
@@ -29,7 +31,7 @@ struct ChatMessage {
   std::string content;
 };
 
-enum class ChatTemplateFamily : uint8_t { kChatML, kQwen3, kLlama3, kLlama31, kLlama2, kMistral };
+enum class ChatTemplateFamily : uint8_t { kChatML, kQwen3, kLlama3, kLlama31, kLlama2, kMistral, kGemma };
 
 struct ChatTemplateOptions {
   // The tokenizer's BOS / EOS text; empty: the family's own (<|begin_of_text|> for Llama 3, <s> / </s> for
@@ -42,6 +44,9 @@ struct ChatTemplateOptions {
   // Qwen3: false appends the empty <think></think> block to the generation prompt (non-thinking mode).
   bool enable_thinking = true;
 };
+
+// Gemma 3's published template (google/gemma-3-*-it), for gemma3 models whose files carry none (the PyPI GGUF).
+extern const std::string_view kGemma3ChatTemplate;
 
 class ChatTemplate {
  public:
@@ -70,6 +75,7 @@ class ChatTemplate {
   std::string render_llama31(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
   std::string render_llama2(const std::vector<ChatMessage>& messages) const;
   std::string render_mistral(const std::vector<ChatMessage>& messages) const;
+  std::string render_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 
   ChatTemplateFamily family_ = ChatTemplateFamily::kChatML;
   ChatTemplateOptions options_;

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Converts a Llama-architecture GGUF file (any quantization types) into a Hugging Face Llama directory
+"""Converts a Llama- or Gemma 3-architecture GGUF file (any quantization types) into a Hugging Face directory
 (config.json + model.safetensors, f32) with gguf-py, llama.cpp's own reader and numpy dequantizers, independently of
 minfer, so that hf_reference.py can run the model on the dequantized weights.
 
-GGUF stores the rows of attn_q / attn_k in Meta's interleaved RoPE order (llama.cpp's converter permutes HF's rows:
-w.reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2)); this undoes it so that HF's rotate_half applies.
+Llama: GGUF stores the rows of attn_q / attn_k in Meta's interleaved RoPE order (llama.cpp's converter permutes HF's
+rows: w.reshape(heads, 2, rows / heads / 2, cols).swapaxes(1, 2)); this undoes it so that HF's rotate_half applies.
+Gemma 3: llama.cpp's converter stores every norm weight as 1 + w (Gemma's RMSNorm multiplies by 1 + w); this
+subtracts the 1 again. Its defaults (llama.cpp's src/models/gemma3.cpp) fill what the metadata leaves out: every
+6th layer global, local RoPE base 10000, query_pre_attn_scalar = head_dim.
 
 Usage (in the project venv): gguf_to_hf.py MODEL.gguf OUT_DIR
 """
@@ -36,11 +39,60 @@ def field(reader: gguf.GGUFReader, key: str, default=None):
     return default if f is None else f.contents()
 
 
+GEMMA3_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+                "attn_v": "self_attn.v_proj", "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
+                "attn_k_norm": "self_attn.k_norm", "post_attention_norm": "post_attention_layernorm",
+                "ffn_norm": "pre_feedforward_layernorm", "post_ffw_norm": "post_feedforward_layernorm",
+                "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj", "ffn_down": "mlp.down_proj"}
+
+
+def convert_gemma3(reader: gguf.GGUFReader, out_dir: str) -> None:
+    tensors = {}
+    for t in reader.tensors:
+        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
+        if t.name.endswith("norm.weight"):
+            w = w - 1.0
+        parts = t.name.split(".")
+        if t.name == "token_embd.weight":
+            tensors["model.embed_tokens.weight"] = w
+        elif t.name == "output_norm.weight":
+            tensors["model.norm.weight"] = w
+        elif t.name == "output.weight":
+            tensors["lm_head.weight"] = w
+        else:
+            tensors[f"model.layers.{parts[1]}.{GEMMA3_NAMES[parts[2]]}.weight"] = w
+    a = "gemma3."
+    layers = int(field(reader, a + "block_count"))
+    heads = int(field(reader, a + "attention.head_count"))
+    head_dim = int(field(reader, a + "attention.key_length"))
+    config = {
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+        "hidden_size": int(field(reader, a + "embedding_length")),
+        "intermediate_size": int(field(reader, a + "feed_forward_length")), "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": int(field(reader, a + "attention.head_count_kv", heads)),
+        "head_dim": head_dim, "query_pre_attn_scalar": head_dim,
+        "rms_norm_eps": float(field(reader, a + "attention.layer_norm_rms_epsilon")),
+        "rope_theta": float(field(reader, a + "rope.freq_base", 1000000.0)),
+        "rope_local_base_freq": float(field(reader, a + "rope.freq_base_swa", 10000.0)),
+        "sliding_window": int(field(reader, a + "attention.sliding_window")),
+        "layer_types": ["full_attention" if i % 6 == 5 else "sliding_attention" for i in range(layers)],
+        "hidden_activation": "gelu_pytorch_tanh", "final_logit_softcapping": field(reader, a + "final_logit_softcapping"),
+        "vocab_size": int(tensors["model.embed_tokens.weight"].shape[0]),
+        "tie_word_embeddings": "lm_head.weight" not in tensors, "torch_dtype": "float32",
+    }
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+
+
 def convert(path: str, out_dir: str) -> None:
     reader = gguf.GGUFReader(path)
     arch = field(reader, "general.architecture")
+    if arch == "gemma3":
+        return convert_gemma3(reader, out_dir)
     if arch != "llama":
-        raise SystemExit(f"{path}: architecture {arch!r}, only llama is converted")
+        raise SystemExit(f"{path}: architecture {arch!r}, only llama and gemma3 are converted")
     heads = int(field(reader, "llama.attention.head_count"))
     kv_heads = int(field(reader, "llama.attention.head_count_kv", heads))
     tensors = {}

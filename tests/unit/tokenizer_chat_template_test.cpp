@@ -69,6 +69,8 @@ TEST(ChatTemplate, RecognisesFamilies) {
   EXPECT_EQ(load("llama-2-chat.jinja").family(), ChatTemplateFamily::kLlama2);
   EXPECT_EQ(load("mistral-7b-instruct-v0.1.jinja").family(), ChatTemplateFamily::kMistral);
   EXPECT_EQ(load("mixtral-8x7b-instruct-v0.1.jinja").family(), ChatTemplateFamily::kMistral);
+  EXPECT_EQ(load("gemma3.jinja").family(), ChatTemplateFamily::kGemma);
+  EXPECT_EQ(ChatTemplate::from_source(std::string(kGemma3ChatTemplate)).family(), ChatTemplateFamily::kGemma);
 }
 
 // Written out by hand from the Qwen2.5 template: the system turn it inserts when the chat has none.

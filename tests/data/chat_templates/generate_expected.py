@@ -76,6 +76,7 @@ CASES = [
     ("llama-2-chat.jinja", TOKENS_LLAMA2, [SYSTEM_CHAT, PLAIN_CHAT, SINGLE, UNICODE]),
     ("mistral-7b-instruct-v0.1.jinja", TOKENS_LLAMA2, [PLAIN_CHAT, SINGLE]),
     ("mixtral-8x7b-instruct-v0.1.jinja", TOKENS_LLAMA2, [PLAIN_CHAT, SINGLE]),
+    ("gemma3.jinja", {"bos_token": "<bos>", "eos_token": "<eos>"}, [SYSTEM_CHAT, PLAIN_CHAT, SINGLE, UNICODE]),
 ]
 
 
