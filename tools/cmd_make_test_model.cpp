@@ -20,6 +20,7 @@ struct MakeTestModelArgs {
   std::string tokenizer;
   uint64_t seed = 0;
   uint64_t shard_size = 0;
+  int64_t sliding_window = 0;
   bool quiet = false;
 };
 
@@ -40,6 +41,7 @@ void run_make_test_model(const MakeTestModelArgs& args) {
   o.seed = args.seed;
   o.tokenizer_json = args.tokenizer;
   o.shard_bytes = args.shard_size;
+  o.sliding_window = args.sliding_window;
   const TestModelResult r = write_test_model(o);
   if (args.quiet) return;
   fmt::print("wrote {} to {}: {} parameters ({:.1f} MiB of {} weights), vocab {}\n", o.preset, o.out_dir, r.parameters,
@@ -61,6 +63,8 @@ void add_make_test_model_command(CLI::App& app) {
   cmd->add_option("--tokenizer", args->tokenizer,
                   "Copy this tokenizer.json (and tokenizer_config.json beside it) instead of generating one");
   cmd->add_option("--seed", args->seed, "Random seed of the weights (default 0)");
+  cmd->add_option("--sliding-window", args->sliding_window,
+                  "Gemma 3 presets: the local layers' window (default: the preset's, 512)");
   cmd->add_option("--shard-size", args->shard_size,
                   "Split the weights into shards of at most this many bytes, with model.safetensors.index.json");
   cmd->add_flag("--quiet", args->quiet, "Print nothing");

@@ -134,7 +134,7 @@ ojson qwen3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dt
 
 // Gemma3ForCausalLM (google/gemma-3-270m's config.json; tiny-gemma3 scales by a query_pre_attn_scalar that is not
 // head_dim, so a wrong scale shows).
-ojson gemma3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+ojson gemma3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
   ojson layer_types = ojson::array();
   for (int64_t i = 0; i < p.layers; ++i)
     layer_types.push_back((i + 1) % p.sliding_period == 0 ? "full_attention" : "sliding_attention");
@@ -162,7 +162,7 @@ ojson gemma3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType d
           {"rope_local_base_freq", 10000.0},
           {"rope_scaling", nullptr},
           {"rope_theta", 1000000.0},
-          {"sliding_window", p.sliding_window},
+          {"sliding_window", window > 0 ? window : p.sliding_window},
           {"tie_word_embeddings", p.tied},
           {"torch_dtype", torch_dtype_name(dtype)},
           {"transformers_version", "4.55.0.dev0"},
@@ -390,11 +390,14 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
 
   const SpecialIds ids = special_ids(p, by_text);
   const std::string model_type = p.model_type;
-  write_json(dir / "config.json", model_type == "qwen2"         ? qwen_config(p, vocab, ids, o.dtype)
-                                  : model_type == "qwen3"       ? qwen3_config(p, vocab, ids, o.dtype)
-                                  : model_type == "gemma3_text" ? gemma3_config(p, vocab, ids, o.dtype)
-                                                                : llama_config(p, vocab, ids, o.dtype));
+  write_json(dir / "config.json", model_type == "qwen2"   ? qwen_config(p, vocab, ids, o.dtype)
+                                  : model_type == "qwen3" ? qwen3_config(p, vocab, ids, o.dtype)
+                                  : model_type == "gemma3_text"
+                                      ? gemma3_config(p, vocab, ids, o.dtype, o.sliding_window)
+                                      : llama_config(p, vocab, ids, o.dtype));
   write_json(dir / "generation_config.json", generation_config(p, ids));
+  if (o.sliding_window > 0 && p.sliding_window == 0)
+    fail("make-test-model: preset {} has no sliding window to set", p.name);
 
   // Weights, in Hugging Face's names and order.
   ThreadPool pool(0);

@@ -12,7 +12,7 @@
 namespace minfer {
 
 struct TestModelOptions {
-  // qwen2.5-0.5b, qwen2.5-1.5b, llama-3.2-1b (real shapes) or tiny-qwen2, tiny-llama.
+  // A preset of test_model_presets(): real shapes (qwen2.5-0.5b, llama-3.2-1b, gemma3-270m, ...) or tiny ones.
   std::string preset;
   std::string out_dir;        // created if missing; an earlier model*.safetensors / index there is replaced
   DType dtype = DType::BF16;  // F32 or BF16
@@ -24,6 +24,8 @@ struct TestModelOptions {
   uint64_t shard_bytes = 0;  // 0: one model.safetensors; else shards of at most this many data bytes
   // Writes full-size but sparse, all-zero weight files without generating data (for tests of the layout).
   bool skip_weight_data = false;
+  // Gemma 3: the local layers' window instead of the preset's (e.g. small enough that short tests run past it).
+  int64_t sliding_window = 0;
 };
 
 struct TestModelResult {

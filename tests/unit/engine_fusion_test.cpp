@@ -93,12 +93,13 @@ class FusionOnTestModels : public ::testing::Test {
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& preset, DType dtype) {
+  std::string write(const std::string& preset, DType dtype, int64_t sliding_window = 0) {
     TestModelOptions o;
     o.preset = preset;
     o.out_dir = (dir_ / (preset + "_" + std::string(dtype_name(dtype)))).string();
     o.dtype = dtype;
     o.seed = 3;
+    o.sliding_window = sliding_window;
     write_test_model(o);
     return o.out_dir;
   }
@@ -119,6 +120,22 @@ TEST_F(FusionOnTestModels, TinyQwen2Bf16) { expect_fused_matches_unfused(write("
 // Qwen3: the per-head q/k norms between the projections and RoPE fold into the QKV GEMM's epilogue (unfused: two
 // more nodes per layer; fused: the same five).
 TEST_F(FusionOnTestModels, TinyQwen3F32) { expect_fused_matches_unfused(write("tiny-qwen3", DType::F32), kPrompt); }
+
+// Gemma 3: sandwich norms, GELU(tanh), scaled embeddings, sliding-window layers with their own RoPE table.
+TEST_F(FusionOnTestModels, TinyGemma3F32) {
+  const ModelWeights weights = load_model(write("tiny-gemma3", DType::F32, 8));
+  const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, kPrompt);
+  const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, kPrompt);
+  expect_same_results(fused, none);
+  // Unfused, 20 a layer: the Llama block's 18 (q/k norms included) and the two output norms. Fused, 9 a layer:
+  // [add + attention norm], [QKV + q/k norms + rope + kv write], attention, o, post-attention norm, [add + ffn
+  // norm], [gate/up + gelu], down, post-FFN norm (an output norm needs whole rows, so it stays out of the GEMM's
+  // epilogue and keeps its residual add out of it too). The first layer's attention norm is the QKV GEMM's
+  // prologue instead and the last layer's add stands alone; then the embedding and the gathered head.
+  const int64_t layers = weights.config.num_layers;
+  EXPECT_EQ(none.dispatches_per_step, 20 * layers + 4);
+  EXPECT_EQ(fused.dispatches_per_step, 9 * layers + 2);
+}
 
 // Quantized weights fuse as float ones do (int8 rows packed with their scales, W8A8 panels rebuilt): the same
 // 5 dispatches per layer, the same tokens and logits as the unfused quantized graph.
