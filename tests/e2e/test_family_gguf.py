@@ -1,0 +1,63 @@
+"""Every family's GGUF file computes what its Hugging Face directory does: each tiny preset written as GGUF by
+gguf-py's GGUFWriter (tests/reference/gguf_py_writer.py: llama.cpp's names, keys and layouts, independent of minfer's
+own writer), then minfer's prompt logits and 32 greedy tokens on the file against those on the directory, and
+llama.cpp's logits on the same file against minfer's (a second engine reading the same bytes).
+
+Adjustments to the HF copy, so that the GGUF can say the same thing: tiny-llama without its llama3 RoPE scaling (which
+llama.cpp's converter bakes into a rope_freqs tensor this writer does not make); tiny-gemma3 with a window of 8 (the
+prompt runs past it) and query_pre_attn_scalar = head_dim (GGUF has no key for it; llama.cpp scales by head_dim).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import REFERENCE_DIR, ids_arg, read_config, read_ids  # noqa: F401 (puts tests/reference on sys.path)
+
+llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is in the project venv (scripts/setup-venv.sh)")
+gguf_py_writer = pytest.importorskip("gguf_py_writer", reason="gguf is in the project venv (scripts/setup-venv.sh)")
+
+PROMPT = ("The little robot walked slowly through the quiet garden, looking at every flower it passed. "
+          "It had never seen so many colours before.")
+STEPS = 32
+
+
+def engine(minfer, model, ids, tmp_path, tag):
+    logits, out = tmp_path / f"{tag}.f32", tmp_path / f"{tag}.ids"
+    minfer.run("generate", "--model", model, "--prompt-ids", ids_arg(ids), "-n", STEPS, "--temperature", 0,
+               "--ignore-eos", "--dump-prompt-logits", logits, "--ids-out", out)
+    return np.fromfile(logits, dtype="<f4").reshape(len(ids), -1), read_ids(out)
+
+
+@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"])
+def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
+    hf = tmp_path / "hf"
+    shutil.copytree(tiny_models(preset, "f32"), hf)
+    config = read_config(hf)
+    if preset == "tiny-llama":
+        config["rope_scaling"] = None
+    if preset == "tiny-gemma3":
+        config.update(sliding_window=8, query_pre_attn_scalar=config["head_dim"])
+    (hf / "config.json").write_text(json.dumps(config, indent=2))
+    path = tmp_path / f"{preset}.gguf"
+    gguf_py_writer.write(str(hf), str(path))
+
+    ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
+    from_hf, hf_ids = engine(minfer, hf, ids, tmp_path, "hf")
+    from_gguf, gguf_ids = engine(minfer, path, ids, tmp_path, "gguf")
+    scale = np.abs(from_hf).max()
+    assert np.abs(from_gguf - from_hf).max() <= 1e-5 * scale
+    assert gguf_ids == hf_ids
+
+    llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
+    text_ids = ids[1:] if ids[0] == config.get("bos_token_id") else ids  # minfer's tokenize adds the BOS
+    assert llama.tokenize(PROMPT.encode(), add_bos=False, special=False) == text_ids
+    llama.eval(ids)
+    theirs = np.array(llama.scores[:len(ids)], dtype=np.float32)
+    print(f"{preset}: minfer GGUF vs HF {np.abs(from_gguf - from_hf).max():.2e}, llama.cpp vs minfer "
+          f"{np.abs(theirs - from_gguf).max() / scale:.2e} (relative to the largest logit)")
+    assert np.abs(theirs - from_gguf).max() <= 2e-3 * scale

@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Writes a Hugging Face directory of a tiny test model (config.json, model.safetensors, a byte-level BPE
+tokenizer.json) as a GGUF file with gguf-py's GGUFWriter (llama.cpp's own writer), in llama.cpp's layout for the
+architecture: its tensor names and metadata keys, Llama's q/k rows permuted to the interleaved RoPE order, Gemma's
+norm weights stored as 1 + w, and the tokenizer as tokenizer.ggml.* (model "gpt2"). Tests use it to check that minfer
+computes the same on a family's GGUF file as on its HF directory, independently of minfer's own GGUF writer.
+
+Supported: llama, qwen2, qwen3, gemma3_text. Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import gguf
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from hf_reference import load_hf_tensors  # noqa: E402
+
+ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3_text": "gemma3"}
+LAYER_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+               "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+               "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm",
+               "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+GEMMA_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_norm", pre_feedforward_layernorm="ffn_norm",
+                   post_feedforward_layernorm="post_ffw_norm")
+
+
+def permute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's convert_hf_to_gguf LlamaModel.permute: HF's half-split rows -> Meta's interleaved pairs."""
+    return w.reshape(n_heads, 2, w.shape[0] // n_heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def gguf_name(hf: str, names: dict) -> str:
+    if hf == "model.embed_tokens.weight":
+        return "token_embd.weight"
+    if hf == "model.norm.weight":
+        return "output_norm.weight"
+    if hf == "lm_head.weight":
+        return "output.weight"
+    parts = hf.split(".")  # model.layers.N.<module...>.weight|bias
+    module, kind = ".".join(parts[3:-1]), parts[-1]
+    return f"blk.{parts[2]}.{names[module]}.{kind}"
+
+
+def add_tokenizer(w: gguf.GGUFWriter, model_dir: str, cfg: dict) -> None:
+    with open(os.path.join(model_dir, "tokenizer.json")) as f:
+        tok = json.load(f)
+    vocab = dict(tok["model"]["vocab"])
+    special = {t["content"]: t["id"] for t in tok.get("added_tokens", [])}
+    vocab.update(special)
+    size = int(cfg["vocab_size"])
+    by_id = {i: t for t, i in vocab.items()}
+    tokens = [by_id.get(i, f"[PAD{i}]") for i in range(size)]
+    types = [gguf.TokenType.CONTROL if t in special else
+             gguf.TokenType.NORMAL if i in by_id else gguf.TokenType.UNUSED for i, t in enumerate(tokens)]
+    merges = [" ".join(m) if isinstance(m, list) else m for m in tok["model"]["merges"]]
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2" if "<|im_start|>" in special else "llama-bpe")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    if cfg.get("bos_token_id") is not None:
+        w.add_bos_token_id(int(cfg["bos_token_id"]))
+    eos = cfg.get("eos_token_id")
+    if eos is not None:
+        w.add_eos_token_id(int(eos[0] if isinstance(eos, list) else eos))
+
+
+def write(model_dir: str, out: str) -> None:
+    with open(os.path.join(model_dir, "config.json")) as f:
+        cfg = json.load(f)
+    model_type = cfg["model_type"]
+    if model_type not in ARCH:
+        raise SystemExit(f"{model_dir}: model_type {model_type!r} is not supported ({', '.join(ARCH)})")
+    arch, gemma = ARCH[model_type], model_type == "gemma3_text"
+    heads, hidden = int(cfg["num_attention_heads"]), int(cfg["hidden_size"])
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    w = gguf.GGUFWriter(out, arch)
+    w.add_context_length(int(cfg.get("max_position_embeddings", 2048)))
+    w.add_embedding_length(hidden)
+    w.add_block_count(int(cfg["num_hidden_layers"]))
+    w.add_feed_forward_length(int(cfg["intermediate_size"]))
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
+    w.add_rope_freq_base(float(cfg.get("rope_theta", 10000.0)))
+    if gemma:
+        w.add_sliding_window(int(cfg["sliding_window"]))
+        pattern = [t == "sliding_attention" for t in cfg["layer_types"]]
+        w.add_array(f"{arch}.attention.sliding_window_pattern", pattern)
+        w.add_float32(f"{arch}.rope.freq_base_swa", float(cfg.get("rope_local_base_freq", 10000.0)))
+        if cfg.get("final_logit_softcapping"):
+            w.add_final_logit_softcapping(float(cfg["final_logit_softcapping"]))
+    scaling = cfg.get("rope_scaling")
+    if scaling and scaling.get("rope_type", scaling.get("type")) != "default":
+        raise SystemExit(f"{model_dir}: rope_scaling {scaling} is not written")
+    add_tokenizer(w, model_dir, cfg)
+    names = GEMMA_NAMES if gemma else LAYER_NAMES
+    for name, t in sorted(load_hf_tensors(model_dir).items()):
+        t = t.astype(np.float32)
+        if gemma and name.endswith("norm.weight"):
+            t = t + 1.0
+        if model_type == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            t = permute_rows(t, heads if "q_proj" in name else kv_heads)
+        w.add_tensor(gguf_name(name, names), t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        raise SystemExit(__doc__)
+    write(sys.argv[1], sys.argv[2])
