@@ -34,10 +34,15 @@ std::string rope_description(const ModelConfig& c) {
                      r.factor, r.low_freq_factor, r.high_freq_factor, r.original_max_position_embeddings);
   } else if (r.type == "linear") {
     s += fmt::format(", scaling linear (factor {})", r.factor);
+  } else if (r.type == "longrope") {
+    s += fmt::format(", scaling longrope ({} long / short factors, original context {}, attention factor {:.6g})",
+                     r.long_factor.size(), r.original_max_position_embeddings, r.attention_factor);
   } else {
     s += ", no scaling";
   }
   if (!r.freq_factors.empty()) s += fmt::format(", {} per-frequency factors (rope_freqs)", r.freq_factors.size());
+  if (c.rotary_dims() != c.head_dim) s += fmt::format(", on {} of {} dims", c.rotary_dims(), c.head_dim);
+  if (c.sliding_window > 0) s += fmt::format("; sliding window {}", c.sliding_window);
   return s;
 }
 

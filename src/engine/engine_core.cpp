@@ -75,8 +75,9 @@ EngineCore::EngineCore(const EngineConfig& config)
   KvCacheShape shape = req.shape;
   shape.num_pages = plan.num_pages;
   cache_ = std::make_unique<KvCache>(shape);
-  runner_ = std::make_unique<ModelRunner>(
-      weights_, pool_, graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes});
+  runner_ = std::make_unique<ModelRunner>(weights_, pool_,
+                                          graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes},
+                                          config_.max_model_len);
 
   BlockManagerOptions bo;
   bo.num_pages = plan.num_pages;

@@ -34,7 +34,7 @@ Generator::Generator(const ModelWeights& weights, const GeneratorOptions& option
     : options_(options),
       max_seq_len_(resolve_max_seq_len(options, weights.config)),
       pool_(options.num_threads),
-      runner_(weights, pool_, options.fusion),
+      runner_(weights, pool_, options.fusion, max_seq_len_),
       cache_(cache_shape(weights.config, options.page_size, max_seq_len_)),
       pages_(cache_.shape().num_pages) {}
 

@@ -23,9 +23,10 @@ graph::Graph compile_logged(const ModelWeights& weights, const graph::FusionOpti
 
 }  // namespace
 
-ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion)
+ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion,
+                         int64_t max_model_len)
     : config_(weights.config), graph_(compile_logged(weights, fusion, pool)) {
-  executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_tables(config_));
+  executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_tables(config_, max_model_len));
 }
 
 std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunks, const KvCache& cache) {

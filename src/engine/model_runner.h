@@ -27,7 +27,9 @@ struct SequenceChunk {
 class ModelRunner {
  public:
   // The weights must outlive the runner. `fusion` picks the fusion passes the graph is compiled with.
-  ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion = {});
+  // max_model_len: the engine's context (longrope picks its RoPE factors by it; 0 = the model's short ones).
+  ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion = {},
+              int64_t max_model_len = 0);
 
   // Logits [number of sampling chunks, vocab], in chunk order; valid until the next call.
   std::span<const float> execute(std::span<const SequenceChunk> chunks, const KvCache& cache);

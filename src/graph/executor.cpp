@@ -84,8 +84,12 @@ const float* Executor::run(const StepInputs& step, std::span<const kernels::KvLa
   // The RoPE angles of the step's rows, once for every rope node and fused QKV epilogue of every layer.
   for (size_t r = 0; r < ropes_.size(); ++r) {
     const int64_t half_rot = static_cast<int64_t>(ropes_[r].inv_freq.size());
-    kernels::rope_angles(step.positions.data(), tokens, ropes_[r].inv_freq.data(), half_rot,
-                         grow(angles_[r].cos, tokens * half_rot), grow(angles_[r].sin, tokens * half_rot));
+    float* cos = grow(angles_[r].cos, tokens * half_rot);
+    float* sin = grow(angles_[r].sin, tokens * half_rot);
+    kernels::rope_angles(step.positions.data(), tokens, ropes_[r].inv_freq.data(), half_rot, cos, sin);
+    if (const float f = ropes_[r].attention_factor; f != 1.0f) {
+      for (int64_t i = 0; i < tokens * half_rot; ++i) cos[i] *= f, sin[i] *= f;
+    }
   }
   dispatches_last_step_ = 0;
   const std::vector<Node>& nodes = graph_.nodes();

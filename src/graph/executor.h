@@ -26,6 +26,7 @@ struct StepInputs {
 struct RopeTable {
   std::vector<float> inv_freq;  // half_rot entries
   kernels::RopeStyle style = kernels::RopeStyle::kNeox;
+  float attention_factor = 1.0f;  // cos and sin are scaled by it (longrope); 1 = not at all
 };
 // A model's RoPE tables, indexed by Node::rope: one, or two where local and global layers rotate with their own
 // bases (Gemma 3). Every table's angles are computed once per step.

@@ -40,6 +40,28 @@ void read_gemma3_metadata(const GgufFile& g, ModelConfig& c) {
   }
 }
 
+// Phi-3: its window (which llama.cpp switches off, applied here as transformers applies it) and longrope, whose
+// factors arrive as the rope_factors_long / rope_factors_short tensors (see the loader).
+void read_phi3_metadata(const GgufFile& g, ModelConfig& c) {
+  c.sliding_window = g.find_int("phi3.attention.sliding_window").value_or(0);
+  if (g.find_tensor("rope_factors_long.weight") == nullptr) return;
+  c.rope_scaling.type = "longrope";
+  c.rope_scaling.original_max_position_embeddings =
+      g.find_int("phi3.rope.scaling.original_context_length").value_or(c.max_position_embeddings);
+  c.rope_scaling.attention_factor = g.find_float("phi3.rope.scaling.attn_factor").value_or(1.0);
+  // llama.cpp's converter stores the config's long_factor / short_factor as these tensors.
+  for (auto [name, dst] : {std::pair{"rope_factors_long.weight", &c.rope_scaling.long_factor},
+                           std::pair{"rope_factors_short.weight", &c.rope_scaling.short_factor}}) {
+    const GgufTensorInfo* info = g.find_tensor(name);
+    if (info == nullptr) fail_load(g.path(), "missing tensor '{}' (longrope has long and short factors)", name);
+    const Tensor t = g.tensor(*info);
+    if (t.dtype != DType::F32 || t.rank() != 1)
+      fail_load(g.path(), "tensor '{}' must be a vector of f32, got {} {}", name, dtype_name(t.dtype),
+                t.shape_string());
+    dst->assign(t.as<float>(), t.as<float>() + t.dim(0));
+  }
+}
+
 }  // namespace
 
 ModelConfig read_gguf_config(const GgufFile& g) {
@@ -59,8 +81,12 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else if (arch == "gemma3") {
     c.arch = Architecture::kGemma3;
     c.rope_style = kernels::RopeStyle::kNeox;
+  } else if (arch == "phi3") {
+    c.arch = Architecture::kPhi3;
+    c.rope_style = kernels::RopeStyle::kNeox;
   } else {
-    fail_load(path, "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, gemma3)",
+    fail_load(path,
+              "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, gemma3, phi3)",
               arch);
   }
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
@@ -75,9 +101,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   if (const auto vlen = g.find_int(key("attention.value_length")); vlen && *vlen != c.head_dim)
     fail_load(path, "unsupported: {} ({}) differs from the key length ({})", key("attention.value_length"), *vlen,
               c.head_dim);
-  if (const auto rot = g.find_int(key("rope.dimension_count")); rot && *rot != c.head_dim)
-    fail_load(path, "unsupported: partial rotary embedding ({} = {}, head dim {})", key("rope.dimension_count"), *rot,
-              c.head_dim);
+  if (const auto rot = g.find_int(key("rope.dimension_count")); rot && *rot != c.head_dim) c.rotary_dim = *rot;
   c.max_position_embeddings = g.find_int(key("context_length")).value_or(2048);
   c.rms_norm_eps = g.find_float(key("attention.layer_norm_rms_epsilon")).value_or(1e-5);
   c.rope_theta = g.find_float(key("rope.freq_base")).value_or(10000.0);
@@ -108,6 +132,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.attention_bias = c.arch == Architecture::kQwen2 || g.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (c.arch == Architecture::kGemma3) read_gemma3_metadata(g, c);
+  if (c.arch == Architecture::kPhi3) read_phi3_metadata(g, c);
 
   c.bos_token_id = static_cast<int32_t>(special_id(g, "tokenizer.ggml.bos_token_id", c.vocab_size));
   for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {

@@ -93,8 +93,8 @@ json parse_object(const std::string& text, const std::string& path) {
 
 Architecture parse_architecture(const Fields& f, const std::string& path) {
   static const char* const kSupported =
-      "supported: llama (LlamaForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 (Qwen3ForCausalLM), gemma3_text "
-      "(Gemma3ForCausalLM)";
+      "supported: llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 "
+      "(Qwen3ForCausalLM), gemma3_text (Gemma3ForCausalLM), phi3 (Phi3ForCausalLM)";
   std::string arch_class;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
@@ -104,6 +104,8 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
   std::string model_type = f.string("model_type", "");
   if (model_type.empty()) {
     if (arch_class == "LlamaForCausalLM") model_type = "llama";
+    if (arch_class == "MistralForCausalLM") model_type = "mistral";
+    if (arch_class == "Phi3ForCausalLM") model_type = "phi3";
     if (arch_class == "Qwen2ForCausalLM") model_type = "qwen2";
     if (arch_class == "Qwen3ForCausalLM") model_type = "qwen3";
     if (arch_class == "Gemma3ForCausalLM") model_type = "gemma3_text";
@@ -111,6 +113,10 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
   Architecture arch;
   if (model_type == "llama") {
     arch = Architecture::kLlama;
+  } else if (model_type == "mistral") {
+    arch = Architecture::kMistral;
+  } else if (model_type == "phi3") {
+    arch = Architecture::kPhi3;
   } else if (model_type == "qwen2") {
     arch = Architecture::kQwen2;
   } else if (model_type == "qwen3") {
@@ -120,10 +126,12 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
   } else {
     fail_load(path, "unsupported architecture '{}' ({})", model_type.empty() ? arch_class : model_type, kSupported);
   }
-  const char* expected = arch == Architecture::kLlama   ? "LlamaForCausalLM"
-                         : arch == Architecture::kQwen2 ? "Qwen2ForCausalLM"
-                         : arch == Architecture::kQwen3 ? "Qwen3ForCausalLM"
-                                                        : "Gemma3ForCausalLM";
+  const char* expected = arch == Architecture::kLlama     ? "LlamaForCausalLM"
+                         : arch == Architecture::kMistral ? "MistralForCausalLM"
+                         : arch == Architecture::kQwen2   ? "Qwen2ForCausalLM"
+                         : arch == Architecture::kQwen3   ? "Qwen3ForCausalLM"
+                         : arch == Architecture::kPhi3    ? "Phi3ForCausalLM"
+                                                          : "Gemma3ForCausalLM";
   if (!arch_class.empty() && arch_class != expected)
     fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type, kSupported);
   return arch;
@@ -137,8 +145,25 @@ RopeScaling parse_rope_scaling(const json* rs, const std::string& path) {
   // transformers renamed "type" to "rope_type"; both appear in the wild.
   const std::string type = f.string("rope_type", f.string("type", "default"));
   if (type == "default") return out;
+  if (type == "longrope" || type == "su") {  // "su": Phi-3's first name for it
+    out.type = "longrope";
+    auto factors = [&](const char* key) {
+      std::vector<float> v;
+      const json* a = f.get(key);
+      if (a == nullptr || !a->is_array()) fail_load(path, "rope_scaling.{} must be a list of numbers", key);
+      for (const json& x : *a) {
+        if (!x.is_number()) fail_load(path, "rope_scaling.{} must be a list of numbers, got {}", key, x.dump());
+        v.push_back(x.get<float>());
+      }
+      return v;
+    };
+    out.long_factor = factors("long_factor");
+    out.short_factor = factors("short_factor");
+    out.attention_factor = f.number("attention_factor", 0.0);  // 0: from the context ratio (read_phi3_fields)
+    return out;
+  }
   if (type != "linear" && type != "llama3")
-    fail_load(path, "unsupported rope_scaling type '{}' (supported: default, linear, llama3)", type);
+    fail_load(path, "unsupported rope_scaling type '{}' (supported: default, linear, llama3, longrope)", type);
   out.type = type;
   out.factor = f.number("factor", 0.0);
   if (type == "llama3") {
@@ -147,6 +172,58 @@ RopeScaling parse_rope_scaling(const json* rs, const std::string& path) {
     out.original_max_position_embeddings = f.integer("original_max_position_embeddings", 8192);
   }
   return out;
+}
+
+// Which layers use the sliding window: config.json's layer_types ("sliding_attention" / "full_attention") when
+// present, else `sliding(i)` (the family's rule from older config fields).
+template <typename Rule>
+void read_layer_types(const Fields& f, const std::string& path, ModelConfig& c, Rule sliding) {
+  c.layer_sliding.clear();
+  if (const json* types = f.get("layer_types")) {
+    if (!types->is_array()) fail_load(path, "field \"layer_types\" must be a list, got {}", types->dump());
+    for (const json& t : *types) {
+      if (t != "sliding_attention" && t != "full_attention")
+        fail_load(path, "unsupported layer type {} in \"layer_types\" (sliding_attention, full_attention)", t.dump());
+      c.layer_sliding.push_back(t == "sliding_attention");
+    }
+    return;
+  }
+  for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(sliding(i));
+}
+
+// Sliding windows of the Llama-block families: Mistral's on every layer (sliding_window, null = none); Qwen2's and
+// Qwen3's, with use_sliding_window, on the layers from max_window_layers on (transformers' layer_types default).
+void read_llama_block_window(const Fields& f, const std::string& path, ModelConfig& c) {
+  if (c.arch == Architecture::kMistral) {
+    c.sliding_window = f.integer("sliding_window", 0);
+    return;
+  }
+  if ((c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3) && f.boolean("use_sliding_window", false)) {
+    c.sliding_window = f.integer("sliding_window", 0);
+    const int64_t first = f.integer("max_window_layers", c.num_layers);
+    read_layer_types(f, path, c, [&](int64_t i) { return i >= first; });
+  } else if (c.arch == Architecture::kLlama && f.get("sliding_window") != nullptr) {
+    fail_load(path, "unsupported: sliding_window on a llama model (LlamaForCausalLM has no sliding window)");
+  }
+}
+
+// Phi-3 / 3.5: partial rotary embedding, a sliding window on every layer when set, and longrope's context ratio and
+// attention factor (transformers' _compute_longrope_parameters: original_max_position_embeddings is the pretrained
+// context, max_position_embeddings the extended one, attention_factor sqrt(1 + ln(ratio) / ln(original)) by default).
+void read_phi3_fields(const Fields& f, const std::string& path, ModelConfig& c) {
+  const double partial = f.number("partial_rotary_factor", 1.0);
+  if (!(partial > 0 && partial <= 1)) fail_load(path, "invalid partial_rotary_factor {}", partial);
+  c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * partial);
+  c.sliding_window = f.integer("sliding_window", 0);
+  RopeScaling& s = c.rope_scaling;
+  if (s.type != "longrope") return;
+  s.original_max_position_embeddings = f.integer("original_max_position_embeddings", c.max_position_embeddings);
+  if (s.attention_factor == 0.0) {
+    const double ratio =
+        static_cast<double>(c.max_position_embeddings) / static_cast<double>(s.original_max_position_embeddings);
+    const double log_original = std::log(static_cast<double>(s.original_max_position_embeddings));
+    s.attention_factor = ratio <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(ratio) / log_original);
+  }
 }
 
 // Gemma 3 (text): GELU(tanh) MLP, sandwich norms with (1 + w) weights, q/k norms, sqrt(hidden) embedding scale,
@@ -168,18 +245,9 @@ void read_gemma3_fields(const Fields& f, const std::string& path, ModelConfig& c
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
   c.sliding_window = f.integer("sliding_window", 0);
   c.rope_local_theta = f.number("rope_local_base_freq", 10000.0);
-  if (const json* types = f.get("layer_types")) {
-    if (!types->is_array()) fail_load(path, "field \"layer_types\" must be a list, got {}", types->dump());
-    for (const json& t : *types) {
-      if (t != "sliding_attention" && t != "full_attention")
-        fail_load(path, "unsupported layer type {} in \"layer_types\" (sliding_attention, full_attention)", t.dump());
-      c.layer_sliding.push_back(t == "sliding_attention");
-    }
-  } else {
-    // Older configs: every pattern-th layer is global (transformers' sliding_window_pattern, default 6).
-    const int64_t pattern = f.integer("sliding_window_pattern", f.integer("_sliding_window_pattern", 6));
-    for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(pattern <= 0 || (i + 1) % pattern != 0);
-  }
+  // Older configs: every pattern-th layer is global (transformers' sliding_window_pattern, default 6).
+  const int64_t pattern = f.integer("sliding_window_pattern", f.integer("_sliding_window_pattern", 6));
+  read_layer_types(f, path, c, [&](int64_t i) { return pattern <= 0 || (i + 1) % pattern != 0; });
   if (const json* params = f.get("rope_parameters")) {
     if (!params->is_object()) fail_load(path, "field \"rope_parameters\" must be an object, got {}", params->dump());
     const Fields p(*params, path);
@@ -237,9 +305,13 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   c.attention_bias = c.arch == Architecture::kQwen2 ? true : f.boolean("attention_bias", false);
   if (f.boolean("mlp_bias", false)) fail_load(config_path, "unsupported: mlp_bias = true (MLP biases)");
   c.qk_norm = c.arch == Architecture::kQwen3;
-  if (c.arch != Architecture::kLlama && f.boolean("use_sliding_window", false))
-    fail_load(config_path, "unsupported: use_sliding_window = true (sliding-window attention)");
-  if (c.arch == Architecture::kGemma3) read_gemma3_fields(f, config_path, c);
+  if (c.arch == Architecture::kGemma3) {
+    read_gemma3_fields(f, config_path, c);
+  } else if (c.arch == Architecture::kPhi3) {
+    read_phi3_fields(f, config_path, c);
+  } else {
+    read_llama_block_window(f, config_path, c);
+  }
   c.dtype = parse_torch_dtype(f, config_path);
   const std::vector<int32_t> bos = f.ids("bos_token_id");
   if (bos.size() > 1) fail_load(config_path, "field \"bos_token_id\" must be a single token id");

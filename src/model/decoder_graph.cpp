@@ -8,6 +8,8 @@ namespace minfer {
 graph::Graph build_decoder_graph(const ModelWeights& weights) {
   switch (weights.config.arch) {
     case Architecture::kLlama:
+    case Architecture::kMistral:
+    case Architecture::kPhi3:
     case Architecture::kQwen2:
     case Architecture::kQwen3: return build_llama_graph(weights);
     case Architecture::kGemma3: return build_gemma3_graph(weights);
@@ -23,8 +25,9 @@ graph::Graph compile_decoder_graph(const ModelWeights& weights, const graph::Fus
   return g;
 }
 
-graph::RopeTables rope_tables(const ModelConfig& config) {
-  graph::RopeTables tables = {graph::RopeTable{config.rope_inv_freq(), config.rope_style}};
+graph::RopeTables rope_tables(const ModelConfig& config, int64_t max_model_len) {
+  const auto factor = static_cast<float>(config.rope_scaling.attention_factor);
+  graph::RopeTables tables = {graph::RopeTable{config.rope_inv_freq(false, max_model_len), config.rope_style, factor}};
   if (config.has_local_rope()) tables.push_back(graph::RopeTable{config.rope_inv_freq(true), config.rope_style});
   return tables;
 }

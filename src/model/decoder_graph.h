@@ -23,6 +23,7 @@ graph::Graph compile_decoder_graph(const ModelWeights& weights, const graph::Fus
                                    graph::FusionReport* report = nullptr, ThreadPool* pool = nullptr);
 
 // The RoPE tables the graph's rope nodes index: the global one, then the sliding layers' own where they have one.
-graph::RopeTables rope_tables(const ModelConfig& config);
+// max_model_len picks longrope's factors (0: the short ones).
+graph::RopeTables rope_tables(const ModelConfig& config, int64_t max_model_len = 0);
 
 }  // namespace minfer

@@ -7,16 +7,19 @@
 
 namespace minfer {
 
-std::vector<float> ModelConfig::rope_inv_freq(bool local) const {
-  const int64_t half = head_dim / 2;
+std::vector<float> ModelConfig::rope_inv_freq(bool local, int64_t max_model_len) const {
+  const int64_t dims = rotary_dims(), half = dims / 2;
   std::vector<float> out(static_cast<size_t>(half));
   const RopeScaling unscaled;
   const RopeScaling& s = local ? unscaled : rope_scaling;
   const double theta = local ? rope_local_theta : rope_theta;
   // Computed in double and rounded once; HF computes the same formula in float32 (results agree to ~1 ulp).
   for (int64_t i = 0; i < half; ++i) {
-    double f = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
-    if (s.type == "linear") {
+    double f = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(dims));
+    if (s.type == "longrope") {
+      const bool long_context = max_model_len > s.original_max_position_embeddings;
+      f /= static_cast<double>((long_context ? s.long_factor : s.short_factor)[static_cast<size_t>(i)]);
+    } else if (s.type == "linear") {
       f /= s.factor;
     } else if (s.type == "llama3") {
       // transformers' _compute_llama3_parameters: keep high frequencies, divide low ones by factor, and blend
@@ -49,6 +52,8 @@ void ModelConfig::validate(const std::string& source) const {
   positive("num_attention_heads", num_heads, 4096);
   positive("num_key_value_heads", num_kv_heads, 4096);
   positive("head_dim", head_dim, 4096);
+  if (rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2 != 0)
+    fail_load(source, "invalid config: {} rotary dims of a {}-wide head (partial_rotary_factor)", rotary_dim, head_dim);
   positive("max_position_embeddings", max_position_embeddings, int64_t{1} << 30);
   if (num_heads % num_kv_heads != 0)
     fail_load(source, "invalid config: num_key_value_heads ({}) does not divide num_attention_heads ({})", num_kv_heads,
@@ -68,9 +73,21 @@ void ModelConfig::validate(const std::string& source) const {
     if (v < 0 || !std::isfinite(v)) fail_load(source, "invalid config: a scale or soft-cap of {} (must be >= 0)", v);
 
   const RopeScaling& s = rope_scaling;
-  if (s.type != "none" && s.type != "linear" && s.type != "llama3")
-    fail_load(source, "unsupported rope_scaling type '{}' (supported: none, linear, llama3)", s.type);
-  if (s.type != "none" && (!(s.factor > 0) || !std::isfinite(s.factor)))
+  if (s.type != "none" && s.type != "linear" && s.type != "llama3" && s.type != "longrope")
+    fail_load(source, "unsupported rope_scaling type '{}' (supported: none, linear, llama3, longrope)", s.type);
+  if (s.type == "longrope") {
+    for (const auto* f : {&s.long_factor, &s.short_factor}) {
+      if (static_cast<int64_t>(f->size()) != rotary_dims() / 2)
+        fail_load(source, "rope_scaling: longrope factors have {} entries, expected rotary dims / 2 = {}", f->size(),
+                  rotary_dims() / 2);
+      for (float v : *f)
+        if (!(v > 0) || !std::isfinite(v)) fail_load(source, "rope_scaling: longrope factor {} is not positive", v);
+    }
+    if (s.original_max_position_embeddings <= 0 || !(s.attention_factor > 0))
+      fail_load(source,
+                "rope_scaling: longrope needs original_max_position_embeddings and a positive attention factor");
+  }
+  if (s.type != "none" && s.type != "longrope" && (!(s.factor > 0) || !std::isfinite(s.factor)))
     fail_load(source, "invalid config: rope_scaling.factor = {} (must be positive)", s.factor);
   if (s.type == "llama3") {
     if (!(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor))
@@ -81,9 +98,9 @@ void ModelConfig::validate(const std::string& source) const {
                 s.original_max_position_embeddings);
   }
   if (!s.freq_factors.empty()) {
-    if (static_cast<int64_t>(s.freq_factors.size()) != head_dim / 2)
-      fail_load(source, "rope frequency factors have {} entries, expected head_dim / 2 = {}", s.freq_factors.size(),
-                head_dim / 2);
+    if (static_cast<int64_t>(s.freq_factors.size()) != rotary_dims() / 2)
+      fail_load(source, "rope frequency factors have {} entries, expected rotary dims / 2 = {}", s.freq_factors.size(),
+                rotary_dims() / 2);
     for (float f : s.freq_factors)
       if (!(f > 0) || !std::isfinite(f)) fail_load(source, "rope frequency factor {} is not positive", f);
   }

@@ -12,7 +12,7 @@
 
 namespace minfer {
 
-enum class Architecture : uint8_t { kLlama, kQwen2, kQwen3, kGemma3 };
+enum class Architecture : uint8_t { kLlama, kMistral, kQwen2, kQwen3, kGemma3, kPhi3 };
 
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
 enum class Activation : uint8_t { kSilu, kGeluTanh };
@@ -28,6 +28,11 @@ struct RopeScaling {
   // GGUF's rope_freqs.weight (llama.cpp's converter bakes Llama 3 scaling into it): head_dim / 2 divisors applied to
   // the inverse frequencies after `type`. Empty when absent.
   std::vector<float> freq_factors;
+  // "longrope" (Phi-3 / 3.5, transformers' _compute_longrope_parameters): rotary_dim / 2 divisors of the inverse
+  // frequencies, the long ones when the engine's context exceeds original_max_position_embeddings (for every
+  // position, as llama.cpp and vLLM choose them), else the short ones; cos and sin are scaled by attention_factor.
+  std::vector<float> long_factor, short_factor;
+  double attention_factor = 1.0;
 };
 
 struct ModelConfig {
@@ -38,7 +43,8 @@ struct ModelConfig {
   int64_t num_layers = 0;
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;  // usually hidden_size / num_heads
+  int64_t head_dim = 0;    // usually hidden_size / num_heads
+  int64_t rotary_dim = 0;  // the leading dims of each head RoPE rotates (partial_rotary_factor); 0 = head_dim
   int64_t max_position_embeddings = 2048;
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
@@ -69,9 +75,11 @@ struct ModelConfig {
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 
-  // Inverse frequencies for RoPE (head_dim / 2 of them): theta^(-2i/head_dim), with rope_scaling applied; for
-  // local = true, the sliding layers' table (rope_local_theta, unscaled).
-  std::vector<float> rope_inv_freq(bool local = false) const;
+  // Inverse frequencies for RoPE (rotary_dim / 2 of them): theta^(-2i/rotary_dim), with rope_scaling applied
+  // (longrope's factors chosen by max_model_len); for local = true, the sliding layers' table (rope_local_theta,
+  // unscaled).
+  std::vector<float> rope_inv_freq(bool local = false, int64_t max_model_len = 0) const;
+  int64_t rotary_dims() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   // Whether layer i attends through the sliding window.
   bool is_sliding(int64_t layer) const {
     return sliding_window > 0 && (layer_sliding.empty() || layer_sliding[static_cast<size_t>(layer)]);
@@ -86,9 +94,11 @@ struct ModelConfig {
   std::string arch_name() const {
     switch (arch) {
       case Architecture::kLlama: return "llama";
+      case Architecture::kMistral: return "mistral";
       case Architecture::kQwen2: return "qwen2";
       case Architecture::kQwen3: return "qwen3";
       case Architecture::kGemma3: return "gemma3";
+      case Architecture::kPhi3: return "phi3";
     }
     return "?";
   }

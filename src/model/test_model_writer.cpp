@@ -60,6 +60,18 @@ constexpr Preset kPresets[] = {
     // sibling with a global layer after two local ones.
     {"gemma3-270m", "gemma3_text", TokenizerFamily::kLlama3, false, 640, 2048, 18, 4, 1, 262144, 32768, 0, true, 0.02,
      0.02, 256, 512, 6},
+    // mistralai/Mistral-7B-v0.1 (a 4096-position window on every layer; its 32k SentencePiece vocabulary replaced by
+    // a generated one of that size) and a tiny sibling.
+    {"mistral-7b", "mistral", TokenizerFamily::kLlama3, false, 4096, 14336, 32, 32, 8, 32000, 32768, 0, false, 0.02,
+     0.02, 0, 4096, 0},
+    {"tiny-mistral", "mistral", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 2, 0, 32768, 0, false, 0.08, 0.16, 0,
+     4096, 0},
+    // microsoft/Phi-3-mini-4k-instruct (its 32k SentencePiece vocabulary replaced by a generated one of that size), and
+    // a tiny sibling with what the larger Phi-3 / 3.5 / 4 configs add: GQA, half the head rotated, longrope.
+    {"phi3-mini", "phi3", TokenizerFamily::kLlama3, false, 3072, 8192, 32, 32, 32, 32064, 4096, 0, false, 0.02, 0.02, 0,
+     2047, 0},
+    {"tiny-phi3", "phi3", TokenizerFamily::kLlama3, true, 64, 128, 2, 4, 2, 0, 131072, 0, false, 0.08, 0.16, 0, 2047,
+     0},
     {"tiny-gemma3", "gemma3_text", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 1, 0, 32768, 0, true, 0.08, 0.16, 32,
      512, 3},
 };
@@ -171,6 +183,68 @@ ojson gemma3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType d
           {"vocab_size", vocab}};
 }
 
+// MistralForCausalLM (mistralai/Mistral-7B-v0.1's config.json): the Llama block with a sliding window on every layer.
+ojson mistral_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
+  return {{"architectures", {"MistralForCausalLM"}},
+          {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+          {"eos_token_id", id_or_list(s.config_eos)},
+          {"hidden_act", "silu"},
+          {"hidden_size", p.hidden},
+          {"initializer_range", 0.02},
+          {"intermediate_size", p.intermediate},
+          {"max_position_embeddings", p.max_position_embeddings},
+          {"model_type", "mistral"},
+          {"num_attention_heads", p.heads},
+          {"num_hidden_layers", p.layers},
+          {"num_key_value_heads", p.kv_heads},
+          {"rms_norm_eps", 1e-05},
+          {"rope_theta", 10000.0},
+          {"sliding_window", window > 0 ? window : p.sliding_window},
+          {"tie_word_embeddings", p.tied},
+          {"torch_dtype", torch_dtype_name(dtype)},
+          {"transformers_version", "4.34.0.dev0"},
+          {"use_cache", true},
+          {"vocab_size", vocab}};
+}
+
+// Phi3ForCausalLM (microsoft/Phi-3-mini-4k-instruct's config.json). tiny-phi3 adds partial_rotary_factor 0.5 and
+// longrope (Phi-3.5-mini's form: original_max_position_embeddings 4096 of 131072, factors per rotated pair).
+ojson phi3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
+  ojson j = {{"architectures", {"Phi3ForCausalLM"}},
+             {"attention_bias", false},
+             {"attention_dropout", 0.0},
+             {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+             {"embd_pdrop", 0.0},
+             {"eos_token_id", id_or_list(s.config_eos)},
+             {"hidden_act", "silu"},
+             {"hidden_size", p.hidden},
+             {"initializer_range", 0.02},
+             {"intermediate_size", p.intermediate},
+             {"max_position_embeddings", p.max_position_embeddings},
+             {"model_type", "phi3"},
+             {"num_attention_heads", p.heads},
+             {"num_hidden_layers", p.layers},
+             {"num_key_value_heads", p.kv_heads},
+             {"original_max_position_embeddings", 4096},
+             {"pad_token_id", nullptr},
+             {"resid_pdrop", 0.0},
+             {"rms_norm_eps", 1e-05},
+             {"rope_scaling", nullptr},
+             {"rope_theta", 10000.0},
+             {"sliding_window", window > 0 ? window : p.sliding_window},
+             {"tie_word_embeddings", p.tied},
+             {"torch_dtype", torch_dtype_name(dtype)},
+             {"transformers_version", "4.40.2"},
+             {"use_cache", true},
+             {"vocab_size", vocab}};
+  if (p.tiny) {
+    j["partial_rotary_factor"] = 0.5;
+    j["rope_scaling"] = {
+        {"long_factor", {1.0, 1.25, 2.5, 6.0}}, {"short_factor", {1.0, 1.02, 1.1, 1.4}}, {"type", "longrope"}};
+  }
+  return j;
+}
+
 ojson llama_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
   return {{"architectures", {"LlamaForCausalLM"}},
           {"attention_bias", false},
@@ -202,6 +276,16 @@ ojson llama_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dt
           {"transformers_version", "4.45.0.dev0"},
           {"use_cache", true},
           {"vocab_size", vocab}};
+}
+
+ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
+  const std::string type = p.model_type;
+  if (type == "qwen2") return qwen_config(p, vocab, s, dtype);
+  if (type == "qwen3") return qwen3_config(p, vocab, s, dtype);
+  if (type == "gemma3_text") return gemma3_config(p, vocab, s, dtype, window);
+  if (type == "mistral") return mistral_config(p, vocab, s, dtype, window);
+  if (type == "phi3") return phi3_config(p, vocab, s, dtype, window);
+  return llama_config(p, vocab, s, dtype);
 }
 
 ojson generation_config(const Preset& p, const SpecialIds& s) {
@@ -240,7 +324,9 @@ SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by
     add(s.generation_eos, id("<|endoftext|>"));
   } else {
     if (!p.tiny && std::string(p.model_type) == "gemma3_text")
-      return {2, {1}, {1, 106}};  // <bos>, <eos>, <end_of_turn>
+      return {2, {1}, {1, 106}};                                                  // <bos>, <eos>, <end_of_turn>
+    if (!p.tiny && std::string(p.model_type) == "mistral") return {1, {2}, {2}};  // <s>, </s>
+    if (!p.tiny && std::string(p.model_type) == "phi3") return {1, {32000}, {32000, 32001, 32007}};  // <|endoftext|>...
     if (!p.tiny) return {128000, {128001}, {128001}};
     s.bos = id("<|begin_of_text|>");
     add(s.config_eos, id("<|end_of_text|>"));
@@ -390,11 +476,7 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
 
   const SpecialIds ids = special_ids(p, by_text);
   const std::string model_type = p.model_type;
-  write_json(dir / "config.json", model_type == "qwen2"   ? qwen_config(p, vocab, ids, o.dtype)
-                                  : model_type == "qwen3" ? qwen3_config(p, vocab, ids, o.dtype)
-                                  : model_type == "gemma3_text"
-                                      ? gemma3_config(p, vocab, ids, o.dtype, o.sliding_window)
-                                      : llama_config(p, vocab, ids, o.dtype));
+  write_json(dir / "config.json", config_json(p, vocab, ids, o.dtype, o.sliding_window));
   write_json(dir / "generation_config.json", generation_config(p, ids));
   if (o.sliding_window > 0 && p.sliding_window == 0)
     fail("make-test-model: preset {} has no sliding window to set", p.name);
@@ -402,7 +484,7 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
   // Weights, in Hugging Face's names and order.
   ThreadPool pool(0);
   const int64_t head_dim = head_dim_of(p), q = p.heads * head_dim, kv = p.kv_heads * head_dim;
-  const bool bias = model_type == "qwen2", gemma = model_type == "gemma3_text";
+  const bool bias = model_type == "qwen2", gemma = model_type == "gemma3_text", phi3 = model_type == "phi3";
   const bool qk_norm = model_type == "qwen3" || gemma;
   // Gemma's norms multiply by (1 + w): their stored weights lie around 0.
   const Init norm = gemma ? Init::kNormOffset : Init::kNorm;
@@ -415,9 +497,13 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
   for (int64_t i = 0; i < p.layers; ++i) {
     const std::string l = "model.layers." + std::to_string(i) + ".";
     add(l + "input_layernorm.weight", {p.hidden}, norm);
-    add(l + "self_attn.q_proj.weight", {q, p.hidden}, Init::kMatrix);
-    add(l + "self_attn.k_proj.weight", {kv, p.hidden}, Init::kMatrix);
-    add(l + "self_attn.v_proj.weight", {kv, p.hidden}, Init::kMatrix);
+    if (phi3) {
+      add(l + "self_attn.qkv_proj.weight", {q + 2 * kv, p.hidden}, Init::kMatrix);
+    } else {
+      add(l + "self_attn.q_proj.weight", {q, p.hidden}, Init::kMatrix);
+      add(l + "self_attn.k_proj.weight", {kv, p.hidden}, Init::kMatrix);
+      add(l + "self_attn.v_proj.weight", {kv, p.hidden}, Init::kMatrix);
+    }
     if (bias) {
       add(l + "self_attn.q_proj.bias", {q}, Init::kBias);
       add(l + "self_attn.k_proj.bias", {kv}, Init::kBias);
@@ -433,8 +519,12 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
       add(l + "pre_feedforward_layernorm.weight", {p.hidden}, norm);
       add(l + "post_feedforward_layernorm.weight", {p.hidden}, norm);
     }
-    add(l + "mlp.gate_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
-    add(l + "mlp.up_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
+    if (phi3) {
+      add(l + "mlp.gate_up_proj.weight", {2 * p.intermediate, p.hidden}, Init::kMatrix);
+    } else {
+      add(l + "mlp.gate_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
+      add(l + "mlp.up_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
+    }
     add(l + "mlp.down_proj.weight", {p.hidden, p.intermediate}, Init::kMatrix);
   }
   add("model.norm.weight", {p.hidden}, norm);

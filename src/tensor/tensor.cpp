@@ -29,6 +29,16 @@ size_t Tensor::nbytes() const {
   return dtype_bytes(dtype, static_cast<size_t>(numel()));
 }
 
+Tensor row_slice(const Tensor& t, int64_t begin, int64_t end) {
+  MINFER_CHECK(
+      t.rank() == 2 && t.layout == TensorLayout::kRowMajor && !t.quant && 0 <= begin && begin <= end && end <= t.dim(0),
+      "row_slice [{}, {}) of a {} tensor", begin, end, t.shape_string());
+  Tensor out = t;
+  out.shape = {end - begin, t.dim(1)};
+  out.data = static_cast<const unsigned char*>(t.data) + dtype_bytes(t.dtype, static_cast<size_t>(begin * t.dim(1)));
+  return out;
+}
+
 std::string Tensor::shape_string() const {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

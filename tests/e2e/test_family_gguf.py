@@ -5,7 +5,9 @@ llama.cpp's logits on the same file against minfer's (a second engine reading th
 
 Adjustments to the HF copy, so that the GGUF can say the same thing: tiny-llama without its llama3 RoPE scaling (which
 llama.cpp's converter bakes into a rope_freqs tensor this writer does not make); tiny-gemma3 with a window of 8 (the
-prompt runs past it) and query_pre_attn_scalar = head_dim (GGUF has no key for it; llama.cpp scales by head_dim).
+prompt runs past it) and query_pre_attn_scalar = head_dim (GGUF has no key for it; llama.cpp scales by head_dim);
+tiny-mistral and tiny-phi3 without their windows (a GGUF Mistral has none; llama.cpp switches Phi-3's off). tiny-phi3
+keeps its partial rotary embedding and longrope (its factors as llama.cpp's rope_factors_long/short tensors).
 """
 
 from __future__ import annotations
@@ -28,18 +30,23 @@ STEPS = 32
 
 def engine(minfer, model, ids, tmp_path, tag):
     logits, out = tmp_path / f"{tag}.f32", tmp_path / f"{tag}.ids"
+    # A 256-token context, as llama.cpp's below (tiny-phi3's longrope picks its short factors for it).
     minfer.run("generate", "--model", model, "--prompt-ids", ids_arg(ids), "-n", STEPS, "--temperature", 0,
-               "--ignore-eos", "--dump-prompt-logits", logits, "--ids-out", out)
+               "--ignore-eos", "--dump-prompt-logits", logits, "--ids-out", out, "--max-seq-len", 256)
     return np.fromfile(logits, dtype="<f4").reshape(len(ids), -1), read_ids(out)
 
 
-@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"])
+@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)
     config = read_config(hf)
     if preset == "tiny-llama":
         config["rope_scaling"] = None
+    if preset == "tiny-mistral":
+        config["sliding_window"] = None  # a GGUF Mistral has no window (gguf_py_writer.py)
+    if preset == "tiny-phi3":
+        config["sliding_window"] = None  # llama.cpp switches Phi-3's window off (test_oracle_hf.py covers it)
     if preset == "tiny-gemma3":
         config.update(sliding_window=8, query_pre_attn_scalar=config["head_dim"])
     (hf / "config.json").write_text(json.dumps(config, indent=2))

@@ -5,12 +5,13 @@ architecture: its tensor names and metadata keys, Llama's q/k rows permuted to t
 norm weights stored as 1 + w, and the tokenizer as tokenizer.ggml.* (model "gpt2"). Tests use it to check that minfer
 computes the same on a family's GGUF file as on its HF directory, independently of minfer's own GGUF writer.
 
-Supported: llama, qwen2, qwen3, gemma3_text. Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
+Supported: llama, mistral, qwen2, qwen3, gemma3_text, phi3. Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 
@@ -20,11 +21,16 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_reference import load_hf_tensors  # noqa: E402
 
-ARCH = {"llama": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3_text": "gemma3"}
+# Mistral is written as llama, as llama.cpp's converter does (which has no key for its window: a GGUF Mistral
+# attends to the whole context).
+ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3_text": "gemma3",
+        "phi3": "phi3"}
 LAYER_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
                "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
                "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm",
                "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+# Phi-3's fused projections keep their fusion in llama.cpp's layout: attn_qkv, and ffn_up holding gate and up.
+PHI3_NAMES = dict(LAYER_NAMES, **{"self_attn.qkv_proj": "attn_qkv", "mlp.gate_up_proj": "ffn_up"})
 GEMMA_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_norm", pre_feedforward_layernorm="ffn_norm",
                    post_feedforward_layernorm="post_ffw_norm")
 
@@ -89,7 +95,8 @@ def write(model_dir: str, out: str) -> None:
     w.add_head_count_kv(kv_heads)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
-    w.add_rope_dimension_count(head_dim)
+    rot = int(head_dim * float(cfg.get("partial_rotary_factor", 1.0)))
+    w.add_rope_dimension_count(rot)
     w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
     w.add_rope_freq_base(float(cfg.get("rope_theta", 10000.0)))
     if gemma:
@@ -100,15 +107,28 @@ def write(model_dir: str, out: str) -> None:
         if cfg.get("final_logit_softcapping"):
             w.add_final_logit_softcapping(float(cfg["final_logit_softcapping"]))
     scaling = cfg.get("rope_scaling")
-    if scaling and scaling.get("rope_type", scaling.get("type")) != "default":
+    kind = scaling.get("rope_type", scaling.get("type")) if scaling else "default"
+    if kind in ("longrope", "su") and model_type == "phi3":
+        # As llama.cpp's Phi3MiniModel converter: the factors as tensors, the pretrained context and the attention
+        # factor as keys.
+        original = int(cfg["original_max_position_embeddings"])
+        ratio = int(cfg["max_position_embeddings"]) / original
+        attn = scaling.get("attention_factor") or (1.0 if ratio <= 1 else math.sqrt(1 + math.log(ratio) / math.log(original)))
+        w.add_rope_scaling_attn_factors(attn)
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", original)
+        w.add_tensor("rope_factors_long.weight", np.array(scaling["long_factor"], dtype=np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(scaling["short_factor"], dtype=np.float32))
+    elif kind != "default":
         raise SystemExit(f"{model_dir}: rope_scaling {scaling} is not written")
+    if model_type == "phi3" and cfg.get("sliding_window"):
+        w.add_sliding_window(int(cfg["sliding_window"]))
     add_tokenizer(w, model_dir, cfg)
-    names = GEMMA_NAMES if gemma else LAYER_NAMES
+    names = GEMMA_NAMES if gemma else PHI3_NAMES if model_type == "phi3" else LAYER_NAMES
     for name, t in sorted(load_hf_tensors(model_dir).items()):
         t = t.astype(np.float32)
         if gemma and name.endswith("norm.weight"):
             t = t + 1.0
-        if model_type == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
             t = permute_rows(t, heads if "q_proj" in name else kv_heads)
         w.add_tensor(gguf_name(name, names), t)
     w.write_header_to_file()

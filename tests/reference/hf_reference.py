@@ -20,6 +20,14 @@ Semantics followed (HF eager attention path):
   Qwen3: no q/k/v biases; q and k each RMSNorm-ed over head_dim (q_norm / k_norm, one [head_dim] weight shared by the
         heads) after the projection and before RoPE; head_dim from the config (not hidden / heads)
   lm_head: lm_head.weight, or embed_tokens when tie_word_embeddings
+  Phi-3 (Phi3ForCausalLM): qkv_proj rows are [q | k | v], gate_up_proj rows [gate | up]; RoPE on the first
+        head_dim * partial_rotary_factor dims only; longrope (rope_scaling type "longrope" / "su", as
+        _compute_longrope_parameters): inv_freq = 1 / (ext * theta^(arange(0, rot, 2) / rot)) with ext = long_factor
+        when the context is long (Reference.long_context, which the test sets to the engine's choice; HF switches
+        when the sequence passes original_max_position_embeddings) else short_factor, cos and sin times
+        attention_factor (default sqrt(1 + ln(max_pos / original) / ln(original))); sliding window on every layer
+  Mistral: Llama's maths; with sliding_window set, every layer sees keys with key_pos > query_pos - sliding_window
+  Qwen2 / Qwen3 with use_sliding_window: the layers from max_window_layers on (or layer_types) slide likewise
   Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text): embeddings * hidden**0.5; Gemma3RMSNorm x * rsqrt(...) *
         (1 + w) everywhere (input, post_attention, pre_feedforward, post_feedforward, q/k over head_dim, final);
         h = h + post_attention_layernorm(attn(input_layernorm(h))); h = h + post_feedforward_layernorm(
@@ -178,8 +186,9 @@ class Config:
     def __init__(self, cfg: dict):
         self.raw = cfg
         self.model_type = cfg.get("model_type", "llama")
-        if self.model_type not in ("llama", "qwen2", "qwen3", "gemma3_text"):
-            raise ValueError(f"model_type {self.model_type!r} is not supported (llama, qwen2, qwen3, gemma3_text)")
+        if self.model_type not in ("llama", "mistral", "qwen2", "qwen3", "gemma3_text", "phi3"):
+            raise ValueError(f"model_type {self.model_type!r} is not supported (llama, mistral, qwen2, qwen3, "
+                             "gemma3_text, phi3)")
         self.gemma = self.model_type == "gemma3_text"
         act = cfg.get("hidden_activation", "gelu_pytorch_tanh") if self.gemma else cfg.get("hidden_act", "silu")
         if act not in ("silu", "gelu_pytorch_tanh"):
@@ -194,6 +203,7 @@ class Config:
         self.vocab = int(cfg["vocab_size"])
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
         self.theta = float(cfg.get("rope_theta", 10000.0))
+        self.rot_dim = int(self.head_dim * float(cfg.get("partial_rotary_factor", 1.0)))
         self.rope_scaling = cfg.get("rope_scaling")
         # LlamaConfig and Qwen2Config both default tie_word_embeddings to False; Gemma3TextConfig to True.
         self.tied = bool(cfg.get("tie_word_embeddings", self.gemma))
@@ -212,6 +222,14 @@ class Config:
             self.attn_softcap = cfg.get("attn_logit_softcapping")
             self.final_softcap = cfg.get("final_logit_softcapping")
             self.query_scale = float(cfg.get("query_pre_attn_scalar", self.head_dim)) ** -0.5
+        elif self.model_type in ("mistral", "phi3") and cfg.get("sliding_window"):
+            self.window = int(cfg["sliding_window"])
+            self.sliding = [True] * self.layers
+        elif self.model_type in ("qwen2", "qwen3") and cfg.get("use_sliding_window"):
+            self.window = int(cfg["sliding_window"])
+            first = int(cfg.get("max_window_layers", self.layers))
+            self.sliding = [t == "sliding_attention" for t in cfg["layer_types"]] if cfg.get("layer_types") else \
+                [i >= first for i in range(self.layers)]
         if self.heads % self.kv_heads != 0:
             raise ValueError(f"num_attention_heads {self.heads} is not a multiple of num_key_value_heads {self.kv_heads}")
 
@@ -236,6 +254,14 @@ class Reference:
         qkv_bias = c.model_type == "qwen2"
         # Qwen3Attention, Gemma3Attention: q_norm / k_norm, RMSNorm over head_dim, before RoPE
         qk_norm = c.model_type in ("qwen3", "gemma3_text")
+        if c.model_type == "phi3":  # fused projections -> the separate ones the rest reads
+            for i in range(c.layers):
+                p = f"model.layers.{i}."
+                qkv = t.pop(p + "self_attn.qkv_proj.weight")
+                t[p + "self_attn.q_proj.weight"], t[p + "self_attn.k_proj.weight"], t[p + "self_attn.v_proj.weight"] = \
+                    torch.split(qkv, [q_out, kv_out, kv_out], dim=0)
+                gate_up = t.pop(p + "mlp.gate_up_proj.weight")
+                t[p + "mlp.gate_proj.weight"], t[p + "mlp.up_proj.weight"] = torch.split(gate_up, c.intermediate, dim=0)
         self.embed = get("model.embed_tokens.weight", (c.vocab, c.hidden))
         self.layers = []
         for i in range(c.layers):
@@ -273,18 +299,27 @@ class Reference:
             lm_head = self.embed
         self.lm_head = lm_head
 
-        inv_freq = default_inv_freq(c.head_dim, c.theta)
+        inv_freq = default_inv_freq(c.rot_dim, c.theta)
         self.attention_scaling = 1.0
+        self.long_context = False
         if c.rope_scaling:
             rope_type = c.rope_scaling.get("rope_type", c.rope_scaling.get("type", "default"))
             if rope_type == "llama3":
                 inv_freq = llama3_inv_freq(inv_freq, c.rope_scaling)
+            elif rope_type in ("longrope", "su"):
+                self.longrope = c.rope_scaling
+                original = int(c.raw.get("original_max_position_embeddings", c.raw["max_position_embeddings"]))
+                ratio = c.raw["max_position_embeddings"] / original
+                factor = c.rope_scaling.get("attention_factor")
+                self.attention_scaling = factor if factor is not None else \
+                    (1.0 if ratio <= 1.0 else math.sqrt(1 + math.log(ratio) / math.log(original)))
             elif rope_type == "linear":
                 inv_freq = inv_freq / c.rope_scaling["factor"]
             elif rope_type != "default":
                 raise ValueError(f"rope_scaling type {rope_type!r} is not supported (default, linear, llama3)")
         self.inv_freq = inv_freq
-        self.local_inv_freq = default_inv_freq(c.head_dim, c.local_theta) if c.gemma else inv_freq
+        # Gemma 3's sliding layers rotate with their own base; every other family's with the one table.
+        self.local_inv_freq = default_inv_freq(c.head_dim, c.local_theta) if c.gemma else None
         self.reset()
 
     @classmethod
@@ -308,6 +343,18 @@ class Reference:
         normed = x * torch.rsqrt(variance + self.cfg.eps)
         return normed * (1.0 + w) if self.cfg.gemma else w * normed
 
+    def _inv_freq(self) -> torch.Tensor:
+        scaling = self.cfg.rope_scaling
+        if scaling and scaling.get("rope_type", scaling.get("type")) in ("longrope", "su"):
+            ext = torch.tensor(scaling["long_factor" if self.long_context else "short_factor"], dtype=torch.float32)
+            return 1.0 / (ext * self.cfg.theta ** (torch.arange(0, self.cfg.rot_dim, 2).float() / self.cfg.rot_dim))
+        return self.inv_freq
+
+    def _rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        rot = self.cfg.rot_dim  # partial rotary: the rest of the head passes through
+        x_rot, x_pass = x[..., :rot], x[..., rot:]
+        return torch.cat((x_rot * cos + rotate_half(x_rot) * sin, x_pass), dim=-1)
+
     def _rope(self, positions: torch.Tensor, inv_freq: torch.Tensor):
         freqs = positions[:, None] * inv_freq[None, :]  # [n, d/2]
         emb = torch.cat((freqs, freqs), dim=-1)
@@ -322,8 +369,8 @@ class Reference:
         if int(ids_t.min()) < 0 or int(ids_t.max()) >= c.vocab:
             raise ValueError(f"token id out of range [0, {c.vocab})")
         positions = torch.arange(self.pos, self.pos + n, dtype=torch.float32)
-        rope_global = self._rope(positions, self.inv_freq)  # cos, sin [n, 1, d]
-        rope_local = self._rope(positions, self.local_inv_freq)
+        rope_global = self._rope(positions, self._inv_freq())  # cos, sin [n, 1, rot]
+        rope_local = self._rope(positions, self.local_inv_freq) if c.gemma else rope_global
         total = self.pos + n
         # Causal mask: query i (position pos + i) sees keys 0 .. pos + i; sliding layers only the last `window`.
         key_pos = torch.arange(total)[None, :]
@@ -347,8 +394,8 @@ class Reference:
             if L["q_norm"] is not None:
                 q = self._rms_norm(q, L["q_norm"])
                 k = self._rms_norm(k, L["k_norm"])
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
+            q = self._rotate(q, cos, sin)
+            k = self._rotate(k, cos, sin)
             self.cache_k[i] = k if self.cache_k[i] is None else torch.cat((self.cache_k[i], k), dim=0)
             self.cache_v[i] = v if self.cache_v[i] is None else torch.cat((self.cache_v[i], v), dim=0)
             keys = self.cache_k[i].repeat_interleave(rep, dim=1)  # repeat_kv: [total, heads, d]

@@ -121,7 +121,7 @@ class BatchingTest : public ::testing::TestWithParam<std::string> {
       o.dtype = DType::F32;
       o.seed = 7;
       // A window the 128-token sequences run well past, so the windowed attention is what batching must not change.
-      if (name == "tiny-gemma3") o.sliding_window = 24;
+      if (name == "tiny-gemma3" || name == "tiny-mistral" || name == "tiny-phi3") o.sliding_window = 24;
       write_test_model(o);
     }
     return dir.string();
@@ -210,7 +210,8 @@ TEST_P(BatchingTest, Bf16KvCacheBatchedEqualsAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchingTest,
-                         ::testing::Values("stories260K", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"));
+                         ::testing::Values("stories260K", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3",
+                                           "tiny-mistral", "tiny-phi3"));
 
 TEST(EngineStories260K, GreedyFromBosMatchesLlama2cReferenceInABatch) {
   std::ifstream in(std::string(MINFER_SHARED_DIR) + "/models/stories260K/greedy_t0_n200.ids");

@@ -120,6 +120,13 @@ TEST_F(FusionOnTestModels, TinyQwen2Bf16) { expect_fused_matches_unfused(write("
 // Qwen3: the per-head q/k norms between the projections and RoPE fold into the QKV GEMM's epilogue (unfused: two
 // more nodes per layer; fused: the same five).
 TEST_F(FusionOnTestModels, TinyQwen3F32) { expect_fused_matches_unfused(write("tiny-qwen3", DType::F32), kPrompt); }
+// Mistral: a sliding window (8 positions, shorter than the prompt) on every layer. Phi-3: fused qkv / gate_up weights
+// split at load into views, partial rotary embedding and longrope, a window too.
+TEST_F(FusionOnTestModels, TinyMistralF32) {
+  expect_fused_matches_unfused(write("tiny-mistral", DType::F32, 8), kPrompt);
+}
+TEST_F(FusionOnTestModels, TinyPhi3F32) { expect_fused_matches_unfused(write("tiny-phi3", DType::F32, 8), kPrompt); }
+TEST_F(FusionOnTestModels, TinyPhi3Bf16) { expect_fused_matches_unfused(write("tiny-phi3", DType::BF16, 8), kPrompt); }
 
 // Gemma 3: sandwich norms, GELU(tanh), scaled embeddings, sliding-window layers with their own RoPE table.
 TEST_F(FusionOnTestModels, TinyGemma3F32) {

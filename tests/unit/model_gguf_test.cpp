@@ -263,10 +263,15 @@ TEST_F(GgufLoad, ShapeMismatchNamesTheGgufTensor) {
 }
 
 TEST_F(GgufLoad, PartialRotaryAndMissingMetadata) {
+  // Partial rotary embedding (Phi-3 style): RoPE on the leading 8 dims of each head.
   GgufBuilder b = tiny("llama", false, true);
   b.u32("llama.rope.dimension_count", 8);
   b.write(path_);
-  expect_load_error([&] { load_model(path_); }, path_, "partial rotary embedding");
+  EXPECT_EQ(load_model(path_).config.rotary_dims(), 8);
+  GgufBuilder odd = tiny("llama", false, true);
+  odd.u32("llama.rope.dimension_count", 7);
+  odd.write(path_);
+  expect_load_error([&] { load_model(path_); }, path_, "7 rotary dims");
   GgufBuilder c;
   c.str("general.architecture", "qwen2");
   c.write(path_);
@@ -275,8 +280,9 @@ TEST_F(GgufLoad, PartialRotaryAndMissingMetadata) {
 
 TEST_F(GgufLoad, RealVocabOnlyFiles) {
   const std::string dir = std::string(MINFER_SHARED_DIR) + "/testdata/tokenizer/";
-  expect_load_error([&] { load_model(dir + "ggml-vocab-gpt-2.gguf"); }, dir + "ggml-vocab-gpt-2.gguf",
-                    "unsupported architecture 'gpt2' (general.architecture; supported: llama, qwen2, qwen3)");
+  expect_load_error(
+      [&] { load_model(dir + "ggml-vocab-gpt-2.gguf"); }, dir + "ggml-vocab-gpt-2.gguf",
+      "unsupported architecture 'gpt2' (general.architecture; supported: llama, qwen2, qwen3, gemma3, phi3)");
   expect_load_error([&] { load_model(dir + "ggml-vocab-llama-spm.gguf"); }, dir + "ggml-vocab-llama-spm.gguf",
                     "missing tensor 'token_embd.weight'");
 }

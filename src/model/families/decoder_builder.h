@@ -45,7 +45,7 @@ class DecoderBuilder {
 };
 
 // One graph builder per family (model/families/<family>.cpp).
-graph::Graph build_llama_graph(const ModelWeights& weights);   // Llama 2/3, Qwen2, Qwen3
+graph::Graph build_llama_graph(const ModelWeights& weights);   // Llama 2/3, Mistral, Phi-3, Qwen2, Qwen3
 graph::Graph build_gemma3_graph(const ModelWeights& weights);  // Gemma 3 (text)
 
 }  // namespace minfer

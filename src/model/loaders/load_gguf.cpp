@@ -21,12 +21,14 @@ ModelWeights load_gguf_checkpoint(const std::string& path) {
     if (info.name == "rope_freqs.weight") {
       // llama.cpp's converter stores Llama 3 RoPE scaling as per-frequency divisors.
       const Tensor t = gguf->tensor(info);
-      if (t.dtype != DType::F32 || t.rank() != 1 || t.dim(0) != w.config.head_dim / 2)
-        fail_load(path, "tensor 'rope_freqs.weight' must be f32 [{}], got {} {}", w.config.head_dim / 2,
+      if (t.dtype != DType::F32 || t.rank() != 1 || t.dim(0) != w.config.rotary_dims() / 2)
+        fail_load(path, "tensor 'rope_freqs.weight' must be f32 [{}], got {} {}", w.config.rotary_dims() / 2,
                   dtype_name(t.dtype), t.shape_string());
       w.config.rope_scaling.freq_factors.assign(t.as<float>(), t.as<float>() + t.dim(0));
       continue;
     }
+    // Phi-3's longrope divisors, read with the config (read_gguf_config).
+    if (info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight") continue;
     const auto canonical = gguf_to_canonical(info.name, w.config.arch);
     if (!canonical)
       fail_load(path, "unexpected tensor '{}' (not a weight of a {} model)", info.name, w.config.arch_name());
@@ -35,6 +37,7 @@ ModelWeights load_gguf_checkpoint(const std::string& path) {
     origins[*canonical] = {path, info.name};
   }
   w.config.validate(path);
+  split_fused_projections(w, origins);
   check_weights(w, origins, path, [arch = w.config.arch](const std::string& c) { return canonical_to_gguf(c, arch); });
   if (gguf->has("tokenizer.ggml.model")) w.tokenizer.gguf_path = path;
   return w;

@@ -94,6 +94,7 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
     };
     attach_checkpoint_quantization(w, *quant, checkpoint, find, hf_name_of);
   }
+  split_fused_projections(w, origins);
   check_weights(w, origins, checkpoint, hf_name_of);
   if (w.config.norm_weight_plus_one) add_one_to_norms(w);
 

@@ -53,6 +53,39 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
   return out;
 }
 
+void split_fused_projections(ModelWeights& weights, std::map<std::string, WeightOrigin>& origins) {
+  const ModelConfig& c = weights.config;
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  struct Fused {
+    const char* name;
+    std::vector<std::pair<const char*, int64_t>> parts;  // canonical suffix, rows
+  };
+  const Fused fused[] = {{"wqkv", {{"wq", q}, {"wk", kv}, {"wv", kv}}},
+                         {"w_gate_up", {{"w_gate", c.intermediate_size}, {"w_up", c.intermediate_size}}}};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    for (const Fused& f : fused) {
+      auto it = weights.tensors.find(p + f.name);
+      if (it == weights.tensors.end()) continue;
+      const Tensor whole = it->second;
+      const WeightOrigin origin = origins[p + f.name];
+      int64_t rows = 0;
+      for (const auto& part : f.parts) rows += part.second;
+      if (whole.rank() != 2 || whole.dim(0) != rows || whole.dim(1) != c.hidden_size || whole.quant)
+        fail_load(origin.file, "tensor '{}' has shape {}, expected [{}, {}] (fused projections)", origin.name,
+                  whole.shape_string(), rows, c.hidden_size);
+      int64_t begin = 0;
+      for (const auto& [suffix, n] : f.parts) {
+        weights.tensors[p + suffix] = row_slice(whole, begin, begin + n);
+        origins[p + suffix] = origin;
+        begin += n;
+      }
+      weights.tensors.erase(it);
+      origins.erase(p + f.name);
+    }
+  }
+}
+
 void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrigin>& origins,
                    const std::string& checkpoint, const std::function<std::string(const std::string&)>& file_name_of) {
   const auto expected = expected_weight_shapes(weights.config);

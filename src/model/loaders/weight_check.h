@@ -22,6 +22,11 @@ struct WeightOrigin {
   std::string name;
 };
 
+// Splits the fused projections some families store (Phi-3's layers.{i}.wqkv into wq, wk, wv and w_gate_up into
+// w_gate, w_up) into row views of the same data (no copy); each part keeps the fused tensor's origin. A fused
+// tensor whose rows do not add up is a LoadError naming it.
+void split_fused_projections(ModelWeights& weights, std::map<std::string, WeightOrigin>& origins);
+
 // Throws LoadError naming the file and the tensor: a missing tensor (file_name_of maps a canonical name to the
 // checkpoint's own name, and `checkpoint` is the path to blame), a shape mismatch (expected vs actual) or an
 // unsupported dtype. Also sets weights.config.dtype to the dtype of layers.0.wq.

@@ -47,8 +47,16 @@ constexpr NameRow kGemmaLayer[] = {
     {"post_ffn_norm", "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
 };
 
+// Phi-3 stores q/k/v as one matrix and gate/up as another (GGUF's ffn_up is gate and up, not up alone); the loaders
+// split them (split_fused_projections).
+constexpr NameRow kPhi3Layer[] = {
+    {"wqkv", "self_attn.qkv_proj.weight", "attn_qkv.weight"},
+    {"w_gate_up", "mlp.gate_up_proj.weight", "ffn_up.weight"},
+};
+
 std::span<const NameRow> layer_overrides(Architecture arch) {
   if (arch == Architecture::kGemma3) return kGemmaLayer;
+  if (arch == Architecture::kPhi3) return kPhi3Layer;
   return {};
 }
 
