@@ -47,9 +47,8 @@ void expect_load_error(F f, const std::string& file, const std::string& phrase) 
   }
 }
 
-// kQwen05 with one "key": value replaced (or added when absent).
-std::string qwen_with(const std::string& key, const std::string& value) {
-  std::string s = kQwen05;
+// `config` with one "key": value replaced (or added when absent).
+std::string with(std::string s, const std::string& key, const std::string& value) {
   const size_t at = s.find("\"" + key + "\":");
   if (at == std::string::npos) return s.substr(0, s.size() - 1) + ", \"" + key + "\": " + value + "}";
   const size_t start = at + key.size() + 3;
@@ -57,6 +56,7 @@ std::string qwen_with(const std::string& key, const std::string& value) {
   if (s[start + 1] == '[') end = s.find(']', start) + 1;
   return s.substr(0, start) + " " + value + s.substr(end);
 }
+std::string qwen_with(const std::string& key, const std::string& value) { return with(kQwen05, key, value); }
 
 TEST(HfConfig, Llama32) {
   const ModelConfig c = parse_hf_config(kLlama32, "config.json");
@@ -108,8 +108,8 @@ TEST(HfConfig, DefaultsAndEosList) {
 }
 
 TEST(HfConfig, Errors) {
-  expect_load_error([] { parse_hf_config(qwen_with("model_type", "\"mistral\""), "cfg.json"); }, "cfg.json",
-                    "unsupported architecture 'mistral' (supported: llama");
+  expect_load_error([] { parse_hf_config(qwen_with("model_type", "\"gpt_neox\""), "cfg.json"); }, "cfg.json",
+                    "unsupported architecture 'gpt_neox' (supported: llama");
   expect_load_error(
       [] { parse_hf_config(qwen_with("architectures", "[\"Qwen2ForSequenceClassification\"]"), "cfg.json"); },
       "cfg.json", "unsupported architecture class 'Qwen2ForSequenceClassification'");
@@ -117,8 +117,12 @@ TEST(HfConfig, Errors) {
                     "field \"hidden_size\" must be an integer");
   expect_load_error([] { parse_hf_config(qwen_with("num_key_value_heads", "3"), "cfg.json"); }, "cfg.json",
                     "num_key_value_heads (3) does not divide num_attention_heads (14)");
-  expect_load_error([] { parse_hf_config(qwen_with("use_sliding_window", "true"), "cfg.json"); }, "cfg.json",
-                    "use_sliding_window");
+  expect_load_error(
+      [] {
+        parse_hf_config(with(qwen_with("use_sliding_window", "true"), "layer_types", "[\"chunked_attention\"]"),
+                        "cfg.json");
+      },
+      "cfg.json", "unsupported layer type \"chunked_attention\"");
   expect_load_error([] { parse_hf_config(qwen_with("rope_scaling", R"({"rope_type": "yarn", "factor": 4.0})"), "c"); },
                     "c", "unsupported rope_scaling type 'yarn'");
   expect_load_error([] { parse_hf_config(qwen_with("eos_token_id", "200000"), "cfg.json"); }, "cfg.json",
@@ -126,6 +130,73 @@ TEST(HfConfig, Errors) {
   expect_load_error([] { parse_hf_config("{\"model_type\": ", "cfg.json"); }, "cfg.json", "invalid JSON");
   expect_load_error([] { parse_hf_config(R"({"model_type": "llama"})", "cfg.json"); }, "cfg.json",
                     "missing field \"vocab_size\"");
+}
+
+// Qwen2's use_sliding_window: the layers from max_window_layers on slide (transformers' layer_types default).
+TEST(HfConfig, Qwen2SlidingWindowLayers) {
+  const ModelConfig c =
+      parse_hf_config(with(qwen_with("use_sliding_window", "true"), "max_window_layers", "20"), "cfg.json");
+  EXPECT_EQ(c.sliding_window, 32768);
+  EXPECT_FALSE(c.is_sliding(19));
+  EXPECT_TRUE(c.is_sliding(20));
+}
+
+// google/gemma-3-270m's config.json.
+constexpr const char* kGemma3 = R"({
+  "architectures": ["Gemma3ForCausalLM"], "attention_bias": false, "attn_logit_softcapping": null,
+  "bos_token_id": 2, "eos_token_id": 1, "final_logit_softcapping": null, "head_dim": 256,
+  "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 640, "intermediate_size": 2048,
+  "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+    "sliding_attention", "full_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+    "sliding_attention", "sliding_attention", "full_attention", "sliding_attention", "sliding_attention",
+    "sliding_attention", "sliding_attention", "sliding_attention", "full_attention"],
+  "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 18,
+  "num_key_value_heads": 1, "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+  "rope_local_base_freq": 10000.0, "rope_scaling": null, "rope_theta": 1000000.0, "sliding_window": 512,
+  "torch_dtype": "bfloat16", "use_bidirectional_attention": false, "vocab_size": 262144})";
+
+TEST(HfConfig, Gemma3) {
+  const ModelConfig c = parse_hf_config(kGemma3, "cfg.json");
+  EXPECT_EQ(c.arch, Architecture::kGemma3);
+  EXPECT_EQ(c.hidden_act, Activation::kGeluTanh);
+  EXPECT_TRUE(c.qk_norm && c.sandwich_norms && c.norm_weight_plus_one && c.tie_word_embeddings);
+  EXPECT_FLOAT_EQ(c.embedding_scale, std::sqrt(640.0f));
+  EXPECT_FLOAT_EQ(c.attention_score_scale(), 1.0f / 16.0f);
+  EXPECT_EQ(c.sliding_window, 512);
+  for (int64_t i = 0; i < 18; ++i) EXPECT_EQ(c.is_sliding(i), i % 6 != 5) << i;
+  EXPECT_TRUE(c.has_local_rope());
+  EXPECT_FLOAT_EQ(c.rope_inv_freq(true)[1], static_cast<float>(std::pow(10000.0, -2.0 / 256)));
+  EXPECT_FLOAT_EQ(c.rope_inv_freq(false)[1], static_cast<float>(std::pow(1e6, -2.0 / 256)));
+  std::string bidirectional = kGemma3;
+  bidirectional.replace(bidirectional.find("\"use_bidirectional_attention\": false"), 36,
+                        "\"use_bidirectional_attention\": true");
+  expect_load_error([&] { parse_hf_config(bidirectional, "cfg.json"); }, "cfg.json", "use_bidirectional_attention");
+}
+
+// microsoft/Phi-3.5-mini-instruct's config.json (its 48 longrope factors shortened to the 4 of a 16-dim head).
+constexpr const char* kPhi35 = R"({
+  "architectures": ["Phi3ForCausalLM"], "bos_token_id": 1, "eos_token_id": 32000, "hidden_act": "silu",
+  "hidden_size": 64, "intermediate_size": 128, "max_position_embeddings": 131072, "model_type": "phi3",
+  "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 4, "original_max_position_embeddings": 4096,
+  "partial_rotary_factor": 0.5, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"long_factor": [1.0, 1.5, 3.0, 9.0], "short_factor": [1.0, 1.01, 1.1, 1.2], "type": "longrope"},
+  "rope_theta": 10000.0, "sliding_window": 262144, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "vocab_size": 32064})";
+
+TEST(HfConfig, Phi3Longrope) {
+  const ModelConfig c = parse_hf_config(kPhi35, "cfg.json");
+  EXPECT_EQ(c.arch, Architecture::kPhi3);
+  EXPECT_EQ(c.rotary_dims(), 8);
+  EXPECT_EQ(c.sliding_window, 262144);
+  EXPECT_EQ(c.rope_scaling.type, "longrope");
+  // transformers: sqrt(1 + ln(131072 / 4096) / ln(4096)).
+  EXPECT_NEAR(c.rope_scaling.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(4096.0)), 1e-12);
+  const double base = std::pow(10000.0, -2.0 * 3 / 8);
+  EXPECT_FLOAT_EQ(c.rope_inv_freq(false, 4096)[3], static_cast<float>(base / 1.2));  // short: context within 4096
+  EXPECT_FLOAT_EQ(c.rope_inv_freq(false, 8192)[3], static_cast<float>(base / 9.0));  // long: past it
+  std::string three = kPhi35;
+  three.replace(three.find("[1.0, 1.5, 3.0, 9.0]"), 20, "[1.0, 1.5, 3.0]");
+  expect_load_error([&] { parse_hf_config(three, "cfg.json"); }, "cfg.json", "longrope factors have 3 entries");
 }
 
 TEST(RopeInvFreq, PlainIsThetaPowerMinusTwoIOverD) {
