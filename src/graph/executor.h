@@ -11,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "graph/graph.h"
 #include "kernels/kernels.h"
+#include "kernels/moe.h"
 
 namespace minfer::graph {
 
@@ -83,6 +84,7 @@ class Executor {
   // Fused matmuls' scratch, shared by all of them (nodes run one at a time): the gathered/normalised input,
   // and the GEMM result an epilogue reads (gate/up, q/k/v).
   std::vector<float> prologue_scratch_, gemm_scratch_;
+  kernels::MoeScratch moe_scratch_;
   // Per RoPE table, cos / sin of the step's angles, [tokens, half_rot] (kernels::rope_angles), made once per step.
   struct RopeAngles {
     std::vector<float> cos, sin;

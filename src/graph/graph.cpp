@@ -18,6 +18,7 @@ const char* op_name(OpKind kind) {
     case OpKind::kSiluMul: return "silu_mul";
     case OpKind::kGeluTanhMul: return "gelu_tanh_mul";
     case OpKind::kSoftcap: return "softcap";
+    case OpKind::kMoe: return "moe";
     case OpKind::kGatherRows: return "gather_rows";
     case OpKind::kAddRmsNorm: return "add_rmsnorm";
     case OpKind::kFusedMatMul: return "fused_matmul";
@@ -95,6 +96,14 @@ void Graph::verify() const {
       produced[static_cast<size_t>(out)] = true;
     }
     if (n.kind == OpKind::kFusedMatMul) verify_fused_matmul(i, n);
+    if (n.kind == OpKind::kMoe) {
+      const int64_t width = value(n.inputs.at(0)).width;
+      MINFER_CHECK(n.weight && n.weight->rank() == 2 && n.weight->dim(1) == width && value(n.output).width == width,
+                   "moe node {}: router and widths", i);
+      MINFER_CHECK(
+          static_cast<int64_t>(n.experts.size()) == 3 * n.weight->dim(0) && n.top_k >= 1 && n.top_k <= n.weight->dim(0),
+          "moe node {}: {} expert matrices, top_k {}, for {} experts", i, n.experts.size(), n.top_k, n.weight->dim(0));
+    }
     if (n.kind == OpKind::kMatMul) {
       MINFER_CHECK(n.weight != nullptr && n.weight->rank() == 2, "matmul node {} needs a 2-D weight", i);
       MINFER_CHECK(value(n.inputs.at(0)).width == n.weight->dim(1), "matmul node {}: input width {} vs weight {}", i,

@@ -29,6 +29,7 @@ enum class OpKind : uint8_t {
   kSiluMul,      // out = silu(in0) * in1
   kGeluTanhMul,  // out = gelu_tanh(in0) * in1 (Gemma)
   kSoftcap,      // out = softcap * tanh(in0 / softcap) (Gemma's final_logit_softcapping)
+  kMoe,          // out = mixture-of-experts FFN of in0: router (weight), experts, top_k (kernels/moe.h)
   kGatherRows,   // out = the rows of in0 that sample (the last position of each sequence)
   // Fused ops (graph/passes/ rewrite the primitives above into these).
   kAddRmsNorm,   // aux_output = in0 + in1; out = rmsnorm(aux_output) * weight
@@ -68,6 +69,10 @@ struct Node {
   kernels::fused::Epilogue epilogue = kernels::fused::Epilogue::kNone;  // FusedMatMul; kResidual reads in1
   int64_t block = 0;     // FusedMatMul kSiluMul / kGeluTanhMul: gate/up interleave block
   int64_t kv_heads = 0;  // FusedMatMul kRopeKvWrite (heads, head_dim and layer above)
+  // Moe: gate, up, down of each expert in turn, how many each row uses, and whether their weights renormalise.
+  std::vector<const Tensor*> experts;
+  int64_t top_k = 0;
+  bool renormalize = false;
   // FusedMatMul kRopeKvWrite: the per-head q/k RMSNorms folded in (Qwen3), with their eps.
   const Tensor* q_norm = nullptr;
   const Tensor* k_norm = nullptr;

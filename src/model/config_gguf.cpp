@@ -84,9 +84,14 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else if (arch == "phi3") {
     c.arch = Architecture::kPhi3;
     c.rope_style = kernels::RopeStyle::kNeox;
+  } else if (arch == "qwen3moe") {
+    c.arch = Architecture::kQwen3Moe;
+    c.rope_style = kernels::RopeStyle::kNeox;
+    c.qk_norm = true;
   } else {
     fail_load(path,
-              "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, gemma3, phi3)",
+              "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, qwen3moe, gemma3, "
+              "phi3)",
               arch);
   }
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
@@ -133,6 +138,18 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   c.attention_bias = c.arch == Architecture::kQwen2 || g.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (c.arch == Architecture::kGemma3) read_gemma3_metadata(g, c);
   if (c.arch == Architecture::kPhi3) read_phi3_metadata(g, c);
+  // Experts: Qwen3-MoE, and Mixtral, which llama.cpp's converter writes as llama with an expert count. llama.cpp
+  // renormalises the chosen experts' probabilities for both (src/models/qwen3moe.cpp, llama.cpp), as Mixtral and
+  // Qwen3-MoE's released configs (norm_topk_prob true) do.
+  if (const auto experts = g.find_int(key("expert_count")); experts && *experts > 0) {
+    if (c.arch == Architecture::kLlama) c.arch = Architecture::kMixtral;
+    c.num_experts = *experts;
+    c.num_experts_per_tok = g.get_int(key("expert_used_count"));
+    c.moe_intermediate_size = g.find_int(key("expert_feed_forward_length")).value_or(c.intermediate_size);
+    c.norm_topk_prob = true;
+    if (g.find_int(key("expert_shared_count")).value_or(0) > 0)
+      fail_load(path, "unsupported: {} > 0 (shared experts)", key("expert_shared_count"));
+  }
 
   c.bos_token_id = static_cast<int32_t>(special_id(g, "tokenizer.ggml.bos_token_id", c.vocab_size));
   for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {

@@ -94,7 +94,8 @@ json parse_object(const std::string& text, const std::string& path) {
 Architecture parse_architecture(const Fields& f, const std::string& path) {
   static const char* const kSupported =
       "supported: llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 "
-      "(Qwen3ForCausalLM), gemma3_text (Gemma3ForCausalLM), phi3 (Phi3ForCausalLM)";
+      "(Qwen3ForCausalLM), qwen3_moe (Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), gemma3_text "
+      "(Gemma3ForCausalLM), phi3 (Phi3ForCausalLM)";
   std::string arch_class;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
@@ -106,6 +107,8 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     if (arch_class == "LlamaForCausalLM") model_type = "llama";
     if (arch_class == "MistralForCausalLM") model_type = "mistral";
     if (arch_class == "Phi3ForCausalLM") model_type = "phi3";
+    if (arch_class == "Qwen3MoeForCausalLM") model_type = "qwen3_moe";
+    if (arch_class == "MixtralForCausalLM") model_type = "mixtral";
     if (arch_class == "Qwen2ForCausalLM") model_type = "qwen2";
     if (arch_class == "Qwen3ForCausalLM") model_type = "qwen3";
     if (arch_class == "Gemma3ForCausalLM") model_type = "gemma3_text";
@@ -117,6 +120,10 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     arch = Architecture::kMistral;
   } else if (model_type == "phi3") {
     arch = Architecture::kPhi3;
+  } else if (model_type == "qwen3_moe") {
+    arch = Architecture::kQwen3Moe;
+  } else if (model_type == "mixtral") {
+    arch = Architecture::kMixtral;
   } else if (model_type == "qwen2") {
     arch = Architecture::kQwen2;
   } else if (model_type == "qwen3") {
@@ -126,12 +133,14 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
   } else {
     fail_load(path, "unsupported architecture '{}' ({})", model_type.empty() ? arch_class : model_type, kSupported);
   }
-  const char* expected = arch == Architecture::kLlama     ? "LlamaForCausalLM"
-                         : arch == Architecture::kMistral ? "MistralForCausalLM"
-                         : arch == Architecture::kQwen2   ? "Qwen2ForCausalLM"
-                         : arch == Architecture::kQwen3   ? "Qwen3ForCausalLM"
-                         : arch == Architecture::kPhi3    ? "Phi3ForCausalLM"
-                                                          : "Gemma3ForCausalLM";
+  const char* expected = arch == Architecture::kLlama      ? "LlamaForCausalLM"
+                         : arch == Architecture::kMistral  ? "MistralForCausalLM"
+                         : arch == Architecture::kQwen2    ? "Qwen2ForCausalLM"
+                         : arch == Architecture::kQwen3    ? "Qwen3ForCausalLM"
+                         : arch == Architecture::kPhi3     ? "Phi3ForCausalLM"
+                         : arch == Architecture::kQwen3Moe ? "Qwen3MoeForCausalLM"
+                         : arch == Architecture::kMixtral  ? "MixtralForCausalLM"
+                                                           : "Gemma3ForCausalLM";
   if (!arch_class.empty() && arch_class != expected)
     fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type, kSupported);
   return arch;
@@ -198,7 +207,12 @@ void read_llama_block_window(const Fields& f, const std::string& path, ModelConf
     c.sliding_window = f.integer("sliding_window", 0);
     return;
   }
-  if ((c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3) && f.boolean("use_sliding_window", false)) {
+  if (c.arch == Architecture::kMixtral) {
+    c.sliding_window = f.integer("sliding_window", 0);
+    return;
+  }
+  if ((c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe) &&
+      f.boolean("use_sliding_window", false)) {
     c.sliding_window = f.integer("sliding_window", 0);
     const int64_t first = f.integer("max_window_layers", c.num_layers);
     read_layer_types(f, path, c, [&](int64_t i) { return i >= first; });
@@ -224,6 +238,41 @@ void read_phi3_fields(const Fields& f, const std::string& path, ModelConfig& c) 
     const double log_original = std::log(static_cast<double>(s.original_max_position_embeddings));
     s.attention_factor = ratio <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(ratio) / log_original);
   }
+}
+
+// Mixture of experts. Qwen3-MoE: num_experts, num_experts_per_tok, moe_intermediate_size, norm_topk_prob, dense
+// layers in mlp_only_layers or off the decoder_sparse_step grid. Mixtral: num_local_experts of intermediate_size,
+// always renormalised over the chosen two. Router aux-loss fields only matter for training and are ignored.
+void read_moe_fields(const Fields& f, const std::string& path, ModelConfig& c) {
+  if (c.arch == Architecture::kMixtral) {
+    c.num_experts = f.integer("num_local_experts");
+    c.num_experts_per_tok = f.integer("num_experts_per_tok", 2);
+    c.moe_intermediate_size = c.intermediate_size;
+    c.norm_topk_prob = true;
+    return;
+  }
+  c.num_experts = f.integer("num_experts");
+  c.num_experts_per_tok = f.integer("num_experts_per_tok");
+  c.moe_intermediate_size = f.integer("moe_intermediate_size");
+  c.norm_topk_prob = f.boolean("norm_topk_prob", false);
+  const int64_t step = f.integer("decoder_sparse_step", 1);
+  std::vector<bool> dense(static_cast<size_t>(c.num_layers), false);
+  if (const json* only = f.get("mlp_only_layers")) {
+    if (!only->is_array()) fail_load(path, "field \"mlp_only_layers\" must be a list of layer indices");
+    for (const json& i : *only) {
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 || i.get<int64_t>() >= c.num_layers)
+        fail_load(path, "field \"mlp_only_layers\" holds {}, not a layer index", i.dump());
+      dense[i.get<size_t>()] = true;
+    }
+  }
+  bool any_dense = false;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (step <= 0 || (i + 1) % step != 0) dense[static_cast<size_t>(i)] = true;  // transformers' sparse-step rule
+    any_dense = any_dense || dense[static_cast<size_t>(i)];
+  }
+  if (any_dense) c.layer_dense = dense;
+  if (f.integer("shared_expert_intermediate_size", 0) > 0)
+    fail_load(path, "unsupported: shared_expert_intermediate_size (shared experts, Qwen2-MoE style)");
 }
 
 // Gemma 3 (text): GELU(tanh) MLP, sandwich norms with (1 + w) weights, q/k norms, sqrt(hidden) embedding scale,
@@ -304,12 +353,13 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   // Qwen2's attention always has q/k/v biases; Llama's only when attention_bias says so.
   c.attention_bias = c.arch == Architecture::kQwen2 ? true : f.boolean("attention_bias", false);
   if (f.boolean("mlp_bias", false)) fail_load(config_path, "unsupported: mlp_bias = true (MLP biases)");
-  c.qk_norm = c.arch == Architecture::kQwen3;
+  c.qk_norm = c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe;
   if (c.arch == Architecture::kGemma3) {
     read_gemma3_fields(f, config_path, c);
   } else if (c.arch == Architecture::kPhi3) {
     read_phi3_fields(f, config_path, c);
   } else {
+    if (c.arch == Architecture::kQwen3Moe || c.arch == Architecture::kMixtral) read_moe_fields(f, config_path, c);
     read_llama_block_window(f, config_path, c);
   }
   c.dtype = parse_torch_dtype(f, config_path);

@@ -9,9 +9,11 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
   switch (weights.config.arch) {
     case Architecture::kLlama:
     case Architecture::kMistral:
+    case Architecture::kMixtral:
     case Architecture::kPhi3:
     case Architecture::kQwen2:
-    case Architecture::kQwen3: return build_llama_graph(weights);
+    case Architecture::kQwen3:
+    case Architecture::kQwen3Moe: return build_llama_graph(weights);
     case Architecture::kGemma3: return build_gemma3_graph(weights);
   }
   fail("no graph builder for architecture {}", weights.config.arch_name());

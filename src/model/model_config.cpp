@@ -64,6 +64,13 @@ void ModelConfig::validate(const std::string& source) const {
   if (!(rope_theta > 0) || !std::isfinite(rope_theta))
     fail_load(source, "invalid config: rope_theta = {} (must be positive)", rope_theta);
 
+  if (num_experts > 0) {
+    positive("num_experts", num_experts, 4096);
+    positive("num_experts_per_tok", num_experts_per_tok, num_experts);
+    positive("moe_intermediate_size", moe_intermediate_size, int64_t{1} << 22);
+    if (!layer_dense.empty() && static_cast<int64_t>(layer_dense.size()) != num_layers)
+      fail_load(source, "invalid config: {} dense-layer flags for {} layers", layer_dense.size(), num_layers);
+  }
   if (sliding_window < 0) fail_load(source, "invalid config: sliding_window = {} (must be >= 0)", sliding_window);
   if (!layer_sliding.empty() && static_cast<int64_t>(layer_sliding.size()) != num_layers)
     fail_load(source, "invalid config: {} layer types for {} layers", layer_sliding.size(), num_layers);

@@ -12,7 +12,7 @@
 
 namespace minfer {
 
-enum class Architecture : uint8_t { kLlama, kMistral, kQwen2, kQwen3, kGemma3, kPhi3 };
+enum class Architecture : uint8_t { kLlama, kMistral, kMixtral, kQwen2, kQwen3, kQwen3Moe, kGemma3, kPhi3 };
 
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
 enum class Activation : uint8_t { kSilu, kGeluTanh };
@@ -68,6 +68,18 @@ struct ModelConfig {
   // sliding_window positions only; 0 = no window anywhere.
   int64_t sliding_window = 0;
   std::vector<bool> layer_sliding;
+  // Mixture of experts (Qwen3-MoE, Mixtral): each MoE layer's MLP is num_experts gated MLPs of
+  // moe_intermediate_size, of which a softmax router picks num_experts_per_tok per token, their outputs summed with
+  // the router's probabilities (renormalised over the chosen ones with norm_topk_prob). Layers marked in layer_dense
+  // (Qwen3-MoE's mlp_only_layers) keep a dense MLP of intermediate_size. num_experts 0: a dense model.
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  bool norm_topk_prob = true;
+  std::vector<bool> layer_dense;
+  bool is_moe(int64_t layer) const {
+    return num_experts > 0 && (layer_dense.empty() || !layer_dense[static_cast<size_t>(layer)]);
+  }
   // The sliding layers' own RoPE base (Gemma 3's rope_local_base_freq, without rope_scaling); 0 = they rotate as the
   // global ones do.
   double rope_local_theta = 0.0;
@@ -95,6 +107,8 @@ struct ModelConfig {
     switch (arch) {
       case Architecture::kLlama: return "llama";
       case Architecture::kMistral: return "mistral";
+      case Architecture::kMixtral: return "mixtral";
+      case Architecture::kQwen3Moe: return "qwen3moe";
       case Architecture::kQwen2: return "qwen2";
       case Architecture::kQwen3: return "qwen3";
       case Architecture::kGemma3: return "gemma3";

@@ -39,6 +39,10 @@ struct Preset {
   // Gemma 3: the window of the local layers, and every sliding_period-th layer global (the rest local).
   int64_t sliding_window = 0;
   int64_t sliding_period = 0;
+  // Mixture of experts (qwen3_moe, mixtral): experts, experts per token, each expert's FFN width.
+  int64_t experts = 0;
+  int64_t experts_per_tok = 0;
+  int64_t moe_intermediate = 0;
 };
 
 // The real configs (Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, meta-llama/Llama-3.2-1B, Qwen/Qwen3-0.6B,
@@ -72,6 +76,92 @@ constexpr Preset kPresets[] = {
      2047, 0},
     {"tiny-phi3", "phi3", TokenizerFamily::kLlama3, true, 64, 128, 2, 4, 2, 0, 131072, 0, false, 0.08, 0.16, 0, 2047,
      0},
+    // Mixture of experts: the small Qwen3-MoE shape (16 experts, top-4, hidden 1024, 8 layers; Qwen3-30B-A3B's
+    // heads and expert width), mistralai/Mixtral-8x7B-v0.1, and tiny siblings of both.
+    {"qwen3-moe-small",
+     "qwen3_moe",
+     TokenizerFamily::kQwen2,
+     false,
+     1024,
+     3072,
+     8,
+     16,
+     4,
+     151936,
+     40960,
+     8,
+     true,
+     0.02,
+     0.02,
+     128,
+     0,
+     0,
+     16,
+     4,
+     768},
+    {"tiny-qwen3-moe",
+     "qwen3_moe",
+     TokenizerFamily::kQwen2,
+     true,
+     64,
+     128,
+     2,
+     4,
+     2,
+     0,
+     40960,
+     2,
+     true,
+     0.08,
+     0.16,
+     32,
+     0,
+     0,
+     8,
+     2,
+     32},
+    {"mixtral-8x7b",
+     "mixtral",
+     TokenizerFamily::kLlama3,
+     false,
+     4096,
+     14336,
+     32,
+     32,
+     8,
+     32000,
+     32768,
+     0,
+     false,
+     0.02,
+     0.02,
+     0,
+     0,
+     0,
+     8,
+     2,
+     14336},
+    {"tiny-mixtral",
+     "mixtral",
+     TokenizerFamily::kLlama3,
+     true,
+     64,
+     128,
+     2,
+     4,
+     2,
+     0,
+     32768,
+     0,
+     false,
+     0.08,
+     0.16,
+     0,
+     0,
+     0,
+     4,
+     2,
+     128},
     {"tiny-gemma3", "gemma3_text", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 1, 0, 32768, 0, true, 0.08, 0.16, 32,
      512, 3},
 };
@@ -245,6 +335,36 @@ ojson phi3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
   return j;
 }
 
+// Qwen3MoeForCausalLM (Qwen/Qwen3-30B-A3B's config.json fields, every layer sparse).
+ojson qwen3_moe_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+  ojson j = qwen3_config(p, vocab, s, dtype);
+  j["architectures"] = {"Qwen3MoeForCausalLM"};
+  j["model_type"] = "qwen3_moe";
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = ojson::array();
+  j["moe_intermediate_size"] = p.moe_intermediate;
+  j["norm_topk_prob"] = true;
+  j["num_experts"] = p.experts;
+  j["num_experts_per_tok"] = p.experts_per_tok;
+  j["output_router_logits"] = false;
+  j["router_aux_loss_coef"] = 0.001;
+  return j;
+}
+
+// MixtralForCausalLM (mistralai/Mixtral-8x7B-v0.1's config.json): Mistral's block with 8 experts, top-2, no window.
+ojson mixtral_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+  ojson j = mistral_config(p, vocab, s, dtype, 0);
+  j["architectures"] = {"MixtralForCausalLM"};
+  j["model_type"] = "mixtral";
+  j["num_experts_per_tok"] = p.experts_per_tok;
+  j["num_local_experts"] = p.experts;
+  j["output_router_logits"] = false;
+  j["rope_theta"] = 1000000.0;
+  j["router_aux_loss_coef"] = 0.02;
+  j["sliding_window"] = nullptr;
+  return j;
+}
+
 ojson llama_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
   return {{"architectures", {"LlamaForCausalLM"}},
           {"attention_bias", false},
@@ -285,6 +405,8 @@ ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
   if (type == "gemma3_text") return gemma3_config(p, vocab, s, dtype, window);
   if (type == "mistral") return mistral_config(p, vocab, s, dtype, window);
   if (type == "phi3") return phi3_config(p, vocab, s, dtype, window);
+  if (type == "qwen3_moe") return qwen3_moe_config(p, vocab, s, dtype);
+  if (type == "mixtral") return mixtral_config(p, vocab, s, dtype);
   return llama_config(p, vocab, s, dtype);
 }
 
@@ -316,7 +438,8 @@ SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by
     if (x) v.push_back(*x);
   };
   if (p.family == TokenizerFamily::kQwen2) {
-    if (!p.tiny && std::string(p.model_type) == "qwen3") return {151643, {151645}, {151645, 151643}};  // <|im_end|>
+    if (!p.tiny && std::string(p.model_type).starts_with("qwen3"))
+      return {151643, {151645}, {151645, 151643}};  // <|im_end|>
     if (!p.tiny) return {151643, {151643}, {151643}};
     s.bos = id("<|endoftext|>");
     add(s.config_eos, id("<|endoftext|>"));
@@ -485,13 +608,26 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
   ThreadPool pool(0);
   const int64_t head_dim = head_dim_of(p), q = p.heads * head_dim, kv = p.kv_heads * head_dim;
   const bool bias = model_type == "qwen2", gemma = model_type == "gemma3_text", phi3 = model_type == "phi3";
-  const bool qk_norm = model_type == "qwen3" || gemma;
+  const bool qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || gemma;
   // Gemma's norms multiply by (1 + w): their stored weights lie around 0.
   const Init norm = gemma ? Init::kNormOffset : Init::kNorm;
   std::vector<SafetensorsEntry> entries;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, Init init) {
     const double sd = name == "model.embed_tokens.weight" ? p.embed_std : p.weight_std;
     entries.push_back(random_entry(name, std::move(shape), o.dtype, init, sd, o.seed, pool));
+  };
+  // The router and each expert's matrices, in the family's names (Qwen3-MoE: mlp.gate, mlp.experts.{j}.*_proj;
+  // Mixtral: block_sparse_moe.gate, block_sparse_moe.experts.{j}.w1 (gate) / w3 (up) / w2 (down)).
+  const bool mixtral = model_type == "mixtral";
+  auto add_experts = [&](const std::string& l) {
+    const std::string moe = l + (mixtral ? "block_sparse_moe." : "mlp.");
+    add(moe + "gate.weight", {p.experts, p.hidden}, Init::kMatrix);
+    for (int64_t e = 0; e < p.experts; ++e) {
+      const std::string x = moe + "experts." + std::to_string(e) + ".";
+      add(x + (mixtral ? "w1.weight" : "gate_proj.weight"), {p.moe_intermediate, p.hidden}, Init::kMatrix);
+      add(x + (mixtral ? "w3.weight" : "up_proj.weight"), {p.moe_intermediate, p.hidden}, Init::kMatrix);
+      add(x + (mixtral ? "w2.weight" : "down_proj.weight"), {p.hidden, p.moe_intermediate}, Init::kMatrix);
+    }
   };
   add("model.embed_tokens.weight", {vocab, p.hidden}, Init::kMatrix);
   for (int64_t i = 0; i < p.layers; ++i) {
@@ -519,13 +655,15 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
       add(l + "pre_feedforward_layernorm.weight", {p.hidden}, norm);
       add(l + "post_feedforward_layernorm.weight", {p.hidden}, norm);
     }
-    if (phi3) {
+    if (p.experts > 0) {
+      add_experts(l);
+    } else if (phi3) {
       add(l + "mlp.gate_up_proj.weight", {2 * p.intermediate, p.hidden}, Init::kMatrix);
     } else {
       add(l + "mlp.gate_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
       add(l + "mlp.up_proj.weight", {p.intermediate, p.hidden}, Init::kMatrix);
     }
-    add(l + "mlp.down_proj.weight", {p.hidden, p.intermediate}, Init::kMatrix);
+    if (p.experts == 0) add(l + "mlp.down_proj.weight", {p.hidden, p.intermediate}, Init::kMatrix);
   }
   add("model.norm.weight", {p.hidden}, norm);
   if (!p.tied) add("lm_head.weight", {vocab, p.hidden}, Init::kMatrix);

@@ -36,7 +36,8 @@ def engine(minfer, model, ids, tmp_path, tag):
     return np.fromfile(logits, dtype="<f4").reshape(len(ids), -1), read_ids(out)
 
 
-@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3"])
+@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3",
+                                    "tiny-qwen3-moe", "tiny-mixtral"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)

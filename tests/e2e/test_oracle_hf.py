@@ -68,7 +68,8 @@ def run_engine(minfer, model_dir, ids, tmp_path, *flags):
 
 CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), ("tiny-qwen2", "bf16"),
          ("tiny-qwen3", "f32"), ("tiny-qwen3", "bf16"), ("tiny-gemma3", "f32"), ("tiny-gemma3", "bf16"),
-         ("tiny-mistral", "f32"), ("tiny-mistral", "bf16"), ("tiny-phi3", "f32"), ("tiny-phi3", "bf16")]
+         ("tiny-mistral", "f32"), ("tiny-mistral", "bf16"), ("tiny-phi3", "f32"), ("tiny-phi3", "bf16"),
+         ("tiny-qwen3-moe", "f32"), ("tiny-qwen3-moe", "bf16"), ("tiny-mixtral", "f32"), ("tiny-mixtral", "bf16")]
 
 
 @pytest.mark.parametrize("preset,dtype", CASES, ids=[f"{p}-{d}" for p, d in CASES])

@@ -5,7 +5,7 @@ architecture: its tensor names and metadata keys, Llama's q/k rows permuted to t
 norm weights stored as 1 + w, and the tokenizer as tokenizer.ggml.* (model "gpt2"). Tests use it to check that minfer
 computes the same on a family's GGUF file as on its HF directory, independently of minfer's own GGUF writer.
 
-Supported: llama, mistral, qwen2, qwen3, gemma3_text, phi3. Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
+Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma3_text, phi3. Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
 from __future__ import annotations
@@ -23,8 +23,13 @@ from hf_reference import load_hf_tensors  # noqa: E402
 
 # Mistral is written as llama, as llama.cpp's converter does (which has no key for its window: a GGUF Mistral
 # attends to the whole context).
-ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3", "gemma3_text": "gemma3",
-        "phi3": "phi3"}
+# Mixtral too is written as llama (with expert keys), as llama.cpp's converter does.
+ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+        "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3", "phi3": "phi3"}
+# The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
+EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
+                                       "down_proj": "ffn_down_exps"}),
+                "mixtral": ("block_sparse_moe.", {"w1": "ffn_gate_exps", "w3": "ffn_up_exps", "w2": "ffn_down_exps"})}
 LAYER_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
                "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
                "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "ffn_norm",
@@ -76,6 +81,24 @@ def add_tokenizer(w: gguf.GGUFWriter, model_dir: str, cfg: dict) -> None:
         w.add_eos_token_id(int(eos[0] if isinstance(eos, list) else eos))
 
 
+def stack_experts(tensors: dict, moe: str, names: dict) -> dict:
+    """model.layers.N.<moe>experts.J.<proj>.weight -> blk.N.<stacked name>.weight [experts, rows, cols]; the router
+    model.layers.N.<moe>gate.weight -> blk.N.ffn_gate_inp.weight."""
+    out, stacks = {}, {}
+    for name, t in tensors.items():
+        parts = name.split(".")
+        if len(parts) > 4 and ".".join(parts[3:]).startswith(moe + "experts."):
+            j, proj = int(parts[3 + moe.count(".") + 1]), parts[-2]
+            stacks.setdefault((parts[2], names[proj]), {})[j] = t
+        elif name.endswith(moe + "gate.weight") and parts[0] == "model":
+            out[f"blk.{parts[2]}.ffn_gate_inp.weight"] = t
+        else:
+            out[name] = t
+    for (layer, stacked), by_expert in stacks.items():
+        out[f"blk.{layer}.{stacked}.weight"] = np.stack([by_expert[j] for j in sorted(by_expert)])
+    return out
+
+
 def write(model_dir: str, out: str) -> None:
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
@@ -122,9 +145,21 @@ def write(model_dir: str, out: str) -> None:
         raise SystemExit(f"{model_dir}: rope_scaling {scaling} is not written")
     if model_type == "phi3" and cfg.get("sliding_window"):
         w.add_sliding_window(int(cfg["sliding_window"]))
+    if model_type in EXPERT_NAMES:
+        experts = int(cfg["num_experts"] if model_type == "qwen3_moe" else cfg["num_local_experts"])
+        w.add_expert_count(experts)
+        w.add_expert_used_count(int(cfg["num_experts_per_tok"]))
+        if model_type == "qwen3_moe":
+            w.add_expert_feed_forward_length(int(cfg["moe_intermediate_size"]))
     add_tokenizer(w, model_dir, cfg)
     names = GEMMA_NAMES if gemma else PHI3_NAMES if model_type == "phi3" else LAYER_NAMES
-    for name, t in sorted(load_hf_tensors(model_dir).items()):
+    tensors = load_hf_tensors(model_dir)
+    if model_type in EXPERT_NAMES:
+        tensors = stack_experts(tensors, *EXPERT_NAMES[model_type])
+    for name, t in sorted(tensors.items()):
+        if name.startswith("blk."):  # already in GGUF's names (stacked experts, routers)
+            w.add_tensor(name, t.astype(np.float32))
+            continue
         t = t.astype(np.float32)
         if gemma and name.endswith("norm.weight"):
             t = t + 1.0

@@ -26,6 +26,9 @@ Semantics followed (HF eager attention path):
         when the context is long (Reference.long_context, which the test sets to the engine's choice; HF switches
         when the sequence passes original_max_position_embeddings) else short_factor, cos and sin times
         attention_factor (default sqrt(1 + ln(max_pos / original) / ln(original))); sliding window on every layer
+  Qwen3-MoE / Mixtral: the MLP of each MoE layer is softmax(router(x)) in f32, the top num_experts_per_tok
+        experts (torch.topk), their weights renormalised when norm_topk_prob (Mixtral: always), and the sum over
+        experts e in order of weight_e * down_e(silu(gate_e(x)) * up_e(x)) (index_add, as the HF blocks do)
   Mistral: Llama's maths; with sliding_window set, every layer sees keys with key_pos > query_pos - sliding_window
   Qwen2 / Qwen3 with use_sliding_window: the layers from max_window_layers on (or layer_types) slide likewise
   Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text): embeddings * hidden**0.5; Gemma3RMSNorm x * rsqrt(...) *
@@ -186,9 +189,9 @@ class Config:
     def __init__(self, cfg: dict):
         self.raw = cfg
         self.model_type = cfg.get("model_type", "llama")
-        if self.model_type not in ("llama", "mistral", "qwen2", "qwen3", "gemma3_text", "phi3"):
+        if self.model_type not in ("llama", "mistral", "qwen2", "qwen3", "gemma3_text", "phi3", "qwen3_moe", "mixtral"):
             raise ValueError(f"model_type {self.model_type!r} is not supported (llama, mistral, qwen2, qwen3, "
-                             "gemma3_text, phi3)")
+                             "gemma3_text, phi3, qwen3_moe, mixtral)")
         self.gemma = self.model_type == "gemma3_text"
         act = cfg.get("hidden_activation", "gelu_pytorch_tanh") if self.gemma else cfg.get("hidden_act", "silu")
         if act not in ("silu", "gelu_pytorch_tanh"):
@@ -204,6 +207,18 @@ class Config:
         self.eps = float(cfg.get("rms_norm_eps", 1e-6))
         self.theta = float(cfg.get("rope_theta", 10000.0))
         self.rot_dim = int(self.head_dim * float(cfg.get("partial_rotary_factor", 1.0)))
+        # Mixture of experts: Qwen3-MoE (num_experts, moe_intermediate_size, norm_topk_prob, mlp_only_layers,
+        # decoder_sparse_step) and Mixtral (num_local_experts of intermediate_size, always renormalised).
+        self.experts, self.top_k, self.norm_topk = 0, 0, True
+        self.moe_layers = [False] * self.layers
+        if self.model_type == "qwen3_moe":
+            self.experts, self.top_k = int(cfg["num_experts"]), int(cfg["num_experts_per_tok"])
+            self.norm_topk = bool(cfg.get("norm_topk_prob", False))
+            only, step = set(cfg.get("mlp_only_layers") or []), int(cfg.get("decoder_sparse_step", 1))
+            self.moe_layers = [i not in only and (i + 1) % step == 0 for i in range(self.layers)]
+        elif self.model_type == "mixtral":
+            self.experts, self.top_k = int(cfg["num_local_experts"]), int(cfg.get("num_experts_per_tok", 2))
+            self.moe_layers = [True] * self.layers
         self.rope_scaling = cfg.get("rope_scaling")
         # LlamaConfig and Qwen2Config both default tie_word_embeddings to False; Gemma3TextConfig to True.
         self.tied = bool(cfg.get("tie_word_embeddings", self.gemma))
@@ -222,7 +237,7 @@ class Config:
             self.attn_softcap = cfg.get("attn_logit_softcapping")
             self.final_softcap = cfg.get("final_logit_softcapping")
             self.query_scale = float(cfg.get("query_pre_attn_scalar", self.head_dim)) ** -0.5
-        elif self.model_type in ("mistral", "phi3") and cfg.get("sliding_window"):
+        elif self.model_type in ("mistral", "phi3", "mixtral") and cfg.get("sliding_window"):
             self.window = int(cfg["sliding_window"])
             self.sliding = [True] * self.layers
         elif self.model_type in ("qwen2", "qwen3") and cfg.get("use_sliding_window"):
@@ -253,7 +268,7 @@ class Reference:
         q_out, kv_out = c.heads * c.head_dim, c.kv_heads * c.head_dim
         qkv_bias = c.model_type == "qwen2"
         # Qwen3Attention, Gemma3Attention: q_norm / k_norm, RMSNorm over head_dim, before RoPE
-        qk_norm = c.model_type in ("qwen3", "gemma3_text")
+        qk_norm = c.model_type in ("qwen3", "qwen3_moe", "gemma3_text")
         if c.model_type == "phi3":  # fused projections -> the separate ones the rest reads
             for i in range(c.layers):
                 p = f"model.layers.{i}."
@@ -283,9 +298,10 @@ class Reference:
                 "bo": get(p + "self_attn.o_proj.bias", (c.hidden,), required=False),
                 "q_norm": get(p + "self_attn.q_norm.weight", (c.head_dim,), required=qk_norm),
                 "k_norm": get(p + "self_attn.k_norm.weight", (c.head_dim,), required=qk_norm),
-                "gate": get(p + "mlp.gate_proj.weight", (c.intermediate, c.hidden)),
-                "up": get(p + "mlp.up_proj.weight", (c.intermediate, c.hidden)),
-                "down": get(p + "mlp.down_proj.weight", (c.hidden, c.intermediate)),
+                "gate": get(p + "mlp.gate_proj.weight", (c.intermediate, c.hidden), required=not c.moe_layers[i]),
+                "up": get(p + "mlp.up_proj.weight", (c.intermediate, c.hidden), required=not c.moe_layers[i]),
+                "down": get(p + "mlp.down_proj.weight", (c.hidden, c.intermediate), required=not c.moe_layers[i]),
+                "moe": self._experts(get, p) if c.moe_layers[i] else None,
                 "bgate": get(p + "mlp.gate_proj.bias", (c.intermediate,), required=False),
                 "bup": get(p + "mlp.up_proj.bias", (c.intermediate,), required=False),
                 "bdown": get(p + "mlp.down_proj.bias", (c.hidden,), required=False),
@@ -321,6 +337,37 @@ class Reference:
         # Gemma 3's sliding layers rotate with their own base; every other family's with the one table.
         self.local_inv_freq = default_inv_freq(c.head_dim, c.local_theta) if c.gemma else None
         self.reset()
+
+    def _experts(self, get, p: str):
+        """The router and each expert's (gate, up, down) in the family's names."""
+        c = self.cfg
+        if c.model_type == "mixtral":
+            moe, names, ff = p + "block_sparse_moe.", ("w1", "w3", "w2"), c.intermediate
+        else:
+            moe, names, ff = p + "mlp.", ("gate_proj", "up_proj", "down_proj"), int(c.raw["moe_intermediate_size"])
+        experts = []
+        for j in range(c.experts):
+            x = f"{moe}experts.{j}."
+            experts.append((get(x + names[0] + ".weight", (ff, c.hidden)), get(x + names[1] + ".weight", (ff, c.hidden)),
+                            get(x + names[2] + ".weight", (c.hidden, ff))))
+        return get(moe + "gate.weight", (c.experts, c.hidden)), experts
+
+    def _moe(self, x: torch.Tensor, router: torch.Tensor, experts) -> torch.Tensor:
+        """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock.forward."""
+        c = self.cfg
+        probs = torch.softmax(x @ router.t(), dim=1, dtype=torch.float)
+        weights, chosen = torch.topk(probs, c.top_k, dim=-1)
+        if c.norm_topk:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(x)
+        for e, (gate, up, down) in enumerate(experts):
+            rows, slot = torch.where(chosen == e)
+            if rows.numel() == 0:
+                continue
+            h = x[rows]
+            y = (torch.nn.functional.silu(h @ gate.t()) * (h @ up.t())) @ down.t()
+            out.index_add_(0, rows, y * weights[rows, slot, None])
+        return out
 
     @classmethod
     def from_dir(cls, model_dir: str) -> "Reference":
@@ -409,6 +456,9 @@ class Reference:
             o = self._linear(attn, L["wo"], L["bo"])
             h = h + (self._rms_norm(o, L["post_attn"]) if c.gemma else o)
             x = self._rms_norm(h, L["ln2"])
+            if L["moe"] is not None:
+                h = h + self._moe(x, *L["moe"])
+                continue
             gate = self._linear(x, L["gate"], L["bgate"])
             up = self._linear(x, L["up"], L["bup"])
             act = torch.nn.functional.gelu(gate, approximate="tanh") if c.act == "gelu_pytorch_tanh" else \

@@ -128,6 +128,27 @@ TEST_F(FusionOnTestModels, TinyMistralF32) {
 TEST_F(FusionOnTestModels, TinyPhi3F32) { expect_fused_matches_unfused(write("tiny-phi3", DType::F32, 8), kPrompt); }
 TEST_F(FusionOnTestModels, TinyPhi3Bf16) { expect_fused_matches_unfused(write("tiny-phi3", DType::BF16, 8), kPrompt); }
 
+// Mixture of experts: the experts stay one node (router, grouped expert GEMMs, combine) in both graphs. Unfused, the
+// MLP's four nodes become that one (13 a layer, 15 with Qwen3's q/k norms); fused, 5 a layer: QKV, attention,
+// o + residual, the FFN norm, the experts, whose residual add the next layer's norm takes (the last one's stays).
+void expect_moe_fused_matches_unfused(const ModelWeights& weights) {
+  const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, kPrompt);
+  const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, kPrompt);
+  expect_same_results(fused, none);
+  const int64_t layers = weights.config.num_layers;
+  EXPECT_EQ(none.dispatches_per_step, (weights.config.qk_norm ? 15 : 13) * layers + 4);
+  EXPECT_EQ(fused.dispatches_per_step, 5 * layers + 4);
+}
+TEST_F(FusionOnTestModels, TinyQwen3MoeF32) {
+  expect_moe_fused_matches_unfused(load_model(write("tiny-qwen3-moe", DType::F32)));
+}
+TEST_F(FusionOnTestModels, TinyMixtralF32) {
+  expect_moe_fused_matches_unfused(load_model(write("tiny-mixtral", DType::F32)));
+}
+TEST_F(FusionOnTestModels, TinyMixtralBf16) {
+  expect_moe_fused_matches_unfused(load_model(write("tiny-mixtral", DType::BF16)));
+}
+
 // Gemma 3: sandwich norms, GELU(tanh), scaled embeddings, sliding-window layers with their own RoPE table.
 TEST_F(FusionOnTestModels, TinyGemma3F32) {
   const ModelWeights weights = load_model(write("tiny-gemma3", DType::F32, 8));

@@ -61,10 +61,8 @@ int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*conver
                      ThreadPool* pool) {
   std::unordered_map<const Tensor*, const Tensor*> converted;
   int rewrites = 0;
-  for (Node& n : graph.mutable_nodes()) {
-    if (n.kind != OpKind::kMatMul && n.kind != OpKind::kFusedMatMul) continue;
-    const Tensor* w = n.weight;
-    if (w == nullptr || w->rank() != 2 || !wants(*w)) continue;
+  auto relayout = [&](const Tensor*& w) {
+    if (w == nullptr || w->rank() != 2 || !wants(*w)) return;
     auto [it, fresh] = converted.try_emplace(w, nullptr);
     if (fresh) {
       if (graph.owns_constant(w)) {
@@ -76,8 +74,13 @@ int relayout_weights(Graph& graph, bool (*wants)(const Tensor&), Tensor (*conver
         MappedFile::release_pages(w->data, w->nbytes());
       }
     }
-    n.weight = it->second;
+    w = it->second;
     ++rewrites;
+  };
+  for (Node& n : graph.mutable_nodes()) {
+    if (n.kind == OpKind::kMatMul || n.kind == OpKind::kFusedMatMul) relayout(n.weight);
+    if (n.kind == OpKind::kMoe)  // the experts' GEMMs read the same layouts (the router is a plain GEMM too)
+      for (const Tensor*& w : n.experts) relayout(w);
   }
   return rewrites;
 }

@@ -88,6 +88,19 @@ ValueId DecoderBuilder::gated_mlp(int64_t layer, ValueId h) {
   return matmul(gated, p + "w_down", "", p + "down");
 }
 
+ValueId DecoderBuilder::moe(int64_t layer, ValueId h) {
+  const std::string p = prefix(layer);
+  Node n{.kind = OpKind::kMoe, .inputs = {h}, .output = g_.add_value(p + "moe", c_.hidden_size)};
+  n.weight = &w_.get(p + "router");
+  for (int64_t e = 0; e < c_.num_experts; ++e) {
+    const std::string x = p + "experts." + std::to_string(e) + ".";
+    for (const char* w : {"w_gate", "w_up", "w_down"}) n.experts.push_back(&w_.get(x + w));
+  }
+  n.top_k = c_.num_experts_per_tok;
+  n.renormalize = c_.norm_topk_prob;
+  return g_.add_node(n);
+}
+
 void DecoderBuilder::head(ValueId x) {
   // Only the rows that sample go through the final norm and the (large) lm_head.
   const ValueId last = g_.add_node(Node{.kind = OpKind::kGatherRows,

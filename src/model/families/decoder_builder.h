@@ -31,6 +31,10 @@ class DecoderBuilder {
   graph::ValueId attention(int64_t layer, graph::ValueId h);
   // down(act(gate(h)) * up(h)) with the config's activation.
   graph::ValueId gated_mlp(int64_t layer, graph::ValueId h);
+  // The layer's mixture of experts (one node: router, grouped expert GEMMs, weighted combine).
+  graph::ValueId moe(int64_t layer, graph::ValueId h);
+  // The layer's feed-forward block: its experts on an MoE layer, else the gated MLP.
+  graph::ValueId mlp(int64_t layer, graph::ValueId h) { return c_.is_moe(layer) ? moe(layer, h) : gated_mlp(layer, h); }
   // Final norm over the sampled rows, lm_head (or the tied embedding), soft-capped when configured; sets the output.
   void head(graph::ValueId x);
 
@@ -45,7 +49,8 @@ class DecoderBuilder {
 };
 
 // One graph builder per family (model/families/<family>.cpp).
-graph::Graph build_llama_graph(const ModelWeights& weights);   // Llama 2/3, Mistral, Phi-3, Qwen2, Qwen3
+// Llama 2/3, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Qwen3-MoE
+graph::Graph build_llama_graph(const ModelWeights& weights);
 graph::Graph build_gemma3_graph(const ModelWeights& weights);  // Gemma 3 (text)
 
 }  // namespace minfer

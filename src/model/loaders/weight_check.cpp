@@ -46,12 +46,48 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
       out[p + "post_attn_norm"] = {c.hidden_size};
       out[p + "post_ffn_norm"] = {c.hidden_size};
     }
+    if (c.is_moe(i)) {
+      out[p + "router"] = {c.num_experts, c.hidden_size};
+      for (int64_t e = 0; e < c.num_experts; ++e) {
+        const std::string x = p + "experts." + std::to_string(e) + ".";
+        out[x + "w_gate"] = {c.moe_intermediate_size, c.hidden_size};
+        out[x + "w_up"] = {c.moe_intermediate_size, c.hidden_size};
+        out[x + "w_down"] = {c.hidden_size, c.moe_intermediate_size};
+      }
+      continue;
+    }
     out[p + "w_gate"] = {c.intermediate_size, c.hidden_size};
     out[p + "w_up"] = {c.intermediate_size, c.hidden_size};
     out[p + "w_down"] = {c.hidden_size, c.intermediate_size};
   }
   return out;
 }
+
+namespace {
+
+// GGUF's stacked experts (layers.{i}.experts.w_gate, [experts, rows, cols]) -> layers.{i}.experts.{j}.w_gate views.
+void split_stacked_experts(ModelWeights& weights, std::map<std::string, WeightOrigin>& origins, const std::string& p) {
+  for (const char* w : {"w_gate", "w_up", "w_down"}) {
+    auto it = weights.tensors.find(p + "experts." + w);
+    if (it == weights.tensors.end()) continue;
+    Tensor stacked = it->second;
+    const WeightOrigin origin = origins[p + "experts." + w];
+    if (stacked.rank() != 3 || stacked.dim(0) != weights.config.num_experts || stacked.quant)
+      fail_load(origin.file, "tensor '{}' has shape {}, expected [{}, rows, cols] (one matrix per expert)", origin.name,
+                stacked.shape_string(), weights.config.num_experts);
+    const int64_t rows = stacked.dim(1);
+    stacked.shape = {stacked.dim(0) * rows, stacked.dim(2)};
+    for (int64_t e = 0; e < weights.config.num_experts; ++e) {
+      const std::string name = p + "experts." + std::to_string(e) + "." + w;
+      weights.tensors[name] = row_slice(stacked, e * rows, (e + 1) * rows);
+      origins[name] = origin;
+    }
+    weights.tensors.erase(it);
+    origins.erase(p + "experts." + w);
+  }
+}
+
+}  // namespace
 
 void split_fused_projections(ModelWeights& weights, std::map<std::string, WeightOrigin>& origins) {
   const ModelConfig& c = weights.config;
@@ -64,6 +100,7 @@ void split_fused_projections(ModelWeights& weights, std::map<std::string, Weight
                          {"w_gate_up", {{"w_gate", c.intermediate_size}, {"w_up", c.intermediate_size}}}};
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
+    split_stacked_experts(weights, origins, p);
     for (const Fused& f : fused) {
       auto it = weights.tensors.find(p + f.name);
       if (it == weights.tensors.end()) continue;

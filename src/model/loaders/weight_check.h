@@ -23,7 +23,8 @@ struct WeightOrigin {
 };
 
 // Splits the fused projections some families store (Phi-3's layers.{i}.wqkv into wq, wk, wv and w_gate_up into
-// w_gate, w_up) into row views of the same data (no copy); each part keeps the fused tensor's origin. A fused
+// w_gate, w_up; GGUF's stacked experts layers.{i}.experts.w_gate into experts.{j}.w_gate, ...) into row views of the
+// same data (no copy); each part keeps the fused tensor's origin. A fused
 // tensor whose rows do not add up is a LoadError naming it.
 void split_fused_projections(ModelWeights& weights, std::map<std::string, WeightOrigin>& origins);
 

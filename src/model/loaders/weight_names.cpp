@@ -54,12 +54,6 @@ constexpr NameRow kPhi3Layer[] = {
     {"w_gate_up", "mlp.gate_up_proj.weight", "ffn_up.weight"},
 };
 
-std::span<const NameRow> layer_overrides(Architecture arch) {
-  if (arch == Architecture::kGemma3) return kGemmaLayer;
-  if (arch == Architecture::kPhi3) return kPhi3Layer;
-  return {};
-}
-
 // Splits "<prefix><digits>.<rest>" into the layer number and rest.
 bool split_layer(std::string_view name, std::string_view prefix, std::string_view* layer, std::string_view* rest) {
   if (name.substr(0, prefix.size()) != prefix) return false;
@@ -74,6 +68,66 @@ bool split_layer(std::string_view name, std::string_view prefix, std::string_vie
   return true;
 }
 
+// Mixture-of-experts layers: the router, and in GGUF the experts stacked in one 3-D tensor per projection (split into
+// layers.{i}.experts.{j}.* by split_fused_projections). HF names each expert's matrices apart (kExpertNames).
+constexpr NameRow kQwen3MoeLayer[] = {
+    {"router", "mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"experts.w_gate", "", "ffn_gate_exps.weight"},
+    {"experts.w_up", "", "ffn_up_exps.weight"},
+    {"experts.w_down", "", "ffn_down_exps.weight"},
+};
+constexpr NameRow kMixtralLayer[] = {
+    {"router", "block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+    {"experts.w_gate", "", "ffn_gate_exps.weight"},
+    {"experts.w_up", "", "ffn_up_exps.weight"},
+    {"experts.w_down", "", "ffn_down_exps.weight"},
+};
+
+std::span<const NameRow> layer_overrides(Architecture arch) {
+  if (arch == Architecture::kGemma3) return kGemmaLayer;
+  if (arch == Architecture::kPhi3) return kPhi3Layer;
+  if (arch == Architecture::kQwen3Moe) return kQwen3MoeLayer;
+  if (arch == Architecture::kMixtral) return kMixtralLayer;
+  return {};
+}
+
+// HF's per-expert names: "<prefix><j>.<name>" for canonical "experts.<j>.<w_gate|w_up|w_down>".
+struct ExpertNames {
+  std::string_view prefix;
+  std::string_view gate, up, down;
+};
+std::optional<ExpertNames> hf_expert_names(Architecture arch) {
+  if (arch == Architecture::kQwen3Moe)
+    return ExpertNames{"mlp.experts.", "gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+  if (arch == Architecture::kMixtral)
+    return ExpertNames{"block_sparse_moe.experts.", "w1.weight", "w3.weight", "w2.weight"};
+  return std::nullopt;
+}
+
+// "experts.<j>.<w>" <-> the HF name after the layer prefix; nullopt when `rest` is no expert weight.
+std::optional<std::string> hf_expert_to_canonical(std::string_view rest, Architecture arch) {
+  const auto names = hf_expert_names(arch);
+  std::string_view index, name;
+  if (!names || !split_layer(rest, names->prefix, &index, &name)) return std::nullopt;
+  const std::string_view w = name == names->gate   ? "w_gate"
+                             : name == names->up   ? "w_up"
+                             : name == names->down ? "w_down"
+                                                   : "";
+  if (w.empty()) return std::nullopt;
+  return "experts." + std::string(index) + "." + std::string(w);
+}
+std::optional<std::string> canonical_expert_to_hf(std::string_view rest, Architecture arch) {
+  const auto names = hf_expert_names(arch);
+  std::string_view index, w;
+  if (!names || !split_layer(rest, "experts.", &index, &w)) return std::nullopt;
+  const std::string_view name = w == "w_gate"   ? names->gate
+                                : w == "w_up"   ? names->up
+                                : w == "w_down" ? names->down
+                                                : "";
+  if (name.empty()) return std::nullopt;
+  return std::string(names->prefix) + std::string(index) + "." + std::string(name);
+}
+
 template <typename Get>
 std::optional<std::string> to_canonical(std::string_view name, std::string_view layer_prefix, Architecture arch,
                                         Get external) {
@@ -83,7 +137,9 @@ std::optional<std::string> to_canonical(std::string_view name, std::string_view 
   if (!split_layer(name, layer_prefix, &layer, &rest)) return std::nullopt;
   for (std::span<const NameRow> rows : {layer_overrides(arch), std::span<const NameRow>(kLayer)})
     for (const NameRow& r : rows)
-      if (rest == external(r)) return "layers." + std::string(layer) + "." + r.canonical;
+      if (*external(r) != '\0' && rest == external(r)) return "layers." + std::string(layer) + "." + r.canonical;
+  if (layer_prefix == "model.layers.")
+    if (auto expert = hf_expert_to_canonical(rest, arch)) return "layers." + std::string(layer) + "." + *expert;
   return std::nullopt;
 }
 
@@ -96,7 +152,16 @@ std::string from_canonical(const std::string& canonical, std::string_view layer_
   if (split_layer(canonical, "layers.", &layer, &rest)) {
     for (std::span<const NameRow> rows : {layer_overrides(arch), std::span<const NameRow>(kLayer)})
       for (const NameRow& r : rows)
-        if (rest == r.canonical) return std::string(layer_prefix) + std::string(layer) + "." + external(r);
+        if (rest == r.canonical && *external(r) != '\0')
+          return std::string(layer_prefix) + std::string(layer) + "." + external(r);
+    // One expert's matrix: HF names it apart; GGUF holds it in the stacked tensor of its projection.
+    if (layer_prefix == "model.layers.") {
+      if (auto hf = canonical_expert_to_hf(rest, arch))
+        return std::string(layer_prefix) + std::string(layer) + "." + *hf;
+    } else if (std::string_view index, w; split_layer(rest, "experts.", &index, &w)) {
+      return from_canonical("layers." + std::string(layer) + ".experts." + std::string(w), layer_prefix, arch,
+                            external);
+    }
   }
   fail("no checkpoint name for canonical weight '{}'", canonical);
 }

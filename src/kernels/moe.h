@@ -1,0 +1,40 @@
+// Mixture-of-experts feed-forward (Qwen3-MoE, Mixtral) over a batch of rows: a softmax router picks top_k experts
+// per row; each expert then runs once over all the rows routed to it, as grouped GEMMs (its gate, up and down
+// weights read once per call, whatever the number of rows: no per-token GEMV in prefill), and each row's output is
+// the probability-weighted sum of its experts' outputs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "tensor/tensor.h"
+
+namespace minfer::kernels {
+
+struct MoeWeights {
+  const Tensor* router = nullptr;          // [experts, hidden], any GEMM weight type
+  std::span<const Tensor* const> experts;  // 3 per expert: gate [ff, hidden], up [ff, hidden], down [hidden, ff]
+  int64_t top_k = 0;
+  bool renormalize = true;  // the chosen experts' probabilities renormalised to sum to 1 (norm_topk_prob)
+};
+
+// Buffers a call grows once to the largest batch and then reuses.
+struct MoeScratch {
+  std::vector<float> logits, gathered, gate, up, expert_out, slot_out;
+  std::vector<int32_t> choice, by_expert, offsets;
+  std::vector<float> prob;
+};
+
+// Which experts each row chose and with what weight, in the order of their probability (ties: the lower expert).
+// choice and prob are [rows, top_k]. Exposed for tests.
+void moe_route(const float* logits, int64_t rows, int64_t experts, int64_t top_k, bool renormalize, int32_t* choice,
+               float* prob);
+
+// out [rows, hidden] = sum over each row's chosen experts e of prob_e * down_e(silu(gate_e(x)) * up_e(x)), summed in
+// expert order (as transformers' index_add over experts does), so a row's result does not depend on the other rows.
+void moe_ffn(const float* x, int64_t rows, int64_t hidden, const MoeWeights& moe, float* out, ThreadPool& pool,
+             MoeScratch& scratch);
+
+}  // namespace minfer::kernels

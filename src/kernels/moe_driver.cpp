@@ -1,0 +1,122 @@
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "base/error.h"
+#include "kernels/kernels.h"
+#include "kernels/moe.h"
+
+namespace minfer::kernels {
+namespace {
+
+float* grow(std::vector<float>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+void check_weights(const MoeWeights& m, int64_t hidden) {
+  MINFER_CHECK(m.router != nullptr && m.router->rank() == 2 && m.router->dim(1) == hidden,
+               "moe: router {} for width {}", m.router ? m.router->shape_string() : "null", hidden);
+  const int64_t experts = m.router->dim(0);
+  MINFER_CHECK(static_cast<int64_t>(m.experts.size()) == 3 * experts, "moe: {} expert matrices for {} experts",
+               m.experts.size(), experts);
+  MINFER_CHECK(m.top_k >= 1 && m.top_k <= experts, "moe: top_k {} of {} experts", m.top_k, experts);
+}
+
+}  // namespace
+
+void moe_route(const float* logits, int64_t rows, int64_t experts, int64_t top_k, bool renormalize, int32_t* choice,
+               float* prob) {
+  std::vector<float> p(static_cast<size_t>(experts));
+  std::vector<int32_t> order(static_cast<size_t>(experts));
+  for (int64_t r = 0; r < rows; ++r) {
+    // softmax in f32 (transformers: softmax(router_logits, dim=1, dtype=torch.float)), then the top_k probabilities.
+    const float* l = logits + r * experts;
+    const float mx = *std::max_element(l, l + experts);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) sum += p[static_cast<size_t>(e)] = std::exp(l[e] - mx);
+    for (float& v : p) v /= sum;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
+      return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)] ||
+             (p[static_cast<size_t>(a)] == p[static_cast<size_t>(b)] && a < b);
+    });
+    float chosen = 0.0f;
+    for (int64_t s = 0; s < top_k; ++s) chosen += p[static_cast<size_t>(order[static_cast<size_t>(s)])];
+    for (int64_t s = 0; s < top_k; ++s) {
+      const int32_t e = order[static_cast<size_t>(s)];
+      choice[r * top_k + s] = e;
+      prob[r * top_k + s] = renormalize ? p[static_cast<size_t>(e)] / chosen : p[static_cast<size_t>(e)];
+    }
+  }
+}
+
+void moe_ffn(const float* x, int64_t rows, int64_t hidden, const MoeWeights& m, float* out, ThreadPool& pool,
+             MoeScratch& s) {
+  check_weights(m, hidden);
+  const int64_t experts = m.router->dim(0), k = m.top_k;
+  gemm(x, rows, hidden, *m.router, nullptr, grow(s.logits, rows * experts), pool);
+  s.choice.resize(static_cast<size_t>(rows * k));
+  s.prob.resize(static_cast<size_t>(rows * k));
+  moe_route(s.logits.data(), rows, experts, k, m.renormalize, s.choice.data(), s.prob.data());
+
+  // The (row, slot) pairs of each expert, grouped by expert in row order (a counting sort).
+  s.offsets.assign(static_cast<size_t>(experts + 1), 0);
+  for (int32_t e : s.choice) ++s.offsets[static_cast<size_t>(e) + 1];
+  for (int64_t e = 0; e < experts; ++e) s.offsets[static_cast<size_t>(e + 1)] += s.offsets[static_cast<size_t>(e)];
+  s.by_expert.resize(static_cast<size_t>(rows * k));
+  {
+    std::vector<int32_t> next(s.offsets.begin(), s.offsets.end() - 1);
+    for (int64_t i = 0; i < rows * k; ++i)
+      s.by_expert[static_cast<size_t>(next[static_cast<size_t>(s.choice[static_cast<size_t>(i)])]++)] =
+          static_cast<int32_t>(i);
+  }
+
+  // Each expert once over its rows: gather, gate and up GEMMs, SiLU product, down GEMM into the rows' slots.
+  float* slot_out = grow(s.slot_out, rows * k * hidden);
+  for (int64_t e = 0; e < experts; ++e) {
+    const int64_t begin = s.offsets[static_cast<size_t>(e)], n = s.offsets[static_cast<size_t>(e + 1)] - begin;
+    if (n == 0) continue;
+    const Tensor& gate = *m.experts[static_cast<size_t>(3 * e)];
+    const Tensor& up = *m.experts[static_cast<size_t>(3 * e + 1)];
+    const Tensor& down = *m.experts[static_cast<size_t>(3 * e + 2)];
+    const int64_t ff = gate.dim(0);
+    float* xe = grow(s.gathered, n * hidden);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t row = s.by_expert[static_cast<size_t>(begin + i)] / k;
+      std::copy(x + row * hidden, x + (row + 1) * hidden, xe + i * hidden);
+    }
+    float* g = grow(s.gate, n * ff);
+    float* u = grow(s.up, n * ff);
+    gemm(xe, n, hidden, gate, nullptr, g, pool);
+    gemm(xe, n, hidden, up, nullptr, u, pool);
+    silu_mul(g, u, g, n * ff);
+    float* d = grow(s.expert_out, n * hidden);
+    gemm(g, n, ff, down, nullptr, d, pool);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t slot = s.by_expert[static_cast<size_t>(begin + i)];
+      std::copy(d + i * hidden, d + (i + 1) * hidden, slot_out + slot * hidden);
+    }
+  }
+
+  // Combine: each row's slots in expert order, weighted.
+  pool.parallel_for(static_cast<size_t>(rows), 1, [&](size_t r0, size_t r1) {
+    std::vector<int32_t> slots(static_cast<size_t>(k));
+    for (size_t r = r0; r < r1; ++r) {
+      const auto row = static_cast<int64_t>(r);
+      std::iota(slots.begin(), slots.end(), static_cast<int32_t>(row * k));
+      std::sort(slots.begin(), slots.end(), [&](int32_t a, int32_t b) {
+        return s.choice[static_cast<size_t>(a)] < s.choice[static_cast<size_t>(b)];
+      });
+      float* y = out + row * hidden;
+      std::fill(y, y + hidden, 0.0f);
+      for (int32_t slot : slots) {
+        const float w = s.prob[static_cast<size_t>(slot)];
+        const float* v = slot_out + static_cast<int64_t>(slot) * hidden;
+        for (int64_t h = 0; h < hidden; ++h) y[h] += w * v[h];
+      }
+    }
+  });
+}
+
+}  // namespace minfer::kernels
