@@ -33,7 +33,8 @@ void moe_route(const float* logits, int64_t rows, int64_t experts, int64_t top_k
                float* prob);
 
 // out [rows, hidden] = sum over each row's chosen experts e of prob_e * down_e(silu(gate_e(x)) * up_e(x)), summed in
-// expert order (as transformers' index_add over experts does), so a row's result does not depend on the other rows.
+// expert order (as transformers' index_add over experts does), so a row's result does not depend on the other rows
+// beyond the last bits of the GEMMs' row blocking.
 void moe_ffn(const float* x, int64_t rows, int64_t hidden, const MoeWeights& moe, float* out, ThreadPool& pool,
              MoeScratch& scratch);
 

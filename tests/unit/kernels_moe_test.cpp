@@ -1,0 +1,176 @@
+// The mixture-of-experts FFN (kernels/moe.h) against a dense reference written from transformers' maths (softmax
+// over all experts in double, the top-k, renormalised or not, each expert's SwiGLU, the weighted sum): random
+// inputs of awkward sizes, f32 and bf16 weights, 1 and 3 threads; the routing's ties and order; and that a row's
+// output does not depend on the other rows of the batch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "base/half.h"
+#include "kernels/moe.h"
+#include "kernels_test_util.h"
+
+namespace minfer::kernels {
+namespace {
+
+using testing::expect_close;
+using testing::make_tensor;
+using testing::random_floats;
+
+struct Model {
+  int64_t hidden, ff, experts;
+  Tensor router;
+  std::vector<Tensor> mats;  // gate, up, down per expert
+  std::vector<const Tensor*> ptrs;
+};
+
+Model make_model(std::mt19937& rng, int64_t hidden, int64_t ff, int64_t experts, DType dtype) {
+  Model m{hidden, ff, experts, {}, {}, {}};
+  m.router = make_tensor(random_floats(rng, static_cast<size_t>(experts * hidden)), {experts, hidden}, dtype);
+  for (int64_t e = 0; e < experts; ++e) {
+    m.mats.push_back(
+        make_tensor(random_floats(rng, static_cast<size_t>(ff * hidden), -0.3f, 0.3f), {ff, hidden}, dtype));
+    m.mats.push_back(
+        make_tensor(random_floats(rng, static_cast<size_t>(ff * hidden), -0.3f, 0.3f), {ff, hidden}, dtype));
+    m.mats.push_back(
+        make_tensor(random_floats(rng, static_cast<size_t>(ff * hidden), -0.3f, 0.3f), {hidden, ff}, dtype));
+  }
+  for (const Tensor& t : m.mats) m.ptrs.push_back(&t);
+  return m;
+}
+
+std::vector<double> weights_of(const Tensor& t) {
+  const Tensor f = to_f32(t);
+  return std::vector<double>(f.as<float>(), f.as<float>() + f.numel());
+}
+
+// transformers' Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock in double. margin[r]: how far row r's k-th
+// probability lies above the next (a near-tie can flip under rounded arithmetic, and with it the whole row).
+std::vector<float> dense_moe(const Model& m, const std::vector<float>& x, int64_t rows, int64_t k, bool renormalize,
+                             std::vector<double>* margin = nullptr) {
+  const std::vector<double> router = weights_of(m.router);
+  std::vector<float> out(static_cast<size_t>(rows * m.hidden), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data() + r * m.hidden;
+    std::vector<double> p(static_cast<size_t>(m.experts));
+    for (int64_t e = 0; e < m.experts; ++e)
+      for (int64_t h = 0; h < m.hidden; ++h)
+        p[static_cast<size_t>(e)] += router[static_cast<size_t>(e * m.hidden + h)] * xr[h];
+    double mx = -INFINITY;
+    for (double v : p) mx = std::max(mx, v);
+    double sum = 0;
+    for (double& v : p) sum += (v = std::exp(v - mx));
+    for (double& v : p) v /= sum;
+    std::vector<int64_t> order(static_cast<size_t>(m.experts));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)]; });
+    double chosen = 0;
+    for (int64_t s = 0; s < k; ++s) chosen += p[static_cast<size_t>(order[static_cast<size_t>(s)])];
+    if (margin)
+      margin->push_back(k < m.experts ? p[static_cast<size_t>(order[static_cast<size_t>(k - 1)])] -
+                                            p[static_cast<size_t>(order[static_cast<size_t>(k)])]
+                                      : 1.0);
+    for (int64_t s = 0; s < k; ++s) {
+      const int64_t e = order[static_cast<size_t>(s)];
+      const double w = renormalize ? p[static_cast<size_t>(e)] / chosen : p[static_cast<size_t>(e)];
+      const std::vector<double> g = weights_of(m.mats[static_cast<size_t>(3 * e)]);
+      const std::vector<double> u = weights_of(m.mats[static_cast<size_t>(3 * e + 1)]);
+      const std::vector<double> d = weights_of(m.mats[static_cast<size_t>(3 * e + 2)]);
+      std::vector<double> act(static_cast<size_t>(m.ff));
+      for (int64_t f = 0; f < m.ff; ++f) {
+        double gv = 0, uv = 0;
+        for (int64_t h = 0; h < m.hidden; ++h) {
+          gv += g[static_cast<size_t>(f * m.hidden + h)] * xr[h];
+          uv += u[static_cast<size_t>(f * m.hidden + h)] * xr[h];
+        }
+        act[static_cast<size_t>(f)] = gv / (1 + std::exp(-gv)) * uv;
+      }
+      for (int64_t h = 0; h < m.hidden; ++h) {
+        double y = 0;
+        for (int64_t f = 0; f < m.ff; ++f) y += d[static_cast<size_t>(h * m.ff + f)] * act[static_cast<size_t>(f)];
+        out[static_cast<size_t>(r * m.hidden + h)] += static_cast<float>(w * y);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(KernelsMoe, RandomBatchesMatchDenseReference) {
+  std::mt19937 rng(21);
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (auto [hidden, ff, experts, k] :
+         {std::tuple{24, 40, 5, 2}, std::tuple{33, 17, 8, 3}, std::tuple{64, 96, 4, 1}}) {
+      const Model m = make_model(rng, hidden, ff, experts, dtype);
+      for (int64_t rows : {1, 7, 33}) {
+        for (bool renormalize : {true, false}) {
+          const std::vector<float> x = random_floats(rng, static_cast<size_t>(rows * hidden), -1.5f, 1.5f);
+          std::vector<double> margin;
+          const std::vector<float> want = dense_moe(m, x, rows, k, renormalize, &margin);
+          // bf16 weights: the GEMMs round activations to bf16 (as every bf16 GEMM of the engine does), which may
+          // swap two experts of nearly equal probability; such rows are not compared.
+          // Errors are measured against the row's largest output.
+          std::vector<float> scale(want.size());
+          for (size_t i = 0; i < want.size(); ++i) {
+            const size_t row = i / static_cast<size_t>(hidden);
+            const auto first = want.begin() + static_cast<int64_t>(row) * hidden;
+            float row_max = 0.0f;
+            for (auto it = first; it != first + hidden; ++it) row_max = std::max(row_max, std::fabs(*it));
+            const bool near_tie = dtype == DType::BF16 && margin[row] < 0.02;
+            scale[i] = near_tie ? 1e30f : row_max;
+          }
+          for (int threads : {1, 3}) {
+            ThreadPool pool(threads);
+            MoeScratch scratch;
+            std::vector<float> got(want.size(), NAN);
+            moe_ffn(x.data(), rows, hidden, {&m.router, m.ptrs, k, renormalize}, got.data(), pool, scratch);
+            const float tol = dtype == DType::BF16 ? 2e-2f : 2e-5f;
+            expect_close(got, want, tol, tol * 0.1f,
+                         std::string(dtype_name(dtype)) + " hidden " + std::to_string(hidden) + " experts " +
+                             std::to_string(experts) + " top " + std::to_string(k) + " rows " + std::to_string(rows) +
+                             (renormalize ? " renormalised" : "") + " threads " + std::to_string(threads),
+                         &scale);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(KernelsMoe, RoutingOrderTiesAndRenormalisation) {
+  // Row 0: experts 2 and 0 tie for the top; the lower one comes first. Row 1: a clear order 3 > 1 > 0 > 2.
+  const std::vector<float> logits = {1.0f, 0.0f, 1.0f, -1.0f, 0.1f, 0.5f, -2.0f, 2.0f};
+  std::vector<int32_t> choice(4);
+  std::vector<float> prob(4);
+  moe_route(logits.data(), 2, 4, 2, true, choice.data(), prob.data());
+  EXPECT_EQ(choice, (std::vector<int32_t>{0, 2, 3, 1}));
+  EXPECT_FLOAT_EQ(prob[0] + prob[1], 1.0f);
+  EXPECT_FLOAT_EQ(prob[0], 0.5f);
+  EXPECT_NEAR(prob[2] / prob[3], std::exp(2.0 - 0.5), 1e-5);
+  moe_route(logits.data(), 2, 4, 2, false, choice.data(), prob.data());
+  const double z = std::exp(0.1) + std::exp(0.5) + std::exp(-2.0) + std::exp(2.0);
+  EXPECT_NEAR(prob[2], std::exp(2.0) / z, 1e-6);  // the softmax over all four, not renormalised
+}
+
+// A row's output is the same alone and inside a batch of other rows (its experts' GEMMs run over other row counts;
+// the f32 GEMM kernels block rows differently for different counts, so the last bits may differ: what must not
+// change is the routing, i.e. which experts a row uses).
+TEST(KernelsMoe, RowsDoNotDependOnTheBatch) {
+  std::mt19937 rng(22);
+  const Model m = make_model(rng, 48, 64, 6, DType::F32);
+  const std::vector<float> x = random_floats(rng, 48 * 20, -1.5f, 1.5f);
+  ThreadPool pool(2);
+  MoeScratch scratch;
+  std::vector<float> batched(x.size());
+  moe_ffn(x.data(), 20, 48, {&m.router, m.ptrs, 2, true}, batched.data(), pool, scratch);
+  for (int64_t r : {0, 7, 19}) {
+    std::vector<float> alone(48);
+    moe_ffn(x.data() + r * 48, 1, 48, {&m.router, m.ptrs, 2, true}, alone.data(), pool, scratch);
+    const std::vector<float> row(batched.begin() + r * 48, batched.begin() + (r + 1) * 48);
+    expect_close(alone, row, 1e-5f, 1e-7f, "row " + std::to_string(r) + " alone vs in a batch of 20");
+  }
+}
+
+}  // namespace
+}  // namespace minfer::kernels
