@@ -69,3 +69,43 @@ def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp
     print(f"{preset}: minfer GGUF vs HF {np.abs(from_gguf - from_hf).max():.2e}, llama.cpp vs minfer "
           f"{np.abs(theirs - from_gguf).max() / scale:.2e} (relative to the largest logit)")
     assert np.abs(theirs - from_gguf).max() <= 2e-3 * scale
+
+
+def llama_quantize(src, dst, ftype: int):
+    import ctypes
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype, params.nthread = ftype, 2
+    assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
+
+
+@pytest.mark.parametrize("preset", ["tiny-mistral", "tiny-gemma3", "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral"])
+@pytest.mark.parametrize("ftype", [7, 15], ids=["Q8_0", "Q4_K_M"])
+def test_quantized_family_gguf_is_as_faithful_as_llamacpp(minfer, tiny_models, preset, ftype, tmp_path):
+    """The families in GGUF quant types: the gguf-py file quantized by llama.cpp itself (64-wide rows are not whole
+    256-blocks, so Q4_K_M falls back to the 32-blocks types llama.cpp picks for them), then minfer and llama.cpp on
+    that file, each against the unquantized model (minfer on the f32 directory, which test_oracle_hf.py checks against
+    PyTorch). Both engines round activations to int8 blocks for these weights, and on random tiny models with flat
+    logits (and MoE routing that such rounding can flip) that moves logits by a few percent; what is asserted:
+    minfer's mean per-row error against the unquantized logits is at most 1.5x llama.cpp's."""
+    hf = tmp_path / "hf"
+    shutil.copytree(tiny_models(preset, "f32"), hf)
+    config = read_config(hf)
+    config["sliding_window"] = None if preset in ("tiny-mistral", "tiny-phi3") else config.get("sliding_window")
+    if preset == "tiny-gemma3":
+        config["query_pre_attn_scalar"] = config["head_dim"]
+    (hf / "config.json").write_text(json.dumps(config, indent=2))
+    f32, quantized = tmp_path / "f32.gguf", tmp_path / "quantized.gguf"
+    gguf_py_writer.write(str(hf), str(f32))
+    llama_quantize(f32, quantized, ftype)
+    ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
+    exact, _ = engine(minfer, hf, ids, tmp_path, "f32")
+    ours, _ = engine(minfer, quantized, ids, tmp_path, "q")
+    llama = llama_cpp.Llama(model_path=str(quantized), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
+    llama.eval(ids)
+    theirs = np.array(llama.scores[:len(ids)], dtype=np.float32)
+    scale = np.abs(exact).max(axis=1)
+    err_ours = float((np.abs(ours - exact).max(axis=1) / scale).mean())
+    err_theirs = float((np.abs(theirs - exact).max(axis=1) / scale).mean())
+    print(f"{preset} ftype {ftype}: mean row error against the f32 model: minfer {err_ours:.2e}, llama.cpp "
+          f"{err_theirs:.2e}")
+    assert err_ours <= 1.5 * err_theirs
