@@ -210,7 +210,7 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     }
     case OpKind::kFusedMatMul: run_fused_matmul(node, step, kv_layers, tokens, sampled); return;
     case OpKind::kMoe: {
-      const kernels::MoeWeights moe{node.weight, node.experts, node.top_k, node.renormalize};
+      const kernels::MoeWeights moe{node.weight, node.experts, node.top_k, node.renormalize, node.block};
       kernels::moe_ffn(in(0), rows_of(node.output), width(node.output), moe, buffer(node.output), pool_, moe_scratch_);
       return;
     }

@@ -100,9 +100,10 @@ void Graph::verify() const {
       const int64_t width = value(n.inputs.at(0)).width;
       MINFER_CHECK(n.weight && n.weight->rank() == 2 && n.weight->dim(1) == width && value(n.output).width == width,
                    "moe node {}: router and widths", i);
-      MINFER_CHECK(
-          static_cast<int64_t>(n.experts.size()) == 3 * n.weight->dim(0) && n.top_k >= 1 && n.top_k <= n.weight->dim(0),
-          "moe node {}: {} expert matrices, top_k {}, for {} experts", i, n.experts.size(), n.top_k, n.weight->dim(0));
+      MINFER_CHECK(static_cast<int64_t>(n.experts.size()) == (n.block > 0 ? 2 : 3) * n.weight->dim(0) && n.top_k >= 1 &&
+                       n.top_k <= n.weight->dim(0),
+                   "moe node {}: {} expert matrices, top_k {}, for {} experts", i, n.experts.size(), n.top_k,
+                   n.weight->dim(0));
     }
     if (n.kind == OpKind::kMatMul) {
       MINFER_CHECK(n.weight != nullptr && n.weight->rank() == 2, "matmul node {} needs a 2-D weight", i);

@@ -69,7 +69,8 @@ struct Node {
   kernels::fused::Epilogue epilogue = kernels::fused::Epilogue::kNone;  // FusedMatMul; kResidual reads in1
   int64_t block = 0;     // FusedMatMul kSiluMul / kGeluTanhMul: gate/up interleave block
   int64_t kv_heads = 0;  // FusedMatMul kRopeKvWrite (heads, head_dim and layer above)
-  // Moe: gate, up, down of each expert in turn, how many each row uses, and whether their weights renormalise.
+  // Moe: gate, up, down of each expert in turn (with `block` set: gate/up interleaved by it, then down), how many each
+  // row uses, and whether their weights renormalise.
   std::vector<const Tensor*> experts;
   int64_t top_k = 0;
   bool renormalize = false;

@@ -14,10 +14,13 @@
 namespace minfer::kernels {
 
 struct MoeWeights {
-  const Tensor* router = nullptr;          // [experts, hidden], any GEMM weight type
-  std::span<const Tensor* const> experts;  // 3 per expert: gate [ff, hidden], up [ff, hidden], down [hidden, ff]
+  const Tensor* router = nullptr;  // [experts, hidden], any GEMM weight type
+  // 3 per expert: gate [ff, hidden], up [ff, hidden], down [hidden, ff]; or with gate_up_block, 2 per expert: gate and
+  // up interleaved in blocks of that many rows (kernels/fused/fused_weights.h) [2 ff, hidden], then down.
+  std::span<const Tensor* const> experts;
   int64_t top_k = 0;
   bool renormalize = true;  // the chosen experts' probabilities renormalised to sum to 1 (norm_topk_prob)
+  int64_t gate_up_block = 0;
 };
 
 // Buffers a call grows once to the largest batch and then reuses.

@@ -3,6 +3,8 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "kernels/dispatch.h"
+#include "kernels/fused/fused_matmul.h"
 #include "kernels/kernels.h"
 #include "kernels/moe.h"
 
@@ -17,10 +19,41 @@ float* grow(std::vector<float>& v, int64_t n) {
 void check_weights(const MoeWeights& m, int64_t hidden) {
   MINFER_CHECK(m.router != nullptr && m.router->rank() == 2 && m.router->dim(1) == hidden,
                "moe: router {} for width {}", m.router ? m.router->shape_string() : "null", hidden);
-  const int64_t experts = m.router->dim(0);
-  MINFER_CHECK(static_cast<int64_t>(m.experts.size()) == 3 * experts, "moe: {} expert matrices for {} experts",
+  const int64_t experts = m.router->dim(0), per_expert = m.gate_up_block > 0 ? 2 : 3;
+  MINFER_CHECK(static_cast<int64_t>(m.experts.size()) == per_expert * experts, "moe: {} expert matrices for {} experts",
                m.experts.size(), experts);
   MINFER_CHECK(m.top_k >= 1 && m.top_k <= experts, "moe: top_k {} of {} experts", m.top_k, experts);
+}
+
+// silu(gate_e(xe)) * up_e(xe) into s.gate [n, ff]: one GEMM over the interleaved gate/up weights with the SiLU
+// product in its epilogue when they are packed (one pass over the rows, one fork of the pool), else two GEMMs.
+// Returns ff.
+int64_t expert_gate_up(const MoeWeights& m, int64_t e, const float* xe, int64_t n, int64_t hidden, ThreadPool& pool,
+                       MoeScratch& s) {
+  if (m.gate_up_block > 0) {
+    const Tensor& gate_up = *m.experts[static_cast<size_t>(2 * e)];
+    const int64_t ff = gate_up.dim(0) / 2;
+    fused::FusedMatMul op;
+    op.x = xe;
+    op.rows = n;
+    op.k = hidden;
+    op.weight = &gate_up;
+    op.y = grow(s.up, n * 2 * ff);
+    op.epilogue = fused::Epilogue::kSiluMul;
+    op.out = grow(s.gate, n * ff);
+    op.block = m.gate_up_block;
+    fused::fused_matmul(active_kernels(), op, pool);
+    return ff;
+  }
+  const Tensor& gate = *m.experts[static_cast<size_t>(3 * e)];
+  const Tensor& up = *m.experts[static_cast<size_t>(3 * e + 1)];
+  const int64_t ff = gate.dim(0);
+  float* g = grow(s.gate, n * ff);
+  float* u = grow(s.up, n * ff);
+  gemm(xe, n, hidden, gate, nullptr, g, pool);
+  gemm(xe, n, hidden, up, nullptr, u, pool);
+  silu_mul(g, u, g, n * ff);
+  return ff;
 }
 
 }  // namespace
@@ -54,7 +87,7 @@ void moe_route(const float* logits, int64_t rows, int64_t experts, int64_t top_k
 void moe_ffn(const float* x, int64_t rows, int64_t hidden, const MoeWeights& m, float* out, ThreadPool& pool,
              MoeScratch& s) {
   check_weights(m, hidden);
-  const int64_t experts = m.router->dim(0), k = m.top_k;
+  const int64_t experts = m.router->dim(0), k = m.top_k, per_expert = m.gate_up_block > 0 ? 2 : 3;
   gemm(x, rows, hidden, *m.router, nullptr, grow(s.logits, rows * experts), pool);
   s.choice.resize(static_cast<size_t>(rows * k));
   s.prob.resize(static_cast<size_t>(rows * k));
@@ -77,20 +110,14 @@ void moe_ffn(const float* x, int64_t rows, int64_t hidden, const MoeWeights& m, 
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t begin = s.offsets[static_cast<size_t>(e)], n = s.offsets[static_cast<size_t>(e + 1)] - begin;
     if (n == 0) continue;
-    const Tensor& gate = *m.experts[static_cast<size_t>(3 * e)];
-    const Tensor& up = *m.experts[static_cast<size_t>(3 * e + 1)];
-    const Tensor& down = *m.experts[static_cast<size_t>(3 * e + 2)];
-    const int64_t ff = gate.dim(0);
     float* xe = grow(s.gathered, n * hidden);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t row = s.by_expert[static_cast<size_t>(begin + i)] / k;
       std::copy(x + row * hidden, x + (row + 1) * hidden, xe + i * hidden);
     }
-    float* g = grow(s.gate, n * ff);
-    float* u = grow(s.up, n * ff);
-    gemm(xe, n, hidden, gate, nullptr, g, pool);
-    gemm(xe, n, hidden, up, nullptr, u, pool);
-    silu_mul(g, u, g, n * ff);
+    const int64_t ff = expert_gate_up(m, e, xe, n, hidden, pool, s);
+    const float* g = s.gate.data();
+    const Tensor& down = *m.experts[static_cast<size_t>(per_expert * e + per_expert - 1)];
     float* d = grow(s.expert_out, n * hidden);
     gemm(g, n, ff, down, nullptr, d, pool);
     for (int64_t i = 0; i < n; ++i) {

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "base/half.h"
+#include "kernels/fused/fused_weights.h"
 #include "kernels/moe.h"
 #include "kernels_test_util.h"
 
@@ -18,11 +19,15 @@ using testing::expect_close;
 using testing::make_tensor;
 using testing::random_floats;
 
+constexpr int64_t kPackBlock = 8;
+
 struct Model {
   int64_t hidden, ff, experts;
   Tensor router;
   std::vector<Tensor> mats;  // gate, up, down per expert
   std::vector<const Tensor*> ptrs;
+  std::vector<Tensor> packed;              // gate/up interleaved by kPackBlock, per expert
+  std::vector<const Tensor*> packed_ptrs;  // packed gate/up, down per expert
 };
 
 Model make_model(std::mt19937& rng, int64_t hidden, int64_t ff, int64_t experts, DType dtype) {
@@ -37,6 +42,13 @@ Model make_model(std::mt19937& rng, int64_t hidden, int64_t ff, int64_t experts,
         make_tensor(random_floats(rng, static_cast<size_t>(ff * hidden), -0.3f, 0.3f), {hidden, ff}, dtype));
   }
   for (const Tensor& t : m.mats) m.ptrs.push_back(&t);
+  for (int64_t e = 0; e < experts; ++e)
+    m.packed.push_back(fused::interleave_gate_up(m.mats[static_cast<size_t>(3 * e)],
+                                                 m.mats[static_cast<size_t>(3 * e + 1)], kPackBlock));
+  for (int64_t e = 0; e < experts; ++e) {
+    m.packed_ptrs.push_back(&m.packed[static_cast<size_t>(e)]);
+    m.packed_ptrs.push_back(&m.mats[static_cast<size_t>(3 * e + 2)]);
+  }
   return m;
 }
 
@@ -126,11 +138,16 @@ TEST(KernelsMoe, RandomBatchesMatchDenseReference) {
             std::vector<float> got(want.size(), NAN);
             moe_ffn(x.data(), rows, hidden, {&m.router, m.ptrs, k, renormalize}, got.data(), pool, scratch);
             const float tol = dtype == DType::BF16 ? 2e-2f : 2e-5f;
-            expect_close(got, want, tol, tol * 0.1f,
-                         std::string(dtype_name(dtype)) + " hidden " + std::to_string(hidden) + " experts " +
-                             std::to_string(experts) + " top " + std::to_string(k) + " rows " + std::to_string(rows) +
-                             (renormalize ? " renormalised" : "") + " threads " + std::to_string(threads),
-                         &scale);
+            const std::string what = std::string(dtype_name(dtype)) + " hidden " + std::to_string(hidden) +
+                                     " experts " + std::to_string(experts) + " top " + std::to_string(k) + " rows " +
+                                     std::to_string(rows) + (renormalize ? " renormalised" : "") + " threads " +
+                                     std::to_string(threads);
+            expect_close(got, want, tol, tol * 0.1f, what, &scale);
+            // Gate and up packed as the gate/up fusion pass packs them: one GEMM with the SiLU product epilogue.
+            std::vector<float> packed_out(want.size(), NAN);
+            moe_ffn(x.data(), rows, hidden, {&m.router, m.packed_ptrs, k, renormalize, kPackBlock}, packed_out.data(),
+                    pool, scratch);
+            expect_close(packed_out, want, tol, tol * 0.1f, what + " (gate/up packed)", &scale);
           }
         }
       }
