@@ -47,6 +47,11 @@ struct EngineStats {
   int64_t pages_free = 0;    // includes cached pages nobody references (evictable)
   int64_t pages_cached = 0;  // in the prefix cache, referenced or not
   int64_t kv_pool_bytes = 0;
+  // The sliding-window layers' own pool, when the model has such layers (Gemma 3's local layers, Mistral): pages
+  // behind every window go back to it as sequences advance (the pages above are then the full-attention layers').
+  int64_t window_pages_total = 0;
+  int64_t window_pages_used = 0;
+  int64_t window_pages_released = 0;  // released behind windows so far
   // Tokens whose KV is held / token slots of the pages in use (shared pages counted once).
   double kv_utilisation = 0.0;
   // Prefix cache, over admitted requests: prompt tokens looked up and found.

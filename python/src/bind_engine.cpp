@@ -91,6 +91,9 @@ py::dict stats_dict(const EngineStats& s) {
   d["pages_free"] = s.pages_free;
   d["pages_cached"] = s.pages_cached;
   d["kv_pool_bytes"] = s.kv_pool_bytes;
+  d["window_pages_total"] = s.window_pages_total;
+  d["window_pages_used"] = s.window_pages_used;
+  d["window_pages_released"] = s.window_pages_released;
   d["kv_utilisation"] = s.kv_utilisation;
   d["prefix_queried_tokens"] = s.prefix_queried_tokens;
   d["prefix_hit_tokens"] = s.prefix_hit_tokens;

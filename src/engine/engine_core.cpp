@@ -70,35 +70,89 @@ EngineCore::EngineCore(const EngineConfig& config)
         fmt::format("{:.0f}% of {} MiB available, less {} MiB for activations", 100 * config_.kv_cache_memory_fraction,
                     avail >> 20, activation_bytes(config_, m) >> 20);
   }
-  const KvPoolPlan plan = plan_kv_pool(req);
-  config_.kv_cache_memory = plan.bytes;
-  KvCacheShape shape = req.shape;
-  shape.num_pages = plan.num_pages;
-  cache_ = std::make_unique<KvCache>(shape);
+  create_kv_groups(req, contiguous, pages_per_seq);
   runner_ = std::make_unique<ModelRunner>(weights_, pool_,
                                           graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes},
-                                          config_.max_model_len);
-
-  BlockManagerOptions bo;
-  bo.num_pages = plan.num_pages;
-  bo.page_size = config_.page_size;
-  bo.enable_prefix_caching = config_.enable_prefix_caching;
-  bo.reserve_pages_per_seq = contiguous ? pages_per_seq : 0;
-  blocks_ = std::make_unique<BlockManager>(bo);
+                                          config_.max_model_len, window_layers_);
 
   SchedulerOptions so;
   so.max_num_seqs = config_.max_num_seqs;
   so.max_num_batched_tokens = config_.max_num_batched_tokens;
   so.continuous = config_.enable_continuous_batching;
-  so.watermark_pages = contiguous ? 0 : std::max<int64_t>(1, (plan.num_pages - 1) / 100);
-  scheduler_ = std::make_unique<Scheduler>(so, *blocks_);
+  so.watermark_pages = contiguous ? 0 : std::max<int64_t>(1, kv_pages_ / 100);
+  std::vector<KvGroupPages> groups;
+  if (full_.blocks) groups.push_back({full_.blocks.get()});
+  if (window_.blocks) {
+    // The attention reads from each window start rounded down to its 128-key blocks (or a page, if larger).
+    groups.push_back({window_.blocks.get(), m.sliding_window, std::max<int64_t>(128, config_.page_size)});
+  }
+  scheduler_ = std::make_unique<Scheduler>(so, std::move(groups));
   spdlog::info(
-      "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}), {} layout, "
-      "prefix caching {}, {} batching",
-      plan.num_pages - 1, config_.page_size, (plan.num_pages - 1) * config_.page_size, plan.bytes >> 20,
-      kv_cache_dtype_name(config_.kv_cache_dtype), (plan.num_pages - 1) / pages_per_seq, config_.max_model_len,
+      "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}){}, {} layout, prefix "
+      "caching {}, {} batching",
+      kv_pages_, config_.page_size, kv_pages_ * config_.page_size, config_.kv_cache_memory >> 20,
+      kv_cache_dtype_name(config_.kv_cache_dtype), kv_pages_ / pages_per_seq, config_.max_model_len,
+      window_.blocks && full_.blocks
+          ? fmt::format(" for {} full-attention layers, {} pages for the {}-position windows of the other {}",
+                        full_.cache->shape().num_layers, window_.blocks->num_usable_pages(), m.sliding_window,
+                        window_.cache->shape().num_layers)
+          : "",
       contiguous ? "contiguous" : "paged", config_.enable_prefix_caching ? "on" : "off",
       config_.enable_continuous_batching ? "continuous" : "static");
+}
+
+void EngineCore::create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages, bool contiguous,
+                                 int64_t pages_per_seq) {
+  shape.num_pages = num_pages;
+  group.cache = std::make_unique<KvCache>(shape);
+  BlockManagerOptions bo;
+  bo.num_pages = num_pages;
+  bo.page_size = config_.page_size;
+  bo.enable_prefix_caching = config_.enable_prefix_caching;
+  bo.reserve_pages_per_seq = contiguous ? pages_per_seq : 0;
+  group.blocks = std::make_unique<BlockManager>(bo);
+}
+
+// One pool for every layer; or, when the model has sliding-window layers and the layout is paged, a pool of their
+// own beside the full-attention layers' (vLLM's hybrid allocator, in two groups): a sequence holds at most its
+// window (plus the block the attention rounds down to, plus its current chunk) there, so that pool is sized for
+// max_num_seqs such windows and the rest of the budget buys full-attention pages.
+void EngineCore::create_kv_groups(const KvPoolRequest& request, bool contiguous, int64_t pages_per_seq) {
+  const ModelConfig& m = weights_.config;
+  window_layers_.assign(static_cast<size_t>(m.num_layers), 0);
+  int64_t windowed = 0;
+  for (int64_t i = 0; i < m.num_layers; ++i)
+    if (!contiguous && m.is_sliding(i)) window_layers_[static_cast<size_t>(i)] = 1, ++windowed;
+  if (windowed == 0) window_layers_.clear();
+  const int64_t ps = config_.page_size, full_layers = m.num_layers - windowed;
+  KvPoolRequest req = request;
+  if (windowed == 0 || full_layers == 0) {  // one pool (all layers alike)
+    const KvPoolPlan plan = plan_kv_pool(req);
+    config_.kv_cache_memory = plan.bytes;
+    kv_pages_ = plan.num_pages - 1;
+    create_kv_group(windowed == 0 ? full_ : window_, req.shape, plan.num_pages, contiguous, pages_per_seq);
+    return;
+  }
+  KvCacheShape layer = req.shape;
+  layer.num_layers = 1;
+  const int64_t per_layer_page = layer.bytes_per_page();
+  const int64_t window_pages_per_seq = (m.sliding_window + std::max<int64_t>(128, ps) + ps - 1) / ps + 1;
+  const int64_t window_cap =
+      std::min(config_.max_num_seqs * (window_pages_per_seq + 1) + (config_.max_num_batched_tokens + ps - 1) / ps,
+               config_.max_num_seqs * pages_per_seq);
+  // Both pools alike while the budget is below max_num_seqs windows per window layer; past that the window pool
+  // stops growing.
+  const int64_t equal = req.budget_bytes / (per_layer_page * m.num_layers);
+  const int64_t window_pages = std::min(equal, window_cap) + 1;  // + its null page
+  req.shape.num_layers = full_layers;
+  req.budget_bytes -= window_pages * per_layer_page * windowed;
+  const KvPoolPlan plan = plan_kv_pool(req);
+  kv_pages_ = plan.num_pages - 1;
+  create_kv_group(full_, req.shape, plan.num_pages, contiguous, pages_per_seq);
+  KvCacheShape window_shape = req.shape;
+  window_shape.num_layers = windowed;
+  create_kv_group(window_, window_shape, window_pages, contiguous, pages_per_seq);
+  config_.kv_cache_memory = plan.bytes + window_pages * per_layer_page * windowed;
 }
 
 EngineCore::~EngineCore() = default;
@@ -201,12 +255,13 @@ std::vector<RequestOutput> EngineCore::step() {
     chunk.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.num_computed),
                                                               static_cast<size_t>(c.num_tokens));
     chunk.start_position = static_cast<int32_t>(s.num_computed);
-    chunk.block_table = blocks_->block_table(s.id);
+    if (full_.blocks) chunk.block_table = full_.blocks->block_table(s.id);
+    if (window_.blocks) chunk.local_block_table = window_.blocks->block_table(s.id);
     chunk.sample = s.num_computed + c.num_tokens == s.num_tokens();
     chunks_.push_back(chunk);
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const std::span<const float> logits = runner_->execute(chunks_, *cache_);
+  const std::span<const float> logits = runner_->execute(chunks_, KvPools{full_.cache.get(), window_.cache.get()});
   const auto run_end = std::chrono::steady_clock::now();
   scheduler_->on_step_done(sched);
   ++num_steps_;
@@ -264,17 +319,23 @@ EngineStats EngineCore::stats() const {
   EngineStats s;
   s.num_running = static_cast<int64_t>(scheduler_->running().size());
   s.num_waiting = static_cast<int64_t>(scheduler_->waiting().size());
-  s.page_size = blocks_->page_size();
-  s.pages_total = blocks_->num_usable_pages();
-  s.pages_used = blocks_->num_used_pages();
-  s.pages_free = blocks_->num_free_pages();
-  s.pages_cached = blocks_->num_cached_pages();
+  const BlockManager& blocks = this->blocks();
+  s.page_size = blocks.page_size();
+  s.pages_total = blocks.num_usable_pages();
+  s.pages_used = blocks.num_used_pages();
+  s.pages_free = blocks.num_free_pages();
+  s.pages_cached = blocks.num_cached_pages();
   s.kv_pool_bytes = config_.kv_cache_memory;
+  if (window_.blocks) {
+    s.window_pages_total = window_.blocks->num_usable_pages();
+    s.window_pages_used = window_.blocks->num_used_pages();
+    s.window_pages_released = scheduler_->window_pages_released();
+  }
   // Tokens held per distinct page (prefix-shared pages count once).
-  page_fill_.assign(static_cast<size_t>(blocks_->num_usable_pages() + 1), 0);
-  const int64_t ps = blocks_->page_size();
+  page_fill_.assign(static_cast<size_t>(blocks.num_usable_pages() + 1), 0);
+  const int64_t ps = blocks.page_size();
   for (const Sequence* seq : scheduler_->running()) {
-    const std::span<const int32_t> table = blocks_->block_table(seq->id);
+    const std::span<const int32_t> table = blocks.block_table(seq->id);
     for (size_t j = 0; j < table.size(); ++j) {
       const int64_t fill = std::clamp<int64_t>(seq->num_computed - static_cast<int64_t>(j) * ps, 0, ps);
       int32_t& f = page_fill_[static_cast<size_t>(table[j])];
@@ -282,9 +343,9 @@ EngineStats EngineCore::stats() const {
     }
   }
   int64_t held = 0;
-  for (int32_t f : page_fill_) held += f;
+  for (size_t p = 1; p < page_fill_.size(); ++p) held += page_fill_[p];  // page 0: released entries
   s.kv_utilisation = s.pages_used > 0 ? static_cast<double>(held) / static_cast<double>(s.pages_used * ps) : 0.0;
-  const PrefixCacheStats& p = blocks_->prefix_stats();
+  const PrefixCacheStats& p = blocks.prefix_stats();
   s.prefix_queried_tokens = p.queried_tokens;
   s.prefix_hit_tokens = p.hit_tokens;
   s.prefix_cache_hit_rate =

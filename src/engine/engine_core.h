@@ -17,6 +17,7 @@
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
 #include "kv/block_manager.h"
+#include "kv/kv_budget.h"
 #include "kv/kv_cache.h"
 #include "minfer/config.h"
 #include "minfer/engine.h"
@@ -53,7 +54,9 @@ class EngineCore {
   std::vector<RequestOutput> abort_all(const std::string& error = "");
   EngineStats stats() const;
 
-  const BlockManager& blocks() const { return *blocks_; }
+  // The full-attention layers' pages (the only ones, or the window pool's when every layer slides).
+  const BlockManager& blocks() const { return full_.blocks ? *full_.blocks : *window_.blocks; }
+  const BlockManager* window_blocks() const { return full_.blocks ? window_.blocks.get() : nullptr; }
   const Scheduler& scheduler() const { return *scheduler_; }
   const ModelRunner& runner() const { return *runner_; }
 
@@ -69,9 +72,19 @@ class EngineCore {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
   ThreadPool pool_;
+  // A KV pool and the pages of it sequences hold. full_: the full-attention layers; window_: the sliding-window
+  // layers (present only when the model has them and the KV layout is paged), whose pages behind the window are
+  // released. Either may be absent, not both.
+  struct KvGroup {
+    std::unique_ptr<KvCache> cache;
+    std::unique_ptr<BlockManager> blocks;
+  };
+  void create_kv_groups(const KvPoolRequest& request, bool contiguous, int64_t pages_per_seq);
+  void create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages, bool contiguous, int64_t pages_per_seq);
   std::unique_ptr<ModelRunner> runner_;
-  std::unique_ptr<KvCache> cache_;
-  std::unique_ptr<BlockManager> blocks_;
+  KvGroup full_, window_;
+  std::vector<uint8_t> window_layers_;  // [num_layers] 1: the layer's KV is in window_
+  int64_t kv_pages_ = 0;                // pages of the full pool (or of the window pool when there is no full one)
   std::unique_ptr<Scheduler> scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> seqs_;
   std::vector<RequestOutput> pending_;  // outputs of aborted requests, returned by the next step()

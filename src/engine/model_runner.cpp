@@ -24,40 +24,60 @@ graph::Graph compile_logged(const ModelWeights& weights, const graph::FusionOpti
 }  // namespace
 
 ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion,
-                         int64_t max_model_len)
-    : config_(weights.config), graph_(compile_logged(weights, fusion, pool)) {
+                         int64_t max_model_len, std::vector<uint8_t> local_layers)
+    : config_(weights.config), graph_(compile_logged(weights, fusion, pool)), local_layers_(std::move(local_layers)) {
+  MINFER_CHECK(local_layers_.empty() || static_cast<int64_t>(local_layers_.size()) == config_.num_layers,
+               "local layer flags for {} of {} layers", local_layers_.size(), config_.num_layers);
   executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_tables(config_, max_model_len));
 }
 
-std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunks, const KvCache& cache) {
-  const int64_t page_size = cache.shape().page_size;
+namespace {
+
+// One KV group's flat arrays for a step: each chunk's block table padded to the longest, and each token's slot
+// (-1 where the group has no pool: kv_write skips it).
+void group_tables(std::span<const SequenceChunk> chunks, bool local, int64_t page_size, bool has_pool,
+                  std::vector<int32_t>& tables, std::vector<int64_t>& slots, size_t& max_blocks) {
+  auto table_of = [local](const SequenceChunk& c) { return local ? c.local_block_table : c.block_table; };
+  max_blocks = 1;
+  for (const SequenceChunk& c : chunks) max_blocks = std::max(max_blocks, table_of(c).size());
+  tables.assign(chunks.size() * max_blocks, 0);
+  slots.clear();
+  for (size_t s = 0; s < chunks.size(); ++s) {
+    const SequenceChunk& c = chunks[s];
+    const std::span<const int32_t> table = table_of(c);
+    const int64_t end = c.start_position + static_cast<int64_t>(c.tokens.size());
+    MINFER_CHECK(!has_pool || static_cast<int64_t>(table.size()) * page_size >= end,
+                 "chunk {}: {} pages cannot hold {} tokens", s, table.size(), end);
+    std::copy(table.begin(), table.end(), tables.begin() + static_cast<int64_t>(s * max_blocks));
+    for (int64_t pos = c.start_position; pos < end; ++pos) {
+      const int32_t page = has_pool ? table[static_cast<size_t>(pos / page_size)] : -1;
+      MINFER_CHECK(!has_pool || page > 0, "chunk {}: position {} has no page (released?)", s, pos);
+      slots.push_back(has_pool ? static_cast<int64_t>(page) * page_size + pos % page_size : -1);
+    }
+  }
+}
+
+}  // namespace
+
+std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunks, const KvPools& pools) {
+  MINFER_CHECK(pools.full || pools.local, "no KV pool");
+  MINFER_CHECK((pools.local != nullptr) == !local_layers_.empty(), "a local KV pool exactly when layers use one");
+  const int64_t page_size = (pools.full ? pools.full : pools.local)->shape().page_size;
   tokens_.clear();
   positions_.clear();
-  slots_.clear();
   sample_rows_.clear();
   q_start_.clear();
   q_len_.clear();
   context_len_.clear();
-  size_t max_blocks = 1;
-  for (const SequenceChunk& c : chunks) max_blocks = std::max(max_blocks, c.block_table.size());
-  block_tables_.assign(chunks.size() * max_blocks, 0);
-
   for (size_t s = 0; s < chunks.size(); ++s) {
     const SequenceChunk& c = chunks[s];
     MINFER_CHECK(!c.tokens.empty(), "chunk {} has no tokens", s);
-    const int64_t end = c.start_position + static_cast<int64_t>(c.tokens.size());
-    MINFER_CHECK(static_cast<int64_t>(c.block_table.size()) * page_size >= end,
-                 "chunk {}: {} pages cannot hold {} tokens", s, c.block_table.size(), end);
     q_start_.push_back(static_cast<int32_t>(tokens_.size()));
     q_len_.push_back(static_cast<int32_t>(c.tokens.size()));
-    context_len_.push_back(static_cast<int32_t>(end));
-    std::copy(c.block_table.begin(), c.block_table.end(), block_tables_.begin() + static_cast<int64_t>(s * max_blocks));
+    context_len_.push_back(static_cast<int32_t>(c.start_position + static_cast<int64_t>(c.tokens.size())));
     for (size_t i = 0; i < c.tokens.size(); ++i) {
-      const int64_t pos = c.start_position + static_cast<int64_t>(i);
       tokens_.push_back(c.tokens[i]);
-      positions_.push_back(static_cast<int32_t>(pos));
-      slots_.push_back(static_cast<int64_t>(c.block_table[static_cast<size_t>(pos / page_size)]) * page_size +
-                       pos % page_size);
+      positions_.push_back(static_cast<int32_t>(c.start_position + static_cast<int64_t>(i)));
     }
     if (c.sample) sample_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
   }
@@ -65,18 +85,35 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
     if (t < 0 || t >= config_.vocab_size)
       fail("token id {} is outside the vocabulary (size {})", t, config_.vocab_size);
 
+  size_t max_blocks = 1, local_max_blocks = 1;
+  group_tables(chunks, false, page_size, pools.full != nullptr, block_tables_, slots_, max_blocks);
   graph::StepInputs step;
   step.tokens = tokens_;
   step.positions = positions_;
   step.slot_mapping = slots_;
   step.sample_rows = sample_rows_;
-  step.attention.num_seqs = static_cast<int64_t>(chunks.size());
-  step.attention.q_start = q_start_.data();
-  step.attention.q_len = q_len_.data();
-  step.attention.context_len = context_len_.data();
-  step.attention.block_tables = block_tables_.data();
-  step.attention.max_blocks_per_seq = static_cast<int64_t>(max_blocks);
-  const float* logits = executor_->run(step, cache.layers());
+  const auto batch = [&](const std::vector<int32_t>& tables, size_t blocks) {
+    return kernels::AttentionBatch{
+        static_cast<int64_t>(chunks.size()), q_start_.data(), q_len_.data(), context_len_.data(), tables.data(),
+        static_cast<int64_t>(blocks)};
+  };
+  step.attention = batch(block_tables_, max_blocks);
+  if (pools.local) {
+    group_tables(chunks, true, page_size, true, local_block_tables_, local_slots_, local_max_blocks);
+    step.local_layers = local_layers_;
+    step.local_slot_mapping = local_slots_;
+    step.local_attention = batch(local_block_tables_, local_max_blocks);
+  }
+  // Each layer's view of its pool (a pool holds its own layers in order).
+  views_.clear();
+  int64_t full_index = 0, local_index = 0;
+  for (int64_t l = 0; l < config_.num_layers; ++l) {
+    const bool local = !local_layers_.empty() && local_layers_[static_cast<size_t>(l)] != 0;
+    const KvCache* pool = local ? pools.local : pools.full;
+    MINFER_CHECK(pool != nullptr, "layer {} has no KV pool", l);
+    views_.push_back(pool->layers()[static_cast<size_t>(local ? local_index++ : full_index++)]);
+  }
+  const float* logits = executor_->run(step, views_);
   return {logits, sample_rows_.size() * static_cast<size_t>(vocab_size())};
 }
 

@@ -22,17 +22,30 @@ struct SequenceChunk {
   int32_t start_position = 0;            // position of tokens[0] (= tokens already in the cache)
   std::span<const int32_t> block_table;  // the sequence's pages, covering start_position + tokens.size()
   bool sample = true;                    // return logits for the chunk's last token
+  // Its pages in the local KV group (sliding-window layers; pages behind every window are the null page 0).
+  std::span<const int32_t> local_block_table;
+};
+
+// The KV pools a step reads: the full-attention layers' and, where the engine frees pages behind sliding windows,
+// the sliding layers' (each pool holds only its own layers; ModelRunner maps layers to them).
+struct KvPools {
+  const KvCache* full = nullptr;
+  const KvCache* local = nullptr;
 };
 
 class ModelRunner {
  public:
   // The weights must outlive the runner. `fusion` picks the fusion passes the graph is compiled with.
   // max_model_len: the engine's context (longrope picks its RoPE factors by it; 0 = the model's short ones).
+  // local_layers: [num_layers] 1 for the layers whose KV lives in the local pool (empty: none; all in the full pool).
   ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion = {},
-              int64_t max_model_len = 0);
+              int64_t max_model_len = 0, std::vector<uint8_t> local_layers = {});
 
   // Logits [number of sampling chunks, vocab], in chunk order; valid until the next call.
-  std::span<const float> execute(std::span<const SequenceChunk> chunks, const KvCache& cache);
+  std::span<const float> execute(std::span<const SequenceChunk> chunks, const KvPools& pools);
+  std::span<const float> execute(std::span<const SequenceChunk> chunks, const KvCache& cache) {
+    return execute(chunks, KvPools{&cache, nullptr});
+  }
 
   const ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return executor_->output_width(); }
@@ -46,8 +59,11 @@ class ModelRunner {
   graph::Graph graph_;
   std::unique_ptr<graph::Executor> executor_;
   // Flat step arrays, reused across steps.
-  std::vector<int32_t> tokens_, positions_, sample_rows_, q_start_, q_len_, context_len_, block_tables_;
-  std::vector<int64_t> slots_;
+  std::vector<int32_t> tokens_, positions_, sample_rows_, q_start_, q_len_, context_len_, block_tables_,
+      local_block_tables_;
+  std::vector<int64_t> slots_, local_slots_;
+  std::vector<uint8_t> local_layers_;
+  std::vector<kernels::KvLayerView> views_;  // per layer, from its pool
 };
 
 }  // namespace minfer

@@ -6,8 +6,33 @@
 
 namespace minfer {
 
-Scheduler::Scheduler(const SchedulerOptions& options, BlockManager& blocks) : opt_(options), blocks_(blocks) {
+Scheduler::Scheduler(const SchedulerOptions& options, BlockManager& blocks)
+    : Scheduler(options, std::vector<KvGroupPages>{KvGroupPages{&blocks}}) {}
+
+Scheduler::Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups)
+    : opt_(options), groups_(std::move(groups)) {
   MINFER_CHECK(opt_.max_num_seqs >= 1 && opt_.max_num_batched_tokens >= 1, "bad scheduler options");
+  MINFER_CHECK(!groups_.empty(), "a scheduler needs a KV group");
+  for (const KvGroupPages& g : groups_)
+    MINFER_CHECK(g.blocks && g.blocks->page_size() == groups_.front().blocks->page_size() && g.read_grid >= 1,
+                 "KV groups must share the page size");
+}
+
+bool Scheduler::allocate(Sequence* seq, int64_t tokens, const std::vector<std::vector<int32_t>>& prefixes,
+                         int64_t keep_free) {
+  const bool is_new = !groups_.front().blocks->has_pages(seq->id);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::span<const int32_t> prefix = prefixes.empty() ? std::span<const int32_t>() : prefixes[g];
+    if (groups_[g].blocks->allocate(seq->id, tokens, prefix, keep_free)) continue;
+    if (is_new)
+      for (size_t h = 0; h < g; ++h) groups_[h].blocks->free(seq->id);
+    return false;
+  }
+  return true;
+}
+
+void Scheduler::free_pages(Sequence* seq) {
+  for (const KvGroupPages& g : groups_) g.blocks->free(seq->id);
 }
 
 void Scheduler::add(Sequence* seq) {
@@ -24,7 +49,7 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
     out.num_tokens -= chunk->num_tokens;
     out.chunks.erase(chunk);
   }
-  blocks_.free(victim->id);
+  free_pages(victim);
   victim->num_computed = 0;  // recomputed later (most of it is usually a prefix-cache hit)
   victim->status = SeqStatus::kWaiting;
   running_.erase(std::find(running_.begin(), running_.end(), victim));
@@ -34,7 +59,7 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
 }
 
 bool Scheduler::reserve(Sequence* seq, int64_t tokens, SchedulerOutput& out) {
-  while (!blocks_.allocate(seq->id, tokens)) {
+  while (!allocate(seq, tokens)) {
     MINFER_CHECK(!running_.empty(), "sequence {} needs pages but nothing runs", seq->id);
     Sequence* victim = running_.back();  // the most recently admitted
     preempt(victim, out);
@@ -66,17 +91,24 @@ void Scheduler::schedule_running(bool decodes, SchedulerOutput& out) {
 }
 
 bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
-  const int64_t ps = blocks_.page_size();
-  const std::vector<int32_t> prefix = blocks_.lookup_prefix(seq->tokens);
-  const int64_t hit = static_cast<int64_t>(prefix.size()) * ps;
+  const int64_t ps = first_blocks().page_size();
+  // The hit is what every group holds (a windowed group's early pages may have been evicted).
+  std::vector<std::vector<int32_t>> prefixes;
+  size_t hit_pages = SIZE_MAX;
+  for (const KvGroupPages& g : groups_) {
+    prefixes.push_back(g.blocks->lookup_prefix(seq->tokens));
+    hit_pages = std::min(hit_pages, prefixes.back().size());
+  }
+  for (std::vector<int32_t>& p : prefixes) p.resize(hit_pages);
+  const int64_t hit = static_cast<int64_t>(hit_pages) * ps;
   const int64_t n = std::min(seq->num_tokens() - hit, budget_);
   if (opt_.continuous && n <= 0) return false;
   // Static batching reserves the whole prompt at admission, so the batch it forms fits; continuous
   // batching only what this step computes.
   const int64_t hold = opt_.continuous ? hit + n : seq->num_tokens();
   const int64_t keep_free = running_.empty() ? 0 : opt_.watermark_pages;
-  if (!blocks_.allocate(seq->id, hold, prefix, keep_free)) return false;
-  blocks_.record_prefix_query(seq->num_tokens(), hit);
+  if (!allocate(seq, hold, prefixes, keep_free)) return false;
+  first_blocks().record_prefix_query(seq->num_tokens(), hit);
   seq->num_computed = hit;
   if (!seq->admitted_before) seq->cached_tokens = hit;
   seq->admitted_before = true;
@@ -126,14 +158,21 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.chunks) {
     c.seq->num_computed += c.num_tokens;
     MINFER_CHECK(c.seq->num_computed <= c.seq->num_tokens(), "seq {} computed past its tokens", c.seq->id);
-    blocks_.cache_full_pages(c.seq->id, c.seq->tokens, c.seq->num_computed);
+    for (const KvGroupPages& g : groups_) {
+      g.blocks->cache_full_pages(c.seq->id, c.seq->tokens, c.seq->num_computed);
+      if (g.window <= 0) continue;
+      // The next token (position num_computed) reads from its window start, rounded down to the read grid.
+      const int64_t start = c.seq->num_computed - g.window + 1;
+      const int64_t read_from = start > 0 ? start / g.read_grid * g.read_grid : 0;
+      window_pages_released_ += g.blocks->release_before(c.seq->id, read_from / g.blocks->page_size());
+    }
   }
 }
 
 void Scheduler::remove(Sequence* seq) {
   if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) running_.erase(it);
   if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end()) waiting_.erase(it);
-  blocks_.free(seq->id);
+  free_pages(seq);
   seq->status = SeqStatus::kFinished;
 }
 

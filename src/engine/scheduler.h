@@ -31,6 +31,15 @@ struct SchedulerOptions {
   int64_t watermark_pages = 0;
 };
 
+// A group of layers whose KV pages one BlockManager holds: all layers, or (engine_core.h) the full-attention layers
+// and the sliding-window ones apart. A windowed group's pages wholly behind the window of a sequence's next token
+// (rounded down to the attention kernels' block grid, which they read from) are released after each step.
+struct KvGroupPages {
+  BlockManager* blocks = nullptr;
+  int64_t window = 0;     // 0: keep every page
+  int64_t read_grid = 1;  // the attention reads from the window start rounded down to a multiple of this
+};
+
 struct ScheduledChunk {
   Sequence* seq = nullptr;
   int64_t num_tokens = 0;  // tokens [seq->num_computed, seq->num_computed + num_tokens) run this step
@@ -46,6 +55,8 @@ struct SchedulerOutput {
 class Scheduler {
  public:
   Scheduler(const SchedulerOptions& options, BlockManager& blocks);
+  // Several KV groups (the first one's prefix-cache statistics are the engine's): every sequence holds pages in each.
+  Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups);
 
   void add(Sequence* seq);  // queues a new request
   SchedulerOutput schedule();
@@ -57,6 +68,8 @@ class Scheduler {
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   const std::vector<Sequence*>& running() const { return running_; }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Pages released behind sliding windows so far (all windowed groups).
+  int64_t window_pages_released() const { return window_pages_released_; }
   bool has_unfinished() const { return !waiting_.empty() || !running_.empty(); }
 
  private:
@@ -64,12 +77,19 @@ class Scheduler {
   // had to be preempted.
   bool reserve(Sequence* seq, int64_t tokens, SchedulerOutput& out);
   void preempt(Sequence* victim, SchedulerOutput& out);
+  // Pages for seq to hold `tokens` in every group (a new sequence's table starting with its prefix hit in each);
+  // all or nothing for a new sequence.
+  bool allocate(Sequence* seq, int64_t tokens, const std::vector<std::vector<int32_t>>& prefixes = {},
+                int64_t keep_free = 0);
+  void free_pages(Sequence* seq);
+  BlockManager& first_blocks() const { return *groups_.front().blocks; }
   // Admits the head of the queue if pages (and, in continuous mode, the budget) allow.
   bool try_admit(Sequence* seq, SchedulerOutput& out);
   void schedule_running(bool decodes, SchedulerOutput& out);
 
   SchedulerOptions opt_;
-  BlockManager& blocks_;
+  std::vector<KvGroupPages> groups_;
+  int64_t window_pages_released_ = 0;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // in admission order
   uint64_t next_admit_ = 1;

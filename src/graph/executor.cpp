@@ -72,7 +72,8 @@ const float* Executor::run(const StepInputs& step, std::span<const kernels::KvLa
   const int64_t tokens = static_cast<int64_t>(step.tokens.size());
   const int64_t sampled = static_cast<int64_t>(step.sample_rows.size());
   MINFER_CHECK(tokens > 0, "empty step");
-  MINFER_CHECK(step.positions.size() == step.tokens.size() && step.slot_mapping.size() == step.tokens.size(),
+  MINFER_CHECK(step.positions.size() == step.tokens.size() && step.slot_mapping.size() == step.tokens.size() &&
+                   (step.local_layers.empty() || step.local_slot_mapping.size() == step.tokens.size()),
                "step arrays disagree in length");
   for (size_t s = 0; s < slots_.size(); ++s) {
     // Rows of a sampled-row value (the logits, vocab wide) number `sampled`, not `tokens`: a 512-token prefill
@@ -158,12 +159,12 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
       return;
     }
     case OpKind::kKvWrite:
-      kernels::kv_write(kv_layers[static_cast<size_t>(node.layer)], in(0), in(1), step.slot_mapping.data(), tokens);
+      kernels::kv_write(kv_layers[static_cast<size_t>(node.layer)], in(0), in(1), step.slots_of(node.layer), tokens);
       return;
     case OpKind::kAttention:
       kernels::paged_attention(in(0), buffer(node.output), node.heads, kv_layers[static_cast<size_t>(node.layer)],
-                               step.attention, {.scale = node.scale, .window = node.window, .softcap = node.softcap},
-                               pool_);
+                               step.attention_of(node.layer),
+                               {.scale = node.scale, .window = node.window, .softcap = node.softcap}, pool_);
       return;
     case OpKind::kAdd: {
       const float* a = in(0);
@@ -269,7 +270,7 @@ void Executor::run_fused_matmul(const Node& node, const StepInputs& step,
     const RopeTable& table = ropes_[static_cast<size_t>(node.rope)];
     op.rope_cos = angles_[static_cast<size_t>(node.rope)].cos.data();
     op.rope_sin = angles_[static_cast<size_t>(node.rope)].sin.data();
-    op.slot_mapping = step.slot_mapping.data();
+    op.slot_mapping = step.slots_of(node.layer);
     op.cache = kv_layers[static_cast<size_t>(node.layer)];
     op.heads = node.heads;
     op.head_dim = node.head_dim;

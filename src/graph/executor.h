@@ -22,6 +22,19 @@ struct StepInputs {
   std::span<const int64_t> slot_mapping;  // [T] KV-cache slot of each token
   kernels::AttentionBatch attention;      // per-sequence query ranges, context lengths, block tables
   std::span<const int32_t> sample_rows;   // indices into [0, T) of the rows whose logits are wanted
+  // The local KV group (sliding-window layers whose pages behind the window are freed; engine_core.h): the layers
+  // marked in local_layers read and write its pages through these slots and block tables instead.
+  std::span<const uint8_t> local_layers;  // [num_layers] or empty (no local group)
+  std::span<const int64_t> local_slot_mapping;
+  kernels::AttentionBatch local_attention;
+
+  bool is_local(int32_t layer) const { return !local_layers.empty() && local_layers[static_cast<size_t>(layer)] != 0; }
+  const int64_t* slots_of(int32_t layer) const {
+    return is_local(layer) ? local_slot_mapping.data() : slot_mapping.data();
+  }
+  const kernels::AttentionBatch& attention_of(int32_t layer) const {
+    return is_local(layer) ? local_attention : attention;
+  }
 };
 
 struct RopeTable {

@@ -166,6 +166,7 @@ void BlockManager::cache_full_pages(SeqId seq, std::span<const int32_t> tokens, 
     const uint64_t h = chain_block_hash(j == 0 ? kRootBlockHash : sp.last_key, page_tokens);
     const uint64_t key = h & opt_.hash_mask;
     const int32_t mine = sp.table[static_cast<size_t>(j)];
+    if (mine == 0) break;  // released by release_before before it was hashed: nothing to register
     Page& pg = pages_[static_cast<size_t>(mine)];
     const uint64_t parent_uid = j == 0 ? 0 : sp.last_uid;
     if (pg.cached) {
@@ -204,8 +205,26 @@ void BlockManager::free(SeqId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
   const std::vector<int32_t>& table = it->second.table;
-  for (auto p = table.rbegin(); p != table.rend(); ++p) release(*p);
+  for (auto p = table.rbegin(); p != table.rend(); ++p)
+    if (*p != 0) release(*p);
   seqs_.erase(it);
+}
+
+int64_t BlockManager::release_before(SeqId seq, int64_t first_kept) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return 0;
+  SeqPages& sp = it->second;
+  const int64_t end = std::min<int64_t>(first_kept, static_cast<int64_t>(sp.table.size()));
+  int64_t released = 0;
+  for (int64_t j = sp.num_released; j < end; ++j) {
+    int32_t& page = sp.table[static_cast<size_t>(j)];
+    if (page == 0) continue;
+    release(page);
+    page = 0;
+    ++released;
+  }
+  sp.num_released = std::max(sp.num_released, end);
+  return released;
 }
 
 std::span<const int32_t> BlockManager::block_table(SeqId seq) const {
@@ -228,7 +247,9 @@ void BlockManager::reset_prefix_cache() {
 void BlockManager::check_invariants() const {
   std::vector<int32_t> refs(pages_.size(), 0);
   for (const auto& [id, sp] : seqs_)
-    for (int32_t p : sp.table) {
+    for (size_t j = 0; j < sp.table.size(); ++j) {
+      const int32_t p = sp.table[j];
+      if (p == 0 && static_cast<int64_t>(j) < sp.num_released) continue;  // released by release_before
       MINFER_CHECK(p >= 1 && p < static_cast<int32_t>(pages_.size()), "seq {} holds page {}", id, p);
       ++refs[static_cast<size_t>(p)];
     }

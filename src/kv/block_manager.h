@@ -64,6 +64,10 @@ class BlockManager {
 
   // Releases every page of `seq` (no-op for an unknown sequence).
   void free(SeqId seq);
+  // Releases the pages of `seq` before page index `first_kept` (those a sliding window has passed for good); their
+  // table entries become the null page 0, so the table keeps its positions. Cached pages stay findable in the
+  // prefix cache until evicted, like a finished sequence's. Returns how many pages it released.
+  int64_t release_before(SeqId seq, int64_t first_kept);
 
   std::span<const int32_t> block_table(SeqId seq) const;
   bool has_pages(SeqId seq) const { return seqs_.count(seq) != 0; }
@@ -100,6 +104,7 @@ class BlockManager {
     uint64_t last_key = 0;   // unmasked chain hash of the last hashed page
     uint64_t last_uid = 0;   // registration id of the last hashed page (0 = chain broken or root)
     bool chain_broken = false;
+    int64_t num_released = 0;  // leading entries released by release_before (now the null page)
   };
 
   int32_t pop_free();  // front of the queue; evicts it from the cache if cached

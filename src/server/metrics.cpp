@@ -113,6 +113,14 @@ std::string Metrics::render(const EngineStats& s) const {
          s.pages_total > 0 ? static_cast<double>(s.pages_used) / static_cast<double>(s.pages_total) : 0.0);
   metric(out, "minfer_kv_utilisation_ratio", "gauge", "Tokens held / token slots of the pages in use.",
          s.kv_utilisation);
+  if (s.window_pages_total > 0) {  // models with sliding-window layers (their own pool)
+    metric(out, "minfer_kv_window_pages_total", "gauge", "KV pages of the sliding-window layers' pool.",
+           s.window_pages_total);
+    metric(out, "minfer_kv_window_pages_used", "gauge", "Sliding-window KV pages referenced by a sequence.",
+           s.window_pages_used);
+    metric(out, "minfer_kv_window_pages_released_total", "counter",
+           "Sliding-window KV pages returned to the pool once behind every window.", s.window_pages_released);
+  }
   metric(out, "minfer_prefix_cache_queries_tokens_total", "counter", "Prompt tokens looked up in the prefix cache.",
          s.prefix_queried_tokens);
   metric(out, "minfer_prefix_cache_hits_tokens_total", "counter", "Prompt tokens found in the prefix cache.",

@@ -98,6 +98,7 @@ std::vector<std::vector<int32_t>> run_batched(const EngineConfig& c, const std::
       }
     }
     engine.core().blocks().check_invariants();
+    if (const BlockManager* window = engine.core().window_blocks()) window->check_invariants();
     ++steps;
     EXPECT_LT(steps, 20000) << "no progress";
     if (steps >= 20000) break;
@@ -207,6 +208,39 @@ TEST_P(BatchingTest, Bf16KvCacheBatchedEqualsAlone) {
     const auto batched = run_batched(c, reqs, nullptr);
     for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batched[i], alone[i]) << "request " << i;
   }
+}
+
+// Sliding-window layers hold their window, not the context: tiny-gemma3 (a 24-position window on two of its three
+// layers) generating 300 tokens keeps at most the window's pages in the window pool (from the 128-key block the
+// attention reads from to the page of the next token) while the full-attention layer's pages grow with the sequence.
+// (That freeing changes no token is ConcurrentGreedyEqualsAlone's tiny-gemma3 case and the oracle tests.)
+TEST(WindowPages, ReleasedBehindTheWindow) {
+  const fs::path dir = fs::temp_directory_path() / "minfer_engine_test_window_pages";
+  TestModelOptions o;
+  o.preset = "tiny-gemma3";
+  o.out_dir = dir.string();
+  o.dtype = DType::F32;
+  o.seed = 7;
+  o.sliding_window = 24;
+  write_test_model(o);
+  EngineConfig c = base_config(dir.string());
+  c.max_model_len = 512;
+  Engine engine(c);
+  SamplingParams p = greedy(300);
+  p.ignore_eos = true;
+  engine.add_request(std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}, p);
+  int64_t most_window_pages = 0;
+  while (engine.has_unfinished()) {
+    engine.step();
+    most_window_pages = std::max(most_window_pages, engine.stats().window_pages_used);
+  }
+  const EngineStats s = engine.stats();
+  // 308 tokens: 20 pages of 16 in the full pool; the window pool held at most ceil((24 + 128) / 16) + 1 pages.
+  EXPECT_LE(most_window_pages, (24 + 128 + 15) / 16 + 1);
+  EXPECT_GE(s.window_pages_released, 308 / 16 - ((24 + 128 + 15) / 16 + 1));
+  EXPECT_GT(s.window_pages_total, 0);
+  engine.core().blocks().check_invariants();
+  engine.core().window_blocks()->check_invariants();
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchingTest,

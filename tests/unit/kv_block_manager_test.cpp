@@ -53,6 +53,31 @@ TEST(BlockManager, AllocatesOnDemandAndFreesEverything) {
   bm.check_invariants();
 }
 
+// A sliding window's pages: released from the front as the window passes them, the table keeping its positions
+// (null entries), allocation continuing at the end; cached pages stay findable by a later prompt.
+TEST(BlockManager, ReleasesPagesBeforeTheWindow) {
+  BlockManager bm(opts(8));
+  const std::vector<int32_t> tokens = iota_tokens(80);
+  ASSERT_TRUE(bm.allocate(1, 64));  // 4 pages
+  bm.cache_full_pages(1, tokens, 64);
+  const std::vector<int32_t> before(bm.block_table(1).begin(), bm.block_table(1).end());
+  EXPECT_EQ(bm.release_before(1, 2), 2);
+  EXPECT_EQ(bm.release_before(1, 2), 0);  // already released
+  EXPECT_EQ(std::vector<int32_t>(bm.block_table(1).begin(), bm.block_table(1).end()),
+            (std::vector<int32_t>{0, 0, before[2], before[3]}));
+  EXPECT_EQ(bm.num_used_pages(), 2);
+  bm.check_invariants();
+  ASSERT_TRUE(bm.allocate(1, 80));  // grows at the end, positions kept
+  EXPECT_EQ(bm.block_table(1).size(), 5u);
+  EXPECT_EQ(bm.pages_needed(1, 96), 1);
+  bm.check_invariants();
+  // The released pages were cached: another sequence with the same prompt still finds the whole prefix.
+  EXPECT_EQ(bm.lookup_prefix(std::span<const int32_t>(tokens).first(65)).size(), 4u);
+  bm.free(1);
+  EXPECT_EQ(bm.num_used_pages(), 0);
+  bm.check_invariants();
+}
+
 TEST(BlockManager, ContiguousLayoutReservesTheWholeContext) {
   BlockManagerOptions o = opts(8);
   o.reserve_pages_per_seq = 4;
