@@ -273,30 +273,6 @@ ojson gemma3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType d
           {"vocab_size", vocab}};
 }
 
-// MistralForCausalLM (mistralai/Mistral-7B-v0.1's config.json): the Llama block with a sliding window on every layer.
-ojson mistral_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
-  return {{"architectures", {"MistralForCausalLM"}},
-          {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
-          {"eos_token_id", id_or_list(s.config_eos)},
-          {"hidden_act", "silu"},
-          {"hidden_size", p.hidden},
-          {"initializer_range", 0.02},
-          {"intermediate_size", p.intermediate},
-          {"max_position_embeddings", p.max_position_embeddings},
-          {"model_type", "mistral"},
-          {"num_attention_heads", p.heads},
-          {"num_hidden_layers", p.layers},
-          {"num_key_value_heads", p.kv_heads},
-          {"rms_norm_eps", 1e-05},
-          {"rope_theta", 10000.0},
-          {"sliding_window", window > 0 ? window : p.sliding_window},
-          {"tie_word_embeddings", p.tied},
-          {"torch_dtype", torch_dtype_name(dtype)},
-          {"transformers_version", "4.34.0.dev0"},
-          {"use_cache", true},
-          {"vocab_size", vocab}};
-}
-
 // Phi3ForCausalLM (microsoft/Phi-3-mini-4k-instruct's config.json). tiny-phi3 adds partial_rotary_factor 0.5 and
 // longrope (Phi-3.5-mini's form: original_max_position_embeddings 4096 of 131072, factors per rotated pair).
 ojson phi3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
@@ -351,20 +327,6 @@ ojson qwen3_moe_config(const Preset& p, int64_t vocab, const SpecialIds& s, DTyp
   return j;
 }
 
-// MixtralForCausalLM (mistralai/Mixtral-8x7B-v0.1's config.json): Mistral's block with 8 experts, top-2, no window.
-ojson mixtral_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
-  ojson j = mistral_config(p, vocab, s, dtype, 0);
-  j["architectures"] = {"MixtralForCausalLM"};
-  j["model_type"] = "mixtral";
-  j["num_experts_per_tok"] = p.experts_per_tok;
-  j["num_local_experts"] = p.experts;
-  j["output_router_logits"] = false;
-  j["rope_theta"] = 1000000.0;
-  j["router_aux_loss_coef"] = 0.02;
-  j["sliding_window"] = nullptr;
-  return j;
-}
-
 ojson llama_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
   return {{"architectures", {"LlamaForCausalLM"}},
           {"attention_bias", false},
@@ -396,6 +358,35 @@ ojson llama_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dt
           {"transformers_version", "4.45.0.dev0"},
           {"use_cache", true},
           {"vocab_size", vocab}};
+}
+
+// MistralForCausalLM (mistralai/Mistral-7B-v0.1's config.json): Llama's fields without its llama3 RoPE scaling and
+// head_dim, and a sliding window on every layer.
+ojson mistral_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
+  ojson j = llama_config(p, vocab, s, dtype);
+  for (const char* key :
+       {"attention_bias", "attention_dropout", "head_dim", "mlp_bias", "pretraining_tp", "rope_scaling"})
+    j.erase(key);
+  j["architectures"] = {"MistralForCausalLM"};
+  j["model_type"] = "mistral";
+  j["rope_theta"] = 10000.0;
+  j["sliding_window"] = window > 0 ? window : p.sliding_window;
+  j["transformers_version"] = "4.34.0.dev0";
+  return j;
+}
+
+// MixtralForCausalLM (mistralai/Mixtral-8x7B-v0.1's config.json): Mistral's block with 8 experts, top-2, no window.
+ojson mixtral_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+  ojson j = mistral_config(p, vocab, s, dtype, 0);
+  j["architectures"] = {"MixtralForCausalLM"};
+  j["model_type"] = "mixtral";
+  j["num_experts_per_tok"] = p.experts_per_tok;
+  j["num_local_experts"] = p.experts;
+  j["output_router_logits"] = false;
+  j["rope_theta"] = 1000000.0;
+  j["router_aux_loss_coef"] = 0.02;
+  j["sliding_window"] = nullptr;
+  return j;
 }
 
 ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {

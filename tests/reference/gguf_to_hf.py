@@ -34,6 +34,17 @@ def unpermute_rows(w: np.ndarray, n_heads: int) -> np.ndarray:
     return w.reshape(n_heads, rows // n_heads // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
 
 
+GLOBAL_NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+                "output.weight": "lm_head.weight"}
+
+
+def dequantized(reader: gguf.GGUFReader):
+    """(GGUF name, HF name for the global tensors or None, f32 array in HF's [rows, cols] shape) per tensor."""
+    for t in reader.tensors:
+        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
+        yield t.name, GLOBAL_NAMES.get(t.name), w
+
+
 def field(reader: gguf.GGUFReader, key: str, default=None):
     f = reader.fields.get(key)
     return default if f is None else f.contents()
@@ -48,19 +59,11 @@ GEMMA3_NAMES = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj", "a
 
 def convert_gemma3(reader: gguf.GGUFReader, out_dir: str) -> None:
     tensors = {}
-    for t in reader.tensors:
-        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
-        if t.name.endswith("norm.weight"):
+    for name, hf, w in dequantized(reader):
+        if name.endswith("norm.weight"):
             w = w - 1.0
-        parts = t.name.split(".")
-        if t.name == "token_embd.weight":
-            tensors["model.embed_tokens.weight"] = w
-        elif t.name == "output_norm.weight":
-            tensors["model.norm.weight"] = w
-        elif t.name == "output.weight":
-            tensors["lm_head.weight"] = w
-        else:
-            tensors[f"model.layers.{parts[1]}.{GEMMA3_NAMES[parts[2]]}.weight"] = w
+        parts = name.split(".")
+        tensors[hf or f"model.layers.{parts[1]}.{GEMMA3_NAMES[parts[2]]}.weight"] = w
     a = "gemma3."
     layers = int(field(reader, a + "block_count"))
     heads = int(field(reader, a + "attention.head_count"))
@@ -96,15 +99,10 @@ def convert(path: str, out_dir: str) -> None:
     heads = int(field(reader, "llama.attention.head_count"))
     kv_heads = int(field(reader, "llama.attention.head_count_kv", heads))
     tensors = {}
-    for t in reader.tensors:
-        w = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape([int(d) for d in reversed(t.shape)])
-        parts = t.name.split(".")
-        if t.name == "token_embd.weight":
-            tensors["model.embed_tokens.weight"] = w
-        elif t.name == "output_norm.weight":
-            tensors["model.norm.weight"] = w
-        elif t.name == "output.weight":
-            tensors["lm_head.weight"] = w
+    for name, hf, w in dequantized(reader):
+        parts = name.split(".")
+        if hf:
+            tensors[hf] = w
         elif parts[0] == "blk":
             kind = parts[2]
             if kind == "attn_q":
@@ -113,7 +111,7 @@ def convert(path: str, out_dir: str) -> None:
                 w = unpermute_rows(w, kv_heads)
             tensors[f"model.layers.{parts[1]}.{NAMES[kind]}.weight"] = w
         else:
-            raise SystemExit(f"{path}: unexpected tensor {t.name}")
+            raise SystemExit(f"{path}: unexpected tensor {name}")
     hidden = int(field(reader, "llama.embedding_length"))
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
