@@ -45,6 +45,13 @@ def dequantized(reader: gguf.GGUFReader):
         yield t.name, GLOBAL_NAMES.get(t.name), w
 
 
+def write_hf_dir(out_dir: str, config: dict, tensors: dict) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+
+
 def field(reader: gguf.GGUFReader, key: str, default=None):
     f = reader.fields.get(key)
     return default if f is None else f.contents()
@@ -83,10 +90,7 @@ def convert_gemma3(reader: gguf.GGUFReader, out_dir: str) -> None:
         "vocab_size": int(tensors["model.embed_tokens.weight"].shape[0]),
         "tie_word_embeddings": "lm_head.weight" not in tensors, "torch_dtype": "float32",
     }
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+    write_hf_dir(out_dir, config, tensors)
 
 
 def convert(path: str, out_dir: str) -> None:
@@ -123,10 +127,7 @@ def convert(path: str, out_dir: str) -> None:
         "vocab_size": int(tensors["model.embed_tokens.weight"].shape[0]),
         "tie_word_embeddings": "lm_head.weight" not in tensors, "torch_dtype": "float32",
     }
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors)
+    write_hf_dir(out_dir, config, tensors)
 
 
 if __name__ == "__main__":
