@@ -19,33 +19,32 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/engine_core.h"
+#include "engine/engine_access.h"
 #include "kernels/kernels.h"
 #include "minfer/engine.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
-#include "tools/fusion_flags.h"
-#include "tools/quant_flags.h"
 
 namespace minfer::tools {
 namespace {
 
 struct BenchArgs {
-  std::string model;
-  int threads = 2;
+  BenchArgs() {
+    EngineConfig& c = engine.config;
+    c.num_threads = 2;
+    c.max_model_len = 1024;
+    c.kv_cache_memory = int64_t{512} << 20;
+    c.max_num_seqs = 32;
+    c.max_num_batched_tokens = 512;
+    c.seed = 1;  // also the workload's
+  }
+  EngineFlags engine;
   // The workload: 64 requests, prompts 16-512 tokens, outputs 8-256 tokens.
   int num_requests = 64;
   int prompt_min = 16, prompt_max = 512;
   int output_min = 8, output_max = 256;
-  int64_t max_model_len = 1024;
-  int64_t kv_mib = 512;
-  int64_t max_num_seqs = 32;
   int64_t kv_max_num_seqs = 0;  // KV section: 0 = num_requests, so the memory budget is what limits
-  int64_t kv_section_mib = 0;   // KV section budget: 0 = kv_mib
-  int64_t max_num_batched_tokens = 512;
-  int64_t page_size = 16;
-  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
-  uint64_t seed = 1;
+  int64_t kv_section_mib = 0;   // KV section budget: 0 = --kv-cache-memory
   std::string sections = "batching,kv,decode";
   std::string concurrency = "1,4,16,64";
   int decode_steps = 8;
@@ -54,8 +53,6 @@ struct BenchArgs {
   double peak_gflops = 0;  // the machine's measured GEMM peak, if given: fraction of it and the bound it sets
   bool log_steps = false;  // batching section: runs of each policy, alternated (ABBA...) against load drift
   std::string json_out;
-  graph::FusionOptions fusion;
-  QuantFlags quant;
 };
 
 struct Request {
@@ -63,8 +60,10 @@ struct Request {
   int32_t output_len = 0;
 };
 
+uint64_t seed(const BenchArgs& a) { return a.engine.config.seed.value_or(1); }
+
 std::vector<Request> make_workload(const BenchArgs& a, int64_t vocab) {
-  std::mt19937_64 rng(a.seed);
+  std::mt19937_64 rng(seed(a));
   // Ordinary token ids well inside the vocabulary (away from the special tokens at the end).
   std::uniform_int_distribution<int32_t> token(100, static_cast<int32_t>(std::min<int64_t>(vocab / 2, 100000)));
   std::uniform_int_distribution<int> plen(a.prompt_min, a.prompt_max), olen(a.output_min, a.output_max);
@@ -107,21 +106,7 @@ struct ModelFlops {
   }
 };
 
-EngineConfig base_config(const BenchArgs& a) {
-  EngineConfig c;
-  c.model_path = a.model;
-  c.num_threads = a.threads;
-  c.fusion_strategy = a.fusion.strategy;
-  c.disabled_fusion_passes = a.fusion.disabled_passes;
-  c.quant = a.quant.config();
-  c.max_model_len = a.max_model_len;
-  c.kv_cache_memory = a.kv_mib << 20;
-  c.max_num_seqs = a.max_num_seqs;
-  c.max_num_batched_tokens = a.max_num_batched_tokens;
-  c.page_size = a.page_size;
-  c.kv_cache_dtype = a.kv_cache_dtype;
-  return c;
-}
+EngineConfig base_config(const BenchArgs& a) { return a.engine.resolve(); }
 
 SamplingParams params_for(int32_t output_len) {
   SamplingParams p;
@@ -177,7 +162,7 @@ double decode_throughput(const BenchArgs& a, int64_t vocab, int c) {
   BenchArgs w = a;
   w.num_requests = c;
   w.prompt_min = w.prompt_max = 16;
-  w.seed = a.seed + 100;
+  w.engine.config.seed = seed(a) + 100;
   for (const Request& r : make_workload(w, vocab)) engine.add_request(r.prompt, params_for(a.decode_steps + 2));
   // Prefill everything (one token out each).
   while (engine.stats().generated_tokens < c) engine.step();
@@ -198,14 +183,14 @@ std::pair<double, double> prefill_throughput(const BenchArgs& a, int64_t vocab, 
   config.max_num_batched_tokens = std::max<int64_t>(config.max_num_batched_tokens, tokens);
   config.max_model_len = std::max<int64_t>(config.max_model_len, tokens + 8);
   Engine engine(config);
-  const ModelFlops model_flops(engine.core().model_config());
+  const ModelFlops model_flops(EngineAccess::core(engine).model_config());
   const double flops = model_flops.request(tokens, 1);
   BenchArgs w = a;
   w.num_requests = 1;
   w.prompt_min = w.prompt_max = tokens;
   double best = 1e30;
   for (int r = 0; r < rounds; ++r) {
-    w.seed = a.seed + 200 + static_cast<uint64_t>(r);  // a fresh prompt: no prefix-cache hit
+    w.engine.config.seed = seed(a) + 200 + static_cast<uint64_t>(r);  // a fresh prompt: no prefix-cache hit
     engine.add_request(make_workload(w, vocab)[0].prompt, params_for(1));
     const double t0 = now_s();
     engine.step();
@@ -245,25 +230,27 @@ void run_bench(const BenchArgs& a) {
     EngineConfig probe = base_config(a);
     probe.max_num_seqs = 1;
     Engine engine(probe);
-    model_config = engine.core().model_config();
+    model_config = EngineAccess::core(engine).model_config();
     vocab = model_config.vocab_size;
     // Warm-up: reads every weight once (page cache) so the first timed run does not pay for the disk.
     std::vector<int32_t> warm(64, 100);
     engine.generate(std::vector<std::vector<int32_t>>{warm}, params_for(2));
-    const ModelConfig& m = engine.core().model_config();
+    const ModelConfig& m = EngineAccess::core(engine).model_config();
     std::printf("model %s: %s, %ld layers, hidden %ld, vocab %ld, %s weights, %s KV cache; kernels %s; %d threads\n",
-                a.model.c_str(), m.arch_name().c_str(), static_cast<long>(m.num_layers),
+                a.engine.config.model_path.c_str(), m.arch_name().c_str(), static_cast<long>(m.num_layers),
                 static_cast<long>(m.hidden_size), static_cast<long>(vocab), std::string(dtype_name(m.dtype)).c_str(),
-                kv_cache_dtype_name(engine.config().kv_cache_dtype), kernels::kernels_summary().c_str(), a.threads);
+                kv_cache_dtype_name(engine.config().kv_cache_dtype), kernels::kernels_summary().c_str(),
+                a.engine.config.num_threads);
   }
   const std::vector<Request> work = make_workload(a, vocab);
   const ModelFlops flops(model_config);
   std::printf(
       "workload: %d requests, prompts %d-%d tokens, outputs %d-%d tokens (seed %lu); KV budget %ld MiB, "
       "max_model_len %ld, max_num_seqs %ld, max_num_batched_tokens %ld, page_size %ld\n\n",
-      a.num_requests, a.prompt_min, a.prompt_max, a.output_min, a.output_max, static_cast<unsigned long>(a.seed),
-      static_cast<long>(a.kv_mib), static_cast<long>(a.max_model_len), static_cast<long>(a.max_num_seqs),
-      static_cast<long>(a.max_num_batched_tokens), static_cast<long>(a.page_size));
+      a.num_requests, a.prompt_min, a.prompt_max, a.output_min, a.output_max, static_cast<unsigned long>(seed(a)),
+      static_cast<long>(a.engine.config.kv_cache_memory >> 20), static_cast<long>(a.engine.config.max_model_len),
+      static_cast<long>(a.engine.config.max_num_seqs), static_cast<long>(a.engine.config.max_num_batched_tokens),
+      static_cast<long>(a.engine.config.page_size));
   std::fflush(stdout);
   std::vector<RunResult> runs;
   auto rate = [](const RunResult& r) { return static_cast<double>(r.output_tokens) / r.seconds; };
@@ -282,7 +269,8 @@ void run_bench(const BenchArgs& a) {
       for (size_t j = b.size() - 2; j < b.size(); ++j)
         (b[j].name.starts_with("continuous") ? tc : ts).push_back(rate(b[j]));
     }
-    std::printf("### Continuous vs static batching (max_num_seqs %ld)\n\n", static_cast<long>(a.max_num_seqs));
+    std::printf("### Continuous vs static batching (max_num_seqs %ld)\n\n",
+                static_cast<long>(a.engine.config.max_num_seqs));
     print_run_table(b);
     std::sort(tc.begin(), tc.end());
     std::sort(ts.begin(), ts.end());
@@ -311,7 +299,7 @@ void run_bench(const BenchArgs& a) {
     std::vector<RunResult> k;
     EngineConfig c = base_config(a);
     c.max_num_seqs = a.kv_max_num_seqs > 0 ? a.kv_max_num_seqs : a.num_requests;
-    const int64_t kv_mib = a.kv_section_mib > 0 ? a.kv_section_mib : a.kv_mib;
+    const int64_t kv_mib = a.kv_section_mib > 0 ? a.kv_section_mib : a.engine.config.kv_cache_memory >> 20;
     c.kv_cache_memory = kv_mib << 20;
     k.push_back(run_workload("paged KV", c, work));
     c.kv_layout = KvLayout::kContiguous;
@@ -367,24 +355,17 @@ void add_bench_command(CLI::App& app) {
   CLI::App* cmd = bench->add_subcommand("offline",
                                         "Offline engine throughput: continuous vs static batching, "
                                         "paged vs contiguous KV, decode tokens/s by concurrency");
-  cmd->add_option("-m,--model", args->model, "Model directory or file")->required();
-  cmd->add_option("-t,--threads", args->threads, "Worker threads")->capture_default_str();
+  add_engine_flags(*cmd, args->engine, "Model directory or file (required)");
   cmd->add_option("-n,--num-requests", args->num_requests, "Requests in the workload")->capture_default_str();
   cmd->add_option("--prompt-min", args->prompt_min)->capture_default_str();
   cmd->add_option("--prompt-max", args->prompt_max)->capture_default_str();
   cmd->add_option("--output-min", args->output_min)->capture_default_str();
   cmd->add_option("--output-max", args->output_max)->capture_default_str();
-  cmd->add_option("--max-model-len", args->max_model_len)->capture_default_str();
-  cmd->add_option("--kv-cache-mib", args->kv_mib, "KV pool budget in MiB")->capture_default_str();
-  cmd->add_option("--max-num-seqs", args->max_num_seqs)->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", args->max_num_batched_tokens)->capture_default_str();
   cmd->add_option("--kv-max-num-seqs", args->kv_max_num_seqs, "max_num_seqs of the KV section (0 = all requests)")
       ->capture_default_str();
-  cmd->add_option("--kv-section-mib", args->kv_section_mib, "KV budget of the KV section in MiB (0 = --kv-cache-mib)")
+  cmd->add_option("--kv-section-mib", args->kv_section_mib,
+                  "KV budget of the KV section in MiB (0 = --kv-cache-memory)")
       ->capture_default_str();
-  cmd->add_option("--page-size", args->page_size)->capture_default_str();
-  add_kv_cache_dtype_flag(*cmd, args->kv_cache_dtype);
-  cmd->add_option("--seed", args->seed)->capture_default_str();
   cmd->add_option("--sections", args->sections, "Any of batching,kv,decode,prefill")->capture_default_str();
   cmd->add_option("--prefill-tokens", args->prefill_tokens, "Prompt length of the prefill section")
       ->capture_default_str();
@@ -396,9 +377,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--log-steps", args->log_steps, "Log every step's size and time");
   cmd->add_option("--repeat", args->repeat, "Runs of each batching policy (alternated)")->capture_default_str();
   cmd->add_option("--json", args->json_out, "Also write the results as JSON lines to this file");
-  add_fusion_flags(*cmd, args->fusion);
-  add_quant_flags(*cmd, args->quant);
-  cmd->callback([args] { run_bench(*args); });
+  cmd->callback([args] {
+    if (args->engine.config.model_path.empty()) fail("bench offline needs --model");
+    run_bench(*args);
+  });
   add_bench_ops_command(*bench);  // `minfer bench ops`: dispatch counts and step times, fusion auto vs none
 }
 

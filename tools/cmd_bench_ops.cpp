@@ -20,7 +20,7 @@
 #include "kv/kv_cache.h"
 #include "model/model_weights.h"
 #include "tools/commands.h"
-#include "tools/fusion_flags.h"
+#include "tools/engine_flags.h"
 
 namespace minfer::tools {
 namespace {
@@ -143,10 +143,10 @@ void run_ops(const OpsArgs& a) {
   KvCacheShape shape{.num_layers = m.num_layers,
                      .kv_heads = m.num_kv_heads,
                      .head_dim = m.head_dim,
-                     .page_size = page,
+                     .page = PageGeometry::of(page),
                      .num_pages = 1 + (max_batch + 1) * pages_per_seq};
   shape.dtype = m.dtype == DType::BF16 ? DType::BF16 : DType::F32;
-  // One block table per decoding sequence, and the last one for the prefill of the mixed step.
+  // One page table per decoding sequence, and the last one for the prefill of the mixed step.
   std::vector<std::vector<int32_t>> tables(static_cast<size_t>(max_batch) + 1);
   for (int s = 0; s <= max_batch; ++s)
     for (int64_t p = 0; p < pages_per_seq; ++p)
@@ -272,7 +272,7 @@ void add_bench_ops_command(CLI::App& bench) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--list-passes", args->list_passes, "List the fusion passes and exit");
   cmd->add_flag("--profile", args->profile, "Also time each operator (separate runs) and print ms per operator");
-  add_fusion_flags(*cmd, args->fusion);
+  add_fusion_flags(*cmd, args->fusion.strategy, args->fusion.disabled_passes);
   cmd->callback([args] {
     if (!args->list_passes && args->model.empty()) fail("bench ops: give --model (or --list-passes)");
     for (int b : args->batches)

@@ -90,7 +90,7 @@ std::vector<ServeBenchRequest> make_requests(const BenchServeArgs& a) {
   // <unk>/<s>/</s>).
   std::vector<int32_t> candidates;
   if (!a.tokenizer.empty()) {
-    const auto tok = Tokenizer::from_file(a.tokenizer);
+    const auto tok = tokenizer_from_file(a.tokenizer);
     for (int32_t id = 0; id < tok->vocab_size(); ++id)
       if (!tok->is_special(id)) candidates.push_back(id);
   } else {

@@ -1,7 +1,9 @@
-// `minfer generate`: load a checkpoint, encode a prompt, stream the generated text to stdout.
+// `minfer generate`: load a checkpoint, encode a prompt, stream the generated text to stdout (logs on stderr).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -11,31 +13,25 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/generator.h"
+#include "engine/engine_access.h"
 #include "kernels/kernels.h"
+#include "minfer/engine.h"
 #include "model/default_model.h"
-#include "model/model_tokenizer.h"
-#include "model/model_weights.h"
 #include "model/quant/quantize_model.h"
 #include "tools/commands.h"
-#include "tools/fusion_flags.h"
-#include "tools/quant_flags.h"
+#include "tools/engine_flags.h"
 
 namespace minfer::tools {
 namespace {
 
 struct GenerateArgs {
-  std::string model;
+  EngineFlags engine;
   std::optional<std::string> prompt;
   std::optional<std::string> prompt_ids;
   SamplingParams sampling;
-  int threads = 0;
-  int64_t max_seq_len = 0;
   std::string dump_prompt_logits;
   std::string ids_out;
   bool no_special = false;
-  graph::FusionOptions fusion;
-  QuantFlags quant;
 };
 
 std::vector<int32_t> parse_ids(const std::string& text) {
@@ -56,71 +52,27 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 }
 
 // --model, or the default model when none is given (model/default_model.h).
-std::string model_path(const GenerateArgs& args) {
-  if (!args.model.empty()) return args.model;
+std::string model_path(const std::string& given) {
+  if (!given.empty()) return given;
   const auto path = find_default_model();
   if (!path) fail("no --model given and {}", default_model_hint());
   spdlog::info("no --model given: using the default model, SmolLM2-135M-Instruct ({})", *path);
   return *path;
 }
 
-void run_generate(const GenerateArgs& args) {
-  ModelWeights weights = load_model(model_path(args));
-  quantize_model(weights, args.quant.config(), args.threads);  // no-op for --quantization none
-  std::unique_ptr<Tokenizer> tokenizer;
-  try {
-    tokenizer = load_tokenizer(weights);
-  } catch (const Error& e) {
-    if (!args.prompt_ids) throw;
-    spdlog::warn("no tokenizer ({}); printing token ids", e.what());
-  }
+std::vector<int32_t> prompt_ids(const GenerateArgs& args, const Tokenizer* tokenizer) {
+  if (args.prompt_ids) return parse_ids(*args.prompt_ids);
+  if (!tokenizer) fail("this model has no tokenizer: give the prompt as --prompt-ids");
+  if (args.prompt) return tokenizer->encode(*args.prompt, !args.no_special);
+  if (tokenizer->bos_id() >= 0) return {tokenizer->bos_id()};
+  fail("give --prompt or --prompt-ids (this model has no BOS token to start from)");
+}
 
-  std::vector<int32_t> prompt;
-  if (args.prompt_ids) {
-    prompt = parse_ids(*args.prompt_ids);
-  } else if (args.prompt) {
-    prompt = tokenizer->encode(*args.prompt, !args.no_special);
-  } else if (tokenizer && tokenizer->bos_id() >= 0) {
-    prompt = {tokenizer->bos_id()};
-  } else {
-    fail("give --prompt or --prompt-ids (this model has no BOS token to start from)");
-  }
-
-  GeneratorOptions options;
-  options.num_threads = args.threads;
-  options.max_seq_len = args.max_seq_len;
-  options.fusion = args.fusion;
-  Generator generator(weights, options);
-  spdlog::info("{} model, {} layers, hidden {}, {} weights, kernels: {}, {} threads, {} prompt tokens",
-               weights.config.arch_name(), weights.config.num_layers, weights.config.hidden_size,
-               dtype_name(weights.config.dtype), kernels::kernels_summary(), options.num_threads, prompt.size());
-  spdlog::info("weights in memory: {:.1f} MiB (quantization: {})",
-               static_cast<double>(weight_bytes(weights)) / (1 << 20), quantization_name(weights.quant));
-
-  // Echo the prompt text, then stream the continuation as complete UTF-8 pieces.
-  std::optional<IncrementalDecoder> decoder;
-  if (tokenizer) {
-    decoder.emplace(*tokenizer, /*skip_special=*/true);
-    if (args.prompt) std::fputs(args.prompt->c_str(), stdout);
-  }
-  auto on_token = [&](int32_t id) {
-    const std::string piece = decoder ? decoder->push(id) : fmt::format("{} ", id);
-    std::fputs(piece.c_str(), stdout);
-    std::fflush(stdout);
-    return true;
-  };
-  std::vector<float> prompt_logits;
-  const std::vector<int32_t> eos = eos_token_ids(weights, tokenizer.get());
-  const GenerationResult result = generator.generate(prompt, args.sampling, eos, on_token,
-                                                     args.dump_prompt_logits.empty() ? nullptr : &prompt_logits);
-  if (decoder) std::fputs(decoder->flush().c_str(), stdout);
-  std::fputs("\n", stdout);
-  std::fflush(stdout);
-
+void write_outputs(const GenerateArgs& args, const CompletionOutput& result) {
   if (!args.dump_prompt_logits.empty()) {
     std::ofstream out(args.dump_prompt_logits, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(prompt_logits.data()),
-              static_cast<std::streamsize>(prompt_logits.size() * sizeof(float)));
+    out.write(reinterpret_cast<const char*>(result.prompt_logits.data()),
+              static_cast<std::streamsize>(result.prompt_logits.size() * sizeof(float)));
     if (!out) fail("{}: cannot write the prompt logits", args.dump_prompt_logits);
   }
   if (!args.ids_out.empty()) {
@@ -129,12 +81,50 @@ void run_generate(const GenerateArgs& args) {
     out << "\n";
     if (!out) fail("{}: cannot write the generated ids", args.ids_out);
   }
+}
+
+// One sequence on the Engine: echoes the prompt text, then streams the continuation as it becomes final.
+void run_generate(GenerateArgs& args) {
+  EngineConfig config = args.engine.resolve();
+  config.model_path = model_path(config.model_path);
+  config.max_num_seqs = 1;
+  Engine engine(config);
+  const Tokenizer* tokenizer = engine.tokenizer();
+  const std::vector<int32_t> prompt = prompt_ids(args, tokenizer);
+  const ModelConfig& m = EngineAccess::core(engine).model_config();
+  spdlog::info("{} model, {} layers, hidden {}, {} weights, kernels: {}, {} threads, {} prompt tokens", m.arch_name(),
+               m.num_layers, m.hidden_size, dtype_name(m.dtype), kernels::kernels_summary(),
+               engine.config().num_threads, prompt.size());
+  spdlog::info("weights in memory: {:.1f} MiB (quantization: {})",
+               static_cast<double>(engine.stats().weight_bytes) / (1 << 20),
+               quantization_name(EngineAccess::core(engine).weights().quant));
+
+  SamplingParams params = args.sampling;
+  params.prompt_logits = !args.dump_prompt_logits.empty();
+  if (tokenizer && args.prompt) std::fputs(args.prompt->c_str(), stdout);
+  RequestState state(engine.add_request(prompt, params), prompt, /*stream=*/false);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  while (!state.finished()) {
+    for (RequestOutput& o : engine.step()) {
+      const std::string text = tokenizer ? o.text_delta : fmt::format("{} ", fmt::join(o.new_token_ids, " "));
+      std::fputs(text.c_str(), stdout);
+      std::fflush(stdout);
+      state.apply(std::move(o));
+    }
+  }
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  const CompletionOutput result = state.result();
+  write_outputs(args, result);
+
+  const auto secs = [](Clock::duration d) { return std::max(std::chrono::duration<double>(d).count(), 1e-9); };
+  const double prefill = secs(state.first_token_time().value_or(start) - start);
+  const double decode = secs(*state.finish_time() - state.first_token_time().value_or(start));
   const double n = static_cast<double>(result.token_ids.size());
   spdlog::info("prompt: {} tokens in {:.3f} s ({:.1f} tok/s); generated: {} tokens in {:.3f} s ({:.1f} tok/s); {}",
-               result.prompt_tokens, result.prefill_seconds,
-               static_cast<double>(result.prompt_tokens) / std::max(result.prefill_seconds, 1e-9),
-               result.token_ids.size(), result.decode_seconds, n / std::max(result.decode_seconds, 1e-9),
-               result.finish_reason == FinishReason::kStop ? "stopped" : "length");
+               prompt.size(), prefill, static_cast<double>(prompt.size()) / prefill, result.token_ids.size(), decode,
+               std::max(n - 1, 0.0) / decode, finish_reason_name(result.finish_reason));
 }
 
 }  // namespace
@@ -144,9 +134,9 @@ void add_generate_command(CLI::App& app) {
   args->sampling.max_tokens = 128;
   args->sampling.temperature = 0.8f;
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt, streaming tokens as they come");
-  cmd->add_option("-m,--model", args->model,
-                  "Hugging Face directory, .gguf file, or llama2.c .bin (default: SmolLM2-135M-Instruct from the "
-                  "project venv)");
+  add_engine_flags(*cmd, args->engine,
+                   "Hugging Face directory, .gguf file, or llama2.c .bin (default: SmolLM2-135M-Instruct from the "
+                   "project venv)");
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt as space-separated token ids")->excludes(prompt);
   cmd->add_option("-n,--max-new-tokens", args->sampling.max_tokens, "Tokens to generate")->capture_default_str();
@@ -157,16 +147,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--repetition-penalty", args->sampling.repetition_penalty, "1 = off")->capture_default_str();
   cmd->add_option("--presence-penalty", args->sampling.presence_penalty, "0 = off")->capture_default_str();
   cmd->add_option("--frequency-penalty", args->sampling.frequency_penalty, "0 = off")->capture_default_str();
-  cmd->add_option("--seed", args->sampling.seed, "Random seed (repeatable sampling)");
   cmd->add_flag("--ignore-eos", args->sampling.ignore_eos, "Keep generating after an end-of-sequence token");
-  cmd->add_option("-t,--threads", args->threads, "Worker threads (0 = all cores)")->capture_default_str();
-  cmd->add_option("--max-seq-len", args->max_seq_len, "Context length (0 = model's, capped at 8192)");
   cmd->add_flag("--no-special", args->no_special, "Do not add BOS when encoding the prompt");
   cmd->add_option("--dump-prompt-logits", args->dump_prompt_logits,
                   "Write the prompt's logits as raw little-endian f32 [prompt_len, vocab] to this file");
   cmd->add_option("--ids-out", args->ids_out, "Write the generated token ids (space-separated) to this file");
-  add_fusion_flags(*cmd, args->fusion);
-  add_quant_flags(*cmd, args->quant);
   cmd->callback([args] { run_generate(*args); });
 }
 

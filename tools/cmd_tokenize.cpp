@@ -45,7 +45,7 @@ std::vector<int32_t> parse_ids(std::string text) {
 }
 
 void run(const TokenizeArgs& args) {
-  const auto tokenizer = Tokenizer::from_file(args.tokenizer);
+  const auto tokenizer = tokenizer_from_file(args.tokenizer);
   if (args.decode) {
     const std::string text = tokenizer->decode(parse_ids(*args.decode), /*skip_special=*/args.no_special);
     std::fwrite(text.data(), 1, text.size(), stdout);

@@ -2,15 +2,61 @@
 
 #include <string>
 
+#include "graph/passes/fusion_passes.h"
+
 namespace minfer::tools {
 
-void add_kv_cache_dtype_flag(CLI::App& cmd, KvCacheDtype& dtype) {
+EngineConfig EngineFlags::resolve() const {
+  EngineConfig c = config;
+  c.quant = quant.config();
+  c.enable_continuous_batching = !no_continuous_batching;
+  return c;
+}
+
+void add_fusion_flags(CLI::App& cmd, FusionStrategy& strategy, std::vector<std::string>& disabled) {
   cmd.add_option_function<std::string>(
-         "--kv-cache-dtype", [&dtype](const std::string& v) { parse_kv_cache_dtype(v, &dtype); },
+         "--fusion-strategy,--fusion",
+         [&strategy](const std::string& v) { strategy = v == "none" ? FusionStrategy::kNone : FusionStrategy::kAuto; },
+         "Operator fusion: auto (every pass) or none (one node per op)")
+      ->check(CLI::IsMember({"auto", "none"}))
+      ->option_text("auto|none")
+      ->default_str("auto");
+  std::string names;
+  for (const std::string& p : graph::pass_names()) names += (names.empty() ? "" : ", ") + p;
+  cmd.add_option("--disable-pass", disabled, "Skip a fusion or weight-layout pass (debugging; repeatable): " + names)
+      ->check(CLI::IsMember(graph::pass_names()));
+}
+
+void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& model_help) {
+  EngineConfig& e = flags.config;
+  cmd.add_option("-m,--model", e.model_path, model_help);
+  cmd.add_option("-t,--threads", e.num_threads, "Compute threads (0 = one per core)")->capture_default_str();
+  cmd.add_option("--max-model-len", e.max_model_len, "Context per request, prompt + output (0 = model's, <= 8192)")
+      ->capture_default_str();
+  cmd.add_option("--max-num-seqs", e.max_num_seqs, "Most sequences running at once")->capture_default_str();
+  cmd.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Most tokens computed in one step")
+      ->capture_default_str();
+  cmd.add_option("--page-size,--block-size", e.page_size, "Tokens per KV page (power of two, 8-256)")
+      ->capture_default_str();
+  cmd.add_option("--kv-cache-memory", e.kv_cache_memory, "KV pool size, e.g. 512MiB (0 = a fraction of free RAM)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd.add_option("--kv-cache-memory-fraction", e.kv_cache_memory_fraction,
+                 "Fraction of free memory for the KV pool when --kv-cache-memory is 0")
+      ->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--kv-cache-dtype", [&e](const std::string& v) { parse_kv_cache_dtype(v, &e.kv_cache_dtype); },
          "KV cache element type: auto (bf16 for bf16 weights, else f32), f32 or bf16")
       ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->option_text("auto|f32|bf16")
-      ->default_str("auto");
+      ->default_str(kv_cache_dtype_name(e.kv_cache_dtype));
+  cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", e.enable_prefix_caching,
+               "Share the KV pages of equal prompt prefixes (default on)");
+  cmd.add_flag("--no-continuous-batching", flags.no_continuous_batching,
+               "Static batching: run a batch to completion before the next");
+  cmd.add_option("--seed", e.seed, "Seed of requests that give none (repeatable sampling)");
+  add_fusion_flags(cmd, e.fusion_strategy, e.disabled_fusion_passes);
+  add_quant_flags(cmd, flags.quant);
 }
 
 }  // namespace minfer::tools

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "engine/engine_access.h"
 
 namespace minfer::tools {
 
@@ -34,34 +35,40 @@ std::vector<int32_t> encode_file(const Tokenizer& tokenizer, const std::string& 
 }
 
 namespace {
-GeneratorOptions options_for(int threads, int64_t context) {
-  GeneratorOptions o;
-  o.num_threads = threads;
-  o.max_seq_len = context + 1;
-  return o;
-}
-}  // namespace
-
-WindowLogits::WindowLogits(const ModelWeights& weights, int threads, int64_t context)
-    : generator_(weights, options_for(threads, std::max<int64_t>(context, 256))) {}
-
-const std::vector<float>& WindowLogits::run(const std::vector<int32_t>& tokens, int64_t begin, int64_t end) {
-  const std::vector<int32_t> window(tokens.begin() + begin, tokens.begin() + end);
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = 1;
-  p.ignore_eos = true;
-  generator_.generate(
-      window, p, {}, [](int32_t) { return false; }, &logits_);
-  return logits_;
+EngineConfig config_for(const ModelWeights& weights, int threads, int64_t context) {
+  EngineConfig c;
+  c.model_path = weights.path;
+  c.num_threads = threads;
+  c.max_model_len = std::min(context + 1, weights.config.max_position_embeddings);
+  c.max_num_seqs = 1;
+  c.enable_prefix_caching = false;
+  c.kv_cache_dtype = KvCacheDtype::kF32;  // the weights' error alone, not the KV cache's rounding
+  return c;
 }
 
-std::vector<int32_t> WindowLogits::greedy(const std::vector<int32_t>& prompt, int32_t count) {
+SamplingParams greedy_params(int32_t count) {
   SamplingParams p;
   p.temperature = 0.0f;
   p.max_tokens = count;
   p.ignore_eos = true;
-  return generator_.generate(prompt, p, {}, [](int32_t) { return true; }).token_ids;
+  return p;
+}
+}  // namespace
+
+WindowLogits::WindowLogits(const ModelWeights& weights, int threads, int64_t context)
+    : engine_(EngineAccess::from_weights(config_for(weights, threads, std::max<int64_t>(context, 256)), weights)),
+      vocab_(weights.config.vocab_size) {}
+
+const std::vector<float>& WindowLogits::run(const std::vector<int32_t>& tokens, int64_t begin, int64_t end) {
+  SamplingParams p = greedy_params(1);
+  p.prompt_logits = true;
+  std::vector<std::vector<int32_t>> window = {{tokens.begin() + begin, tokens.begin() + end}};
+  logits_ = std::move(engine_->generate(window, p)[0].prompt_logits);
+  return logits_;
+}
+
+std::vector<int32_t> WindowLogits::greedy(const std::vector<int32_t>& prompt, int32_t count) {
+  return engine_->generate(std::vector<std::vector<int32_t>>{prompt}, greedy_params(count))[0].token_ids;
 }
 
 void log_softmax(const float* logits, int64_t n, std::vector<double>& out) {

@@ -1,5 +1,5 @@
 // What `eval-ppl` and `eval-quant` share: the evaluation text as token windows, and the logits of every
-// position of a window from one model (a Generator run with prompt logits).
+// position of a window from one model (an Engine request with prompt logits).
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/generator.h"
+#include "minfer/engine.h"
 #include "model/model_weights.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,10 +31,11 @@ class WindowLogits {
   const std::vector<float>& run(const std::vector<int32_t>& tokens, int64_t begin, int64_t end);
   // Greedy continuation of `prompt` by `count` tokens.
   std::vector<int32_t> greedy(const std::vector<int32_t>& prompt, int32_t count);
-  int64_t vocab() const { return generator_.runner().vocab_size(); }
+  int64_t vocab() const { return vocab_; }
 
  private:
-  Generator generator_;
+  std::unique_ptr<Engine> engine_;
+  int64_t vocab_;
   std::vector<float> logits_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <exception>
+#include <string>
 
 #include "tools/commands.h"
 
@@ -12,6 +13,12 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("minfer"));
   CLI::App app{"minfer: a CPU-first LLM inference engine"};
   app.require_subcommand(1);
+  app.fallthrough();  // --log-level may follow the command's name
+  app.add_option_function<std::string>(
+         "--log-level", [](const std::string& level) { spdlog::set_level(spdlog::level::from_str(level)); },
+         "Log lines on stderr at this level and above")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->default_str("info");
   minfer::tools::add_bench_command(app);
   minfer::tools::add_bench_serve_command(*app.get_subcommand("bench"));
   minfer::tools::add_dump_tensor_command(app);

@@ -48,8 +48,9 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, i
   std::vector<KvLayerView> caches;
   for (int l = 0; l < layers; ++l) {
     const size_t at = pool_elems / static_cast<size_t>(layers) * static_cast<size_t>(l);
-    caches.push_back(kv_dtype == DType::BF16 ? KvLayerView{kp16 + at, vp16 + at, kPage, kKvHeads, kHeadDim, DType::BF16}
-                                             : KvLayerView{kp + at, vp + at, kPage, kKvHeads, kHeadDim});
+    caches.push_back(kv_dtype == DType::BF16
+                         ? KvLayerView{kp16 + at, vp16 + at, PageGeometry::of(kPage), kKvHeads, kHeadDim, DType::BF16}
+                         : KvLayerView{kp + at, vp + at, PageGeometry::of(kPage), kKvHeads, kHeadDim});
   }
   const AttentionBatch batch{seqs, q_start.data(), q_lens.data(), ctx_lens.data(), tables.data(), pages_per_seq};
   for (auto _ : state) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,10 @@ struct EngineConfig {
   // true: admit waiting requests every step (continuous batching); false: run a batch to completion
   // before forming the next (static batching, kept to measure the difference).
   bool enable_continuous_batching = true;
+
+  // Seed of the requests that give none: each then gets seed + its request id, so a run is repeatable while
+  // requests still differ (vLLM's --seed). Unset: such requests draw from the OS's entropy.
+  std::optional<uint64_t> seed;
 
   // Throws minfer::Error naming the field and its allowed range.
   void validate() const;

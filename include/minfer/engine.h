@@ -13,29 +13,27 @@
 // streams each request's outputs to its caller; it is safe to use from many threads.
 //
 // Errors (a bad config, a budget that cannot hold one max_model_len sequence, a prompt longer than
-// max_model_len, out-of-range sampling parameters) are thrown as minfer::Error, a std::runtime_error whose
-// message says what to change.
+// max_model_len, out-of-range sampling parameters) are thrown as minfer::Error (minfer/error.h), a
+// std::runtime_error whose message says what to change and whose code() says what kind of failure it is.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "minfer/config.h"
+#include "minfer/error.h"
 #include "minfer/outputs.h"
+#include "minfer/request_state.h"
 #include "minfer/sampling.h"
+#include "minfer/tokenizer.h"
 
 namespace minfer {
 
 class EngineCore;
-class Tokenizer;
 
 struct EngineStats {
   int64_t num_running = 0;
@@ -104,34 +102,23 @@ class Engine {
   std::vector<int32_t> encode(std::string_view text) const;
   std::string decode(const std::vector<int32_t>& ids) const;
 
-  EngineCore& core() { return *core_; }  // the internals, for tests and tools
+  // The model's tokenizer (nullptr when it has none).
+  const Tokenizer* tokenizer() const;
 
  private:
-  std::vector<CompletionOutput> run_to_completion(std::vector<RequestId> ids);
+  friend struct EngineAccess;  // engine/engine_access.h: the internals, for tests and tools
+  explicit Engine(std::unique_ptr<EngineCore> core);
+  std::vector<CompletionOutput> run_to_completion(const std::vector<RequestId>& ids,
+                                                  const std::vector<std::vector<int32_t>>& prompts);
 
   std::unique_ptr<EngineCore> core_;
   std::deque<RequestOutput> stashed_;  // outputs of other requests seen while generate() ran
 };
 
-// A request's stream of outputs, filled by the engine thread. next() blocks until an output arrives and
-// returns nullopt after the finished one has been taken.
-class RequestStream {
- public:
-  explicit RequestStream(RequestId id) : id_(id) {}
-  RequestId id() const { return id_; }
-  std::optional<RequestOutput> next();
-  // Non-blocking: the outputs that are ready now.
-  std::vector<RequestOutput> drain();
-  bool finished() const;
-
-  void push(RequestOutput output);  // called by the engine thread
-
- private:
-  RequestId id_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<RequestOutput> queue_;
-  bool closed_ = false;  // the finished output has been pushed
+// How a caller reads a request it hands to AsyncEngine.
+struct RequestOptions {
+  bool stream = true;                // keep each delta for RequestState::take()/next(), not only the result
+  RequestState::Listener on_update;  // called on the engine thread after each delta (see RequestState)
 };
 
 class AsyncEngine {
@@ -142,12 +129,12 @@ class AsyncEngine {
   AsyncEngine& operator=(const AsyncEngine&) = delete;
 
   // Thread-safe. The prompt is validated on the caller's thread (throws like Engine::add_request, and
-  // minfer::Error after shutdown). Outputs go to the returned stream, or to on_output on the engine thread
-  // (the callback must not block for long; it must not call back into the engine except abort()).
-  std::shared_ptr<RequestStream> add_request(std::string_view prompt, const SamplingParams& params);
-  std::shared_ptr<RequestStream> add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
-  RequestId add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
-                        std::function<void(const RequestOutput&)> on_output);
+  // minfer::Error with code kUnavailable after shutdown). The engine thread applies the request's outputs to
+  // the returned state.
+  std::shared_ptr<RequestState> add_request(std::string_view prompt, const SamplingParams& params,
+                                            RequestOptions options = {});
+  std::shared_ptr<RequestState> add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+                                            RequestOptions options = {});
 
   // Thread-safe; the request's last output (finish_reason abort) follows on its stream.
   void abort(RequestId id);

@@ -40,19 +40,27 @@ struct RequestOutput {
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;  // generated so far, including new_token_ids
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache at admission
+  // With SamplingParams.prompt_logits: the logits of every prompt position, [prompt_tokens, vocab] row-major (row
+  // i predicts prompt token i + 1), in the output that carries the first generated token.
+  std::vector<float> prompt_logits;
 };
 // Text: detokenized incrementally with special tokens skipped. Text that could be the start of a stop
 // string is held back until it cannot be; a matched stop string is not part of the text, and no text is
 // ever sent twice. EOS and stop token ids appear in the token ids but not in the text.
 
+// A request's outputs folded together (RequestState::result()): everything generated so far, final once
+// finish_reason is set.
 struct CompletionOutput {
   RequestId id = 0;
   std::vector<int32_t> prompt_token_ids;
   std::vector<int32_t> token_ids;
+  std::vector<TokenLogprobs> logprobs;  // one per token_ids entry when SamplingParams.logprobs >= 0
   std::string text;
   FinishReason finish_reason = FinishReason::kNone;
   std::string stop_reason;
+  std::string error;  // set when the engine failed the request (finish_reason is then kAbort)
   int64_t cached_tokens = 0;
+  std::vector<float> prompt_logits;  // with SamplingParams.prompt_logits
 };
 
 }  // namespace minfer

@@ -23,6 +23,9 @@ struct SamplingParams {
   bool ignore_eos = false;
   // -1 = off; n in [0, 20]: each output token's log-probability and the n most likely tokens (RequestOutput).
   int32_t logprobs = -1;
+  // Return the logits of every prompt position (RequestOutput.prompt_logits): for evaluation (perplexity,
+  // quantization error, calibration). Each prompt position then samples, so the prefill costs more.
+  bool prompt_logits = false;
 
   // Throws minfer::Error naming the field and its allowed range when a value is out of range:
   // temperature >= 0, top_p in (0, 1], top_k >= -1, min_p in [0, 1], repetition_penalty > 0,

@@ -116,8 +116,9 @@ class Engine:
         enable_continuous_batching: admit waiting requests at every step (True) or run a batch to completion
             before forming the next (False, static batching).
         page_size: tokens per KV-cache page, a power of two in [8, 256].
-        max_seq_len: context length per request, prompt + output (the engine's max_model_len); None = the
-            model's max_position_embeddings, capped at 8192.
+        max_model_len: context length per request, prompt + output; None = the model's
+            max_position_embeddings, capped at 8192.
+        max_seq_len: MindIE's name for max_model_len (give one or the other).
         quant_config: QuantConfig for int8 weights (W8A16) or int8 weights and activations (W8A8); None = the
             weights as stored.
         num_threads: worker threads for the kernels; None = one per hardware thread.
@@ -127,8 +128,10 @@ class Engine:
         enable_prefix_caching: share KV pages between requests with equal prompt prefixes.
         max_num_seqs: most requests running at once.
         max_num_batched_tokens: most tokens one step computes (long prompts are prefilled in chunks).
-        kv_layout: "paged", or "contiguous" (max_seq_len reserved per request; only to measure paging).
+        kv_layout: "paged", or "contiguous" (max_model_len reserved per request; only to measure paging).
         kv_cache_dtype: "auto" (bf16 for a bf16 model, else f32), "f32" or "bf16".
+        seed: seed of the requests that give none (each gets seed + its request id: a repeatable run whose
+            requests still differ); None = such requests draw from the OS's entropy.
 
     Raises:
         TypeError: an unknown keyword, or a value of the wrong type.
@@ -139,11 +142,12 @@ class Engine:
 
     @_checks.keywords_checked(_OWNER)
     def __init__(self, model_path: Union[str, os.PathLike], *, device: str = "cpu", fusion_strategy: str = "auto",
-                 enable_continuous_batching: bool = True, page_size: int = 16, max_seq_len: Optional[int] = None,
+                 enable_continuous_batching: bool = True, page_size: int = 16, max_model_len: Optional[int] = None,
+                 max_seq_len: Optional[int] = None,
                  quant_config: Optional[QuantConfig] = None, num_threads: Optional[int] = None,
                  kv_cache_memory: Union[None, int, str] = None, kv_cache_memory_fraction: float = 0.5,
                  enable_prefix_caching: bool = True, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048,
-                 kv_layout: str = "paged", kv_cache_dtype: str = "auto"):
+                 kv_layout: str = "paged", kv_cache_dtype: str = "auto", seed: Optional[int] = None):
         self._engine = None  # so __del__ and close() work when the constructor fails
         _checks.as_str(_OWNER, "device", device)
         if device.lower() != "cpu":
@@ -160,8 +164,14 @@ class Engine:
                                                        enable_continuous_batching)
         c.enable_prefix_caching = _checks.as_bool(_OWNER, "enable_prefix_caching", enable_prefix_caching)
         c.page_size = _checks.as_int(_OWNER, "page_size", page_size, lo=1)
+        if max_model_len is not None and max_seq_len is not None:
+            raise TypeError(f"{_OWNER}: give max_model_len or its alias max_seq_len, not both")
+        if max_model_len is not None:
+            c.max_model_len = _checks.as_int(_OWNER, "max_model_len", max_model_len, lo=1)
         if max_seq_len is not None:
             c.max_model_len = _checks.as_int(_OWNER, "max_seq_len", max_seq_len, lo=1)
+        if seed is not None:
+            c.seed = _checks.as_int(_OWNER, "seed", seed, lo=0, hi=2**64 - 1)
         if num_threads is not None:
             c.num_threads = _checks.as_int(_OWNER, "num_threads", num_threads, lo=0, hi=_checks.INT32_MAX,
                                            what=" (0 = one per hardware thread)")
@@ -284,15 +294,16 @@ class Engine:
 
     @property
     def config(self) -> Dict[str, Any]:
-        """The configuration as the engine resolved it (max_seq_len and kv_cache_memory filled in)."""
+        """The configuration as the engine resolved it (max_model_len and kv_cache_memory filled in; max_seq_len
+        repeats max_model_len under MindIE's name)."""
         c = self._live_engine().config
         return {"model_path": c.model_path, "device": "cpu", "fusion_strategy": c.fusion_strategy,
                 "enable_continuous_batching": c.enable_continuous_batching, "page_size": c.page_size,
-                "max_seq_len": c.max_model_len, "quant_config": self._quant_config, "num_threads": c.num_threads,
+                "max_model_len": c.max_model_len, "max_seq_len": c.max_model_len, "quant_config": self._quant_config, "num_threads": c.num_threads,
                 "kv_cache_memory": c.kv_cache_memory, "kv_cache_memory_fraction": c.kv_cache_memory_fraction,
                 "enable_prefix_caching": c.enable_prefix_caching, "max_num_seqs": c.max_num_seqs,
                 "max_num_batched_tokens": c.max_num_batched_tokens, "kv_layout": c.kv_layout,
-                "kv_cache_dtype": c.kv_cache_dtype}
+                "kv_cache_dtype": c.kv_cache_dtype, "seed": c.seed}
 
     def close(self) -> None:
         """Stops the engine: running requests end with finish_reason "abort", later calls raise. Idempotent.
@@ -315,7 +326,7 @@ class Engine:
             return "Engine(<not loaded>)"
         c = self._engine.config
         state = ", closed" if self._engine.closed else ""
-        return f"Engine(model_path={c.model_path!r}, max_seq_len={c.max_model_len}, page_size={c.page_size}{state})"
+        return f"Engine(model_path={c.model_path!r}, max_model_len={c.max_model_len}, page_size={c.page_size}{state})"
 
     def _live_engine(self) -> "_minfer.Engine":
         if self._engine is None or self._engine.closed:

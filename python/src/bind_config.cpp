@@ -65,6 +65,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("max_num_seqs", &EngineConfig::max_num_seqs)
       .def_readwrite("max_num_batched_tokens", &EngineConfig::max_num_batched_tokens)
       .def_readwrite("enable_continuous_batching", &EngineConfig::enable_continuous_batching)
+      .def_readwrite("seed", &EngineConfig::seed)
       .def("validate", &EngineConfig::validate);
 
   py::class_<SamplingParams>(m, "SamplingParams")

@@ -5,11 +5,12 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "base/error.h"
 #include "bindings.h"
+#include "minfer/error.h"
 #include "py_engine.h"
 
 namespace minfer::python {
@@ -32,46 +33,50 @@ std::vector<CompletionOutput> generate(PyEngine& engine, const std::vector<std::
   {
     py::gil_scoped_release nogil;
     try {
-      for (size_t i = 0; i < prompts.size(); ++i) handles.push_back(engine.submit(prompts[i], params[i]));
+      for (size_t i = 0; i < prompts.size(); ++i)
+        handles.push_back(engine.submit(prompts[i], params[i], /*stream=*/false));
     } catch (...) {
       // A bad prompt leaves nothing of the call behind.
       for (auto& h : handles) h->abort();
       throw;
     }
   }
-  CompletionCollector collector(std::move(handles));
   for (;;) {
     bool all_done = false;
     {
       py::gil_scoped_release nogil;
-      all_done = collector.wait_for(kWaitSlice);
+      all_done = wait_all(handles, kWaitSlice);
     }
     if (all_done) break;
     try {
       check_signals();
     } catch (...) {
-      collector.abort_all();
+      for (auto& h : handles) h->abort();
       throw;
     }
   }
-  if (!collector.error().empty()) throw Error("the engine failed the request: " + collector.error());
-  return std::move(collector.results());
+  std::vector<CompletionOutput> results;
+  for (auto& h : handles) {
+    results.push_back(h->state().result());
+    if (!results.back().error.empty())
+      throw Error("the engine failed the request: " + results.back().error, ErrorCode::kUnavailable);
+  }
+  return results;
 }
 
 // The next output of a streamed request, or None once its finished output has been taken.
 py::object next_output(RequestHandle& handle) {
-  RequestOutput out;
   for (;;) {
-    RequestHandle::Wait w;
+    std::optional<RequestOutput> out;
     {
       py::gil_scoped_release nogil;
-      w = handle.next(kWaitSlice, out);
+      out = handle.state().next(kWaitSlice);
     }
-    if (w == RequestHandle::Wait::kDone) return py::none();
-    if (w == RequestHandle::Wait::kOutput) {
-      if (!out.error.empty()) throw Error("the engine failed the request: " + out.error);
-      return py::cast(std::move(out));
+    if (out) {
+      if (!out->error.empty()) throw Error("the engine failed the request: " + out->error, ErrorCode::kUnavailable);
+      return py::cast(std::move(*out));
     }
+    if (handle.done()) return py::none();
     try {
       check_signals();
     } catch (...) {
@@ -136,7 +141,7 @@ void bind_engine(py::module_& m) {
           "submit",
           [](PyEngine& e, std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
             py::gil_scoped_release nogil;
-            return e.submit(std::move(prompt_token_ids), params);
+            return e.submit(std::move(prompt_token_ids), params, /*stream=*/true);
           },
           py::arg("prompt_token_ids"), py::arg("params"))
       .def("generate", &generate, py::arg("prompts"), py::arg("params"))

@@ -1,8 +1,8 @@
 // The compiled half of the Python package: python/minfer/*.py wraps it in the public API.
 #include <pybind11/pybind11.h>
 
-#include "base/error.h"
 #include "bindings.h"
+#include "minfer/error.h"
 
 namespace minfer::python {
 

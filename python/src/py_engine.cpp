@@ -1,6 +1,6 @@
 #include "py_engine.h"
 
-#include "base/error.h"
+#include "minfer/error.h"
 
 namespace minfer::python {
 
@@ -10,17 +10,16 @@ PyEngine::~PyEngine() { close(); }
 
 std::vector<int32_t> PyEngine::encode_prompt(std::string_view text) const { return engine_->encode(text); }
 
-std::shared_ptr<RequestHandle> PyEngine::submit(std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
-  auto handle = std::make_shared<RequestHandle>(engine_, prompt_token_ids);
-  const RequestId id =
-      engine_->add_request(std::move(prompt_token_ids), params, [handle](const RequestOutput& o) { handle->push(o); });
-  handle->set_id(id);
-  return handle;
+std::shared_ptr<RequestHandle> PyEngine::submit(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+                                                bool stream) {
+  return std::make_shared<RequestHandle>(engine_,
+                                         engine_->add_request(std::move(prompt_token_ids), params, {.stream = stream}));
 }
 
 const Tokenizer& PyEngine::tokenizer() {
   const Tokenizer* t = engine_->tokenizer();
-  if (t == nullptr) fail("{}: this model has no tokenizer; give prompts as token ids", engine_->config().model_path);
+  if (t == nullptr)
+    throw Error(engine_->config().model_path + ": this model has no tokenizer; give prompts as token ids");
   return *t;
 }
 

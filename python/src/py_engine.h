@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "minfer/engine.h"
+#include "minfer/tokenizer.h"
 #include "request_handle.h"
-#include "tokenizer/tokenizer.h"
 
 namespace minfer::python {
 
@@ -25,9 +25,10 @@ class PyEngine {
 
   // Encodes a prompt as the engine does (BOS as the tokenizer's config says). Thread-safe.
   std::vector<int32_t> encode_prompt(std::string_view text) const;
-  // Validates and queues a request; outputs go to the returned handle. Thread-safe; throws minfer::Error
-  // (bad prompt or parameters, engine closed).
-  std::shared_ptr<RequestHandle> submit(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
+  // Validates and queues a request; outputs go to the returned handle's state (each delta kept when stream).
+  // Thread-safe; throws minfer::Error (bad prompt or parameters, engine closed).
+  std::shared_ptr<RequestHandle> submit(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+                                        bool stream);
 
   // The engine's tokenizer. Throws minfer::Error when the checkpoint has none. Calls from Python hold
   // tokenizer_mutex(), as AsyncEngine::encode holds its own: tokenizers may keep caches.

@@ -1,6 +1,6 @@
 // AsyncEngine: the step loop on its own thread. Callers hand requests and aborts to an inbox under a mutex
-// (so adding never waits for a step to finish); the loop takes them between steps and pushes each
-// output to its request's sink (a RequestStream or a callback) without holding the lock.
+// (so adding never waits for a step to finish); the loop takes them between steps and applies each output
+// to its request's RequestState without holding the lock.
 #include <spdlog/spdlog.h>
 
 #include <thread>
@@ -12,31 +12,28 @@
 
 namespace minfer {
 
-using Sink = std::function<void(const RequestOutput&)>;
-
 struct AsyncEngine::Impl {
   explicit Impl(const EngineConfig& config) : core(config) { snapshot = core.stats(); }
 
   struct NewRequest {
-    RequestId id;
     std::vector<int32_t> prompt;
     SamplingParams params;
-    Sink sink;
+    std::shared_ptr<RequestState> state;
   };
 
-  // make_sink builds the request's sink once its id is known, before it can produce output.
-  RequestId submit(std::vector<int32_t> prompt, const SamplingParams& params,
-                   const std::function<Sink(RequestId)>& make_sink) {
+  std::shared_ptr<RequestState> submit(std::vector<int32_t> prompt, const SamplingParams& params,
+                                       RequestOptions options) {
     core.validate_request(prompt, params);
-    const RequestId id = core.next_id();
-    Sink sink = make_sink(id);
+    auto state = std::make_shared<RequestState>(core.next_id(), prompt, options.stream, std::move(options.on_update));
     {
       std::lock_guard<std::mutex> lock(mu);
-      if (!accepting) fail("the engine is shut down{}", failed.empty() ? "" : ": " + failed);
-      inbox.push_back({id, std::move(prompt), params, std::move(sink)});
+      if (!accepting)
+        throw Error(fmt::format("the engine is shut down{}", failed.empty() ? "" : ": " + failed),
+                    ErrorCode::kUnavailable);
+      inbox.push_back({std::move(prompt), params, state});
     }
     cv.notify_one();
-    return id;
+    return state;
   }
 
   std::vector<int32_t> encode(std::string_view text) const {
@@ -47,14 +44,15 @@ struct AsyncEngine::Impl {
 
   void deliver(std::vector<RequestOutput>& outputs) {
     for (RequestOutput& o : outputs) {
-      auto it = sinks.find(o.id);
-      if (it == sinks.end()) continue;
+      auto it = states.find(o.id);
+      if (it == states.end()) continue;
+      const bool finished = o.finished;
       try {
-        it->second(o);
+        it->second->apply(std::move(o));
       } catch (const std::exception& e) {
-        spdlog::error("output callback of request {} threw: {}", o.id, e.what());
+        spdlog::error("the listener of request {} threw: {}", it->first, e.what());
       }
-      if (o.finished) sinks.erase(it);
+      if (finished) states.erase(it);
     }
   }
 
@@ -73,12 +71,13 @@ struct AsyncEngine::Impl {
       }
       std::vector<RequestOutput> outputs;
       for (NewRequest& r : adds) {
-        sinks[r.id] = std::move(r.sink);
+        const RequestId id = r.state->id();
+        states[id] = std::move(r.state);
         try {
-          core.add_request(r.id, std::move(r.prompt), r.params);
+          core.add_request(id, std::move(r.prompt), r.params);
         } catch (const std::exception& e) {
           RequestOutput o;
-          o.id = r.id;
+          o.id = id;
           o.finished = true;
           o.finish_reason = FinishReason::kAbort;
           o.error = e.what();
@@ -132,7 +131,7 @@ struct AsyncEngine::Impl {
   bool drain = true;
   std::string failed;
   EngineStats snapshot;
-  std::unordered_map<RequestId, Sink> sinks;  // loop thread only
+  std::unordered_map<RequestId, std::shared_ptr<RequestState>> states;  // loop thread only
 };
 
 AsyncEngine::AsyncEngine(const EngineConfig& config) : impl_(std::make_unique<Impl>(config)) {
@@ -141,23 +140,14 @@ AsyncEngine::AsyncEngine(const EngineConfig& config) : impl_(std::make_unique<Im
 
 AsyncEngine::~AsyncEngine() { shutdown(/*drain=*/false); }
 
-std::shared_ptr<RequestStream> AsyncEngine::add_request(std::string_view prompt, const SamplingParams& params) {
-  return add_request(impl_->encode(prompt), params);
+std::shared_ptr<RequestState> AsyncEngine::add_request(std::string_view prompt, const SamplingParams& params,
+                                                       RequestOptions options) {
+  return add_request(impl_->encode(prompt), params, std::move(options));
 }
 
-std::shared_ptr<RequestStream> AsyncEngine::add_request(std::vector<int32_t> prompt_token_ids,
-                                                        const SamplingParams& params) {
-  std::shared_ptr<RequestStream> stream;
-  impl_->submit(std::move(prompt_token_ids), params, [&stream](RequestId id) {
-    stream = std::make_shared<RequestStream>(id);
-    return [stream](const RequestOutput& o) { stream->push(o); };
-  });
-  return stream;
-}
-
-RequestId AsyncEngine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
-                                   std::function<void(const RequestOutput&)> on_output) {
-  return impl_->submit(std::move(prompt_token_ids), params, [&on_output](RequestId) { return std::move(on_output); });
+std::shared_ptr<RequestState> AsyncEngine::add_request(std::vector<int32_t> prompt_token_ids,
+                                                       const SamplingParams& params, RequestOptions options) {
+  return impl_->submit(std::move(prompt_token_ids), params, std::move(options));
 }
 
 void AsyncEngine::abort(RequestId id) {

@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
-#include "engine/generator.h"
+#include "engine/engine_access.h"
 
 namespace minfer {
 
@@ -13,17 +13,24 @@ ActivationRanges calibrate_activation_ranges(const ModelWeights& weights, const 
                                              int64_t window, int threads) {
   if (weights.quant.enabled()) fail("{}: calibrate the float model, not a quantized one", weights.path);
   if (tokens.empty()) fail("calibration: no tokens");
-  window = std::clamp<int64_t>(window, 1, std::min<int64_t>(weights.config.max_position_embeddings, 8192));
-  GeneratorOptions options;
-  options.num_threads = threads;
-  options.max_seq_len = window + 1;
-  options.fusion.strategy = FusionStrategy::kNone;
-  Generator generator(weights, options);
+  window = std::clamp<int64_t>(window, 1, std::min<int64_t>(weights.config.max_position_embeddings - 1, 8191));
+  // One sequence at a time, every op on its own (the observer sees each projection's own input).
+  EngineConfig config;
+  config.model_path = weights.path;
+  config.num_threads = threads;
+  config.max_model_len = window + 1;
+  config.max_num_seqs = 1;
+  config.max_num_batched_tokens = std::min<int64_t>(window, 2048);
+  config.enable_prefix_caching = false;
+  config.fusion_strategy = FusionStrategy::kNone;
+  config.kv_cache_dtype = KvCacheDtype::kF32;
+  std::unique_ptr<Engine> engine = EngineAccess::from_weights(config, weights);
+  EngineCore& core = EngineAccess::core(*engine);
 
   std::unordered_map<const Tensor*, const std::string*> name_of;
-  for (const auto& [name, t] : weights.tensors) name_of[&t] = &name;
+  for (const auto& [name, t] : core.weights().tensors) name_of[&t] = &name;
   ActivationRanges ranges;
-  generator.runner().executor().set_matmul_observer(
+  core.runner().executor().set_matmul_observer(
       [&](const graph::Node& node, const float* x, int64_t rows, int64_t width) {
         auto it = name_of.find(node.weight);
         if (it == name_of.end()) return;
@@ -42,7 +49,7 @@ ActivationRanges calibrate_activation_ranges(const ModelWeights& weights, const 
     const size_t end = std::min(tokens.size(), begin + static_cast<size_t>(window));
     const std::vector<int32_t> chunk(tokens.begin() + static_cast<std::ptrdiff_t>(begin),
                                      tokens.begin() + static_cast<std::ptrdiff_t>(end));
-    generator.generate(chunk, params, {}, [](int32_t) { return false; });
+    engine->generate(std::vector<std::vector<int32_t>>{chunk}, params);
   }
   return ranges;
 }

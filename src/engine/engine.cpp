@@ -1,5 +1,5 @@
 // The public, single-threaded Engine: a thin layer over EngineCore that assigns ids and offers the
-// blocking generate().
+// blocking generate() (each prompt's outputs folded by a RequestState).
 #include "minfer/engine.h"
 
 #include <unordered_map>
@@ -10,6 +10,7 @@
 namespace minfer {
 
 Engine::Engine(const EngineConfig& config) : core_(std::make_unique<EngineCore>(config)) {}
+Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}
 Engine::~Engine() = default;
 
 RequestId Engine::add_request(std::string_view prompt, const SamplingParams& params) {
@@ -48,36 +49,29 @@ std::vector<CompletionOutput> Engine::generate(const std::vector<std::vector<int
   for (const auto& p : prompts) core_->validate_request(p, params);
   std::vector<RequestId> ids;
   for (const auto& p : prompts) ids.push_back(add_request(p, params));
-  return run_to_completion(std::move(ids));
+  return run_to_completion(ids, prompts);
 }
 
-std::vector<CompletionOutput> Engine::run_to_completion(std::vector<RequestId> ids) {
-  std::unordered_map<RequestId, size_t> index;
-  std::vector<CompletionOutput> results(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    index[ids[i]] = i;
-    results[i].id = ids[i];
-  }
+std::vector<CompletionOutput> Engine::run_to_completion(const std::vector<RequestId>& ids,
+                                                        const std::vector<std::vector<int32_t>>& prompts) {
+  std::unordered_map<RequestId, std::unique_ptr<RequestState>> states;
+  for (size_t i = 0; i < ids.size(); ++i)
+    states.emplace(ids[i], std::make_unique<RequestState>(ids[i], prompts[i], /*stream=*/false));
   size_t remaining = ids.size();
   while (remaining > 0) {
     MINFER_CHECK(core_->has_unfinished(), "generate: {} requests vanished", remaining);
     for (RequestOutput& o : core_->step()) {
-      auto it = index.find(o.id);
-      if (it == index.end()) {
+      auto it = states.find(o.id);
+      if (it == states.end()) {
         stashed_.push_back(std::move(o));
         continue;
       }
-      CompletionOutput& r = results[it->second];
-      r.token_ids.insert(r.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
-      r.text += o.text_delta;
-      r.cached_tokens = o.cached_tokens;
-      if (o.finished) {
-        r.finish_reason = o.finish_reason;
-        r.stop_reason = o.stop_reason;
-        --remaining;
-      }
+      remaining -= o.finished ? 1 : 0;
+      it->second->apply(std::move(o));
     }
   }
+  std::vector<CompletionOutput> results;
+  for (RequestId id : ids) results.push_back(states.at(id)->result());
   return results;
 }
 
@@ -85,38 +79,6 @@ EngineStats Engine::stats() const { return core_->stats(); }
 const EngineConfig& Engine::config() const { return core_->config(); }
 std::vector<int32_t> Engine::encode(std::string_view text) const { return core_->encode(text); }
 std::string Engine::decode(const std::vector<int32_t>& ids) const { return core_->decode(ids); }
-
-// ---- RequestStream ----------------------------------------------------------------------------------
-
-void RequestStream::push(RequestOutput output) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_) return;
-    closed_ = output.finished;
-    queue_.push_back(std::move(output));
-  }
-  cv_.notify_all();
-}
-
-std::optional<RequestOutput> RequestStream::next() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [this] { return !queue_.empty() || closed_; });
-  if (queue_.empty()) return std::nullopt;
-  RequestOutput o = std::move(queue_.front());
-  queue_.pop_front();
-  return o;
-}
-
-std::vector<RequestOutput> RequestStream::drain() {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::vector<RequestOutput> out(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-  queue_.clear();
-  return out;
-}
-
-bool RequestStream::finished() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return closed_ && queue_.empty();
-}
+const Tokenizer* Engine::tokenizer() const { return core_->tokenizer(); }
 
 }  // namespace minfer

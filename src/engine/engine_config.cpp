@@ -1,7 +1,7 @@
-#include <bit>
 #include <cmath>
 
 #include "base/error.h"
+#include "kernels/page_geometry.h"
 #include "minfer/config.h"
 #include "minfer/outputs.h"
 
@@ -9,7 +9,9 @@ namespace minfer {
 
 void EngineConfig::validate() const {
   if (model_path.empty()) fail("EngineConfig.model_path is empty: give a model directory or file");
-  if (page_size < 8 || page_size > 256 || !std::has_single_bit(static_cast<uint64_t>(page_size)))
+  // The power-of-two rule the kernels rely on is PageGeometry's; a page of fewer than 8 tokens would spend more
+  // on page tables than it saves.
+  if (page_size < 8 || !PageGeometry::valid(page_size))
     fail("EngineConfig.page_size must be a power of two in [8, 256], got {}", page_size);
   if (kv_cache_memory < 0) fail("EngineConfig.kv_cache_memory must be >= 0 bytes (0 = a fraction of free memory)");
   if (!(kv_cache_memory_fraction > 0.0 && kv_cache_memory_fraction <= 1.0))

@@ -31,7 +31,13 @@ int64_t activation_bytes(const EngineConfig& c, const ModelConfig& m) {
 }  // namespace
 
 EngineCore::EngineCore(const EngineConfig& config)
-    : config_(config), weights_((config.validate(), load_model(config.model_path))), pool_(config.num_threads) {
+    : EngineCore(config, (config.validate(), load_model(config.model_path))) {}
+
+EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
+    : config_((config.validate(), config)),
+      page_(PageGeometry::of(config.page_size)),
+      weights_(std::move(weights)),
+      pool_(config.num_threads) {
   if (config_.quant.enabled()) quantize_model(weights_, config_.quant, pool_.size());  // int8 at load (issue 5)
   try {
     tokenizer_ = load_tokenizer(weights_);
@@ -55,9 +61,9 @@ EngineCore::EngineCore(const EngineConfig& config)
   req.shape.num_layers = m.num_layers;
   req.shape.kv_heads = m.num_kv_heads;
   req.shape.head_dim = m.head_dim;
-  req.shape.page_size = config_.page_size;
+  req.shape.page = page_;
   req.max_model_len = config_.max_model_len;
-  const int64_t pages_per_seq = (config_.max_model_len + config_.page_size - 1) / config_.page_size;
+  const int64_t pages_per_seq = page_.pages_for(config_.max_model_len);
   req.max_useful_pages = config_.max_num_seqs * pages_per_seq;
   if (config_.kv_cache_memory > 0) {
     req.budget_bytes = config_.kv_cache_memory;
@@ -81,20 +87,20 @@ EngineCore::EngineCore(const EngineConfig& config)
   so.continuous = config_.enable_continuous_batching;
   so.watermark_pages = contiguous ? 0 : std::max<int64_t>(1, kv_pages_ / 100);
   std::vector<KvGroupPages> groups;
-  if (full_.blocks) groups.push_back({full_.blocks.get()});
-  if (window_.blocks) {
+  if (full_.pages) groups.push_back({full_.pages.get()});
+  if (window_.pages) {
     // The attention reads from each window start rounded down to its 128-key blocks (or a page, if larger).
-    groups.push_back({window_.blocks.get(), m.sliding_window, std::max<int64_t>(128, config_.page_size)});
+    groups.push_back({window_.pages.get(), m.sliding_window, std::max<int64_t>(128, page_.size())});
   }
   scheduler_ = std::make_unique<Scheduler>(so, std::move(groups));
   spdlog::info(
       "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}){}, {} layout, prefix "
       "caching {}, {} batching",
-      kv_pages_, config_.page_size, kv_pages_ * config_.page_size, config_.kv_cache_memory >> 20,
+      kv_pages_, page_.size(), kv_pages_ * page_.size(), config_.kv_cache_memory >> 20,
       kv_cache_dtype_name(config_.kv_cache_dtype), kv_pages_ / pages_per_seq, config_.max_model_len,
-      window_.blocks && full_.blocks
+      window_.pages && full_.pages
           ? fmt::format(" for {} full-attention layers, {} pages for the {}-position windows of the other {}",
-                        full_.cache->shape().num_layers, window_.blocks->num_usable_pages(), m.sliding_window,
+                        full_.cache->shape().num_layers, window_.pages->num_usable_pages(), m.sliding_window,
                         window_.cache->shape().num_layers)
           : "",
       contiguous ? "contiguous" : "paged", config_.enable_prefix_caching ? "on" : "off",
@@ -105,12 +111,12 @@ void EngineCore::create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num
                                  int64_t pages_per_seq) {
   shape.num_pages = num_pages;
   group.cache = std::make_unique<KvCache>(shape);
-  BlockManagerOptions bo;
+  PageManagerOptions bo;
   bo.num_pages = num_pages;
-  bo.page_size = config_.page_size;
+  bo.page = page_;
   bo.enable_prefix_caching = config_.enable_prefix_caching;
   bo.reserve_pages_per_seq = contiguous ? pages_per_seq : 0;
-  group.blocks = std::make_unique<BlockManager>(bo);
+  group.pages = std::make_unique<PageManager>(bo);
 }
 
 // One pool for every layer; or, when the model has sliding-window layers and the layout is paged, a pool of their
@@ -124,7 +130,7 @@ void EngineCore::create_kv_groups(const KvPoolRequest& request, bool contiguous,
   for (int64_t i = 0; i < m.num_layers; ++i)
     if (!contiguous && m.is_sliding(i)) window_layers_[static_cast<size_t>(i)] = 1, ++windowed;
   if (windowed == 0) window_layers_.clear();
-  const int64_t ps = config_.page_size, full_layers = m.num_layers - windowed;
+  const int64_t ps = page_.size(), full_layers = m.num_layers - windowed;
   KvPoolRequest req = request;
   if (windowed == 0 || full_layers == 0) {  // one pool (all layers alike)
     const KvPoolPlan plan = plan_kv_pool(req);
@@ -183,7 +189,6 @@ void EngineCore::validate_request(std::span<const int32_t> prompt, const Samplin
 }
 
 void EngineCore::add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params) {
-  validate_request(prompt, params);
   MINFER_CHECK(seqs_.count(id) == 0, "request id {} is in use", id);
   auto seq = std::make_unique<Sequence>();
   seq->id = id;
@@ -191,7 +196,8 @@ void EngineCore::add_request(RequestId id, std::vector<int32_t> prompt, const Sa
   seq->tokens = std::move(prompt);
   seq->tokens.reserve(static_cast<size_t>(seq->prompt_len + params.max_tokens));
   seq->params = params;
-  seq->sampler = std::make_unique<Sampler>(params);
+  if (!seq->params.seed && config_.seed) seq->params.seed = *config_.seed + id;
+  seq->sampler = std::make_unique<Sampler>(seq->params);
   const bool has_text = tokenizer_ && std::any_of(seq->tokens.begin(), seq->tokens.end(), [this](int32_t t) {
                           return t < tokenizer_->vocab_size() && !tokenizer_->is_special(t);
                         });
@@ -249,17 +255,8 @@ std::vector<RequestOutput> EngineCore::step() {
   if (sched.empty()) return outputs;
 
   chunks_.clear();
-  for (const ScheduledChunk& c : sched.chunks) {
-    Sequence& s = *c.seq;
-    SequenceChunk chunk;
-    chunk.tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.num_computed),
-                                                              static_cast<size_t>(c.num_tokens));
-    chunk.start_position = static_cast<int32_t>(s.num_computed);
-    if (full_.blocks) chunk.block_table = full_.blocks->block_table(s.id);
-    if (window_.blocks) chunk.local_block_table = window_.blocks->block_table(s.id);
-    chunk.sample = s.num_computed + c.num_tokens == s.num_tokens();
-    chunks_.push_back(chunk);
-  }
+  chunk_seqs_.clear();
+  for (const ScheduledChunk& c : sched.chunks) add_chunks(*c.seq, c.num_tokens);
   const auto t0 = std::chrono::steady_clock::now();
   const std::span<const float> logits = runner_->execute(chunks_, KvPools{full_.cache.get(), window_.cache.get()});
   const auto run_end = std::chrono::steady_clock::now();
@@ -270,30 +267,67 @@ std::vector<RequestOutput> EngineCore::step() {
 
   const size_t vocab = static_cast<size_t>(runner_->vocab_size());
   size_t row = 0;
-  for (size_t i = 0; i < sched.chunks.size(); ++i) {
+  for (size_t i = 0; i < chunks_.size(); ++i) {
     if (!chunks_[i].sample) continue;
-    Sequence* seq = sched.chunks[i].seq;
-    row_.assign(logits.begin() + static_cast<std::ptrdiff_t>(row * vocab),
-                logits.begin() + static_cast<std::ptrdiff_t>((row + 1) * vocab));
+    const int64_t position = chunks_[i].start_position + static_cast<int64_t>(chunks_[i].tokens.size()) - 1;
+    on_logits_row(*chunk_seqs_[i], position, logits.subspan(row * vocab, vocab), outputs);
     ++row;
-    const std::span<const int32_t> all(seq->tokens);
-    const int32_t token = seq->sampler->sample(row_, all.first(static_cast<size_t>(seq->prompt_len)),
-                                               all.subspan(static_cast<size_t>(seq->prompt_len)));
-    seq->tokens.push_back(token);
-    ++generated_tokens_;
-    StopChecker::Step st = seq->stop->append(token, seq->num_output());
-    if (st.finish != FinishReason::kNone) finish(seq, st.finish);
-    RequestOutput o = make_output(*seq);
-    o.new_token_ids.push_back(token);
-    if (seq->params.logprobs >= 0)  // from the raw logits: row_ holds them after penalties and temperature
-      o.logprobs.push_back(compute_logprobs(logits.subspan((row - 1) * vocab, vocab), token, seq->params.logprobs));
-    o.text_delta = std::move(st.text);
-    o.stop_reason = std::move(st.stop_reason);
-    outputs.push_back(std::move(o));
-    if (st.finish != FinishReason::kNone) seqs_.erase(seq->id);
   }
   if (spdlog::should_log(spdlog::level::debug)) log_step(sched, step_start, t0, run_end);
   return outputs;
+}
+
+// The step's chunks of a scheduled sequence: one, or with prompt_logits one per prompt position, so every
+// position samples (they all attend to the same pages: the step writes every row's K/V before attention).
+void EngineCore::add_chunks(Sequence& s, int64_t num_tokens) {
+  SequenceChunk chunk;
+  chunk.tokens =
+      std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.num_computed), static_cast<size_t>(num_tokens));
+  chunk.start_position = static_cast<int32_t>(s.num_computed);
+  if (full_.pages) chunk.page_table = full_.pages->page_table(s.id);
+  if (window_.pages) chunk.local_page_table = window_.pages->page_table(s.id);
+  chunk.sample = s.num_computed + num_tokens == s.num_tokens();
+  if (!s.params.prompt_logits || s.num_computed >= s.prompt_len) {
+    chunks_.push_back(chunk);
+    chunk_seqs_.push_back(&s);
+    return;
+  }
+  for (int64_t i = 0; i < num_tokens; ++i) {
+    SequenceChunk one = chunk;
+    one.tokens = chunk.tokens.subspan(static_cast<size_t>(i), 1);
+    one.start_position = chunk.start_position + static_cast<int32_t>(i);
+    one.sample = true;
+    chunks_.push_back(one);
+    chunk_seqs_.push_back(&s);
+  }
+}
+
+// One row of logits, of the token at `position`: kept when it is a prompt position the request wants, sampled
+// from when it is the sequence's last token.
+void EngineCore::on_logits_row(Sequence& seq, int64_t position, std::span<const float> logits,
+                               std::vector<RequestOutput>& outputs) {
+  if (seq.params.prompt_logits && position < seq.prompt_len && position == seq.prompt_logit_rows) {
+    seq.prompt_logits.insert(seq.prompt_logits.end(), logits.begin(), logits.end());
+    ++seq.prompt_logit_rows;
+  }
+  if (position + 1 != seq.num_tokens()) return;
+  row_.assign(logits.begin(), logits.end());
+  const std::span<const int32_t> all(seq.tokens);
+  const int32_t token = seq.sampler->sample(row_, all.first(static_cast<size_t>(seq.prompt_len)),
+                                            all.subspan(static_cast<size_t>(seq.prompt_len)));
+  seq.tokens.push_back(token);
+  ++generated_tokens_;
+  StopChecker::Step st = seq.stop->append(token, seq.num_output());
+  if (st.finish != FinishReason::kNone) finish(&seq, st.finish);
+  RequestOutput o = make_output(seq);
+  o.new_token_ids.push_back(token);
+  if (seq.params.logprobs >= 0)  // from the raw logits: row_ holds them after penalties and temperature
+    o.logprobs.push_back(compute_logprobs(logits, token, seq.params.logprobs));
+  o.text_delta = std::move(st.text);
+  o.stop_reason = std::move(st.stop_reason);
+  if (seq.num_output() == 1) o.prompt_logits = std::move(seq.prompt_logits);
+  outputs.push_back(std::move(o));
+  if (st.finish != FinishReason::kNone) seqs_.erase(seq.id);
 }
 
 // One line per step (--log-steps): its shape (tokens, decodes, prefill chunks, sampled rows, the (query, key)
@@ -319,23 +353,23 @@ EngineStats EngineCore::stats() const {
   EngineStats s;
   s.num_running = static_cast<int64_t>(scheduler_->running().size());
   s.num_waiting = static_cast<int64_t>(scheduler_->waiting().size());
-  const BlockManager& blocks = this->blocks();
-  s.page_size = blocks.page_size();
-  s.pages_total = blocks.num_usable_pages();
-  s.pages_used = blocks.num_used_pages();
-  s.pages_free = blocks.num_free_pages();
-  s.pages_cached = blocks.num_cached_pages();
+  const PageManager& pages = page_manager();
+  s.page_size = pages.page().size();
+  s.pages_total = pages.num_usable_pages();
+  s.pages_used = pages.num_used_pages();
+  s.pages_free = pages.num_free_pages();
+  s.pages_cached = pages.num_cached_pages();
   s.kv_pool_bytes = config_.kv_cache_memory;
-  if (window_.blocks) {
-    s.window_pages_total = window_.blocks->num_usable_pages();
-    s.window_pages_used = window_.blocks->num_used_pages();
+  if (window_.pages) {
+    s.window_pages_total = window_.pages->num_usable_pages();
+    s.window_pages_used = window_.pages->num_used_pages();
     s.window_pages_released = scheduler_->window_pages_released();
   }
   // Tokens held per distinct page (prefix-shared pages count once).
-  page_fill_.assign(static_cast<size_t>(blocks.num_usable_pages() + 1), 0);
-  const int64_t ps = blocks.page_size();
+  page_fill_.assign(static_cast<size_t>(pages.num_usable_pages() + 1), 0);
+  const int64_t ps = pages.page().size();
   for (const Sequence* seq : scheduler_->running()) {
-    const std::span<const int32_t> table = blocks.block_table(seq->id);
+    const std::span<const int32_t> table = pages.page_table(seq->id);
     for (size_t j = 0; j < table.size(); ++j) {
       const int64_t fill = std::clamp<int64_t>(seq->num_computed - static_cast<int64_t>(j) * ps, 0, ps);
       int32_t& f = page_fill_[static_cast<size_t>(table[j])];
@@ -345,7 +379,7 @@ EngineStats EngineCore::stats() const {
   int64_t held = 0;
   for (size_t p = 1; p < page_fill_.size(); ++p) held += page_fill_[p];  // page 0: released entries
   s.kv_utilisation = s.pages_used > 0 ? static_cast<double>(held) / static_cast<double>(s.pages_used * ps) : 0.0;
-  const PrefixCacheStats& p = blocks.prefix_stats();
+  const PrefixCacheStats& p = pages.prefix_stats();
   s.prefix_queried_tokens = p.queried_tokens;
   s.prefix_hit_tokens = p.hit_tokens;
   s.prefix_cache_hit_rate =

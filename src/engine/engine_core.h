@@ -16,9 +16,9 @@
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
-#include "kv/block_manager.h"
 #include "kv/kv_budget.h"
 #include "kv/kv_cache.h"
+#include "kv/page_manager.h"
 #include "minfer/config.h"
 #include "minfer/engine.h"
 #include "model/model_tokenizer.h"
@@ -30,6 +30,8 @@ namespace minfer {
 class EngineCore {
  public:
   explicit EngineCore(const EngineConfig& config);
+  // Over weights already loaded (tests and tools that change them first); config.model_path only names them.
+  EngineCore(const EngineConfig& config, ModelWeights weights);
   ~EngineCore();
 
   // Thread-safe (read only the config, the tokenizer and an atomic counter).
@@ -45,7 +47,8 @@ class EngineCore {
   void validate_request(std::span<const int32_t> prompt, const SamplingParams& params) const;
   RequestId next_id() { return next_id_.fetch_add(1); }
 
-  // Step-loop thread only.
+  // Step-loop thread only. add_request takes a request validate_request has passed (the public Engine and
+  // AsyncEngine validate once, on the caller's thread).
   void add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params);
   bool abort(RequestId id);
   std::vector<RequestOutput> step();
@@ -55,10 +58,12 @@ class EngineCore {
   EngineStats stats() const;
 
   // The full-attention layers' pages (the only ones, or the window pool's when every layer slides).
-  const BlockManager& blocks() const { return full_.blocks ? *full_.blocks : *window_.blocks; }
-  const BlockManager* window_blocks() const { return full_.blocks ? window_.blocks.get() : nullptr; }
+  const PageManager& page_manager() const { return full_.pages ? *full_.pages : *window_.pages; }
+  const PageManager* window_page_manager() const { return full_.pages ? window_.pages.get() : nullptr; }
   const Scheduler& scheduler() const { return *scheduler_; }
   const ModelRunner& runner() const { return *runner_; }
+  ModelRunner& runner() { return *runner_; }  // calibration observes its matmuls
+  const ModelWeights& weights() const { return weights_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -66,8 +71,11 @@ class EngineCore {
   void log_step(const SchedulerOutput& sched, Clock::time_point start, Clock::time_point run_start,
                 Clock::time_point run_end) const;
   RequestOutput make_output(const Sequence& seq) const;
+  void add_chunks(Sequence& seq, int64_t num_tokens);
+  void on_logits_row(Sequence& seq, int64_t position, std::span<const float> logits, std::vector<RequestOutput>& out);
 
   EngineConfig config_;
+  PageGeometry page_;  // from config_.page_size, checked once; every pool, page manager and view gets this one
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;
@@ -77,7 +85,7 @@ class EngineCore {
   // released. Either may be absent, not both.
   struct KvGroup {
     std::unique_ptr<KvCache> cache;
-    std::unique_ptr<BlockManager> blocks;
+    std::unique_ptr<PageManager> pages;
   };
   void create_kv_groups(const KvPoolRequest& request, bool contiguous, int64_t pages_per_seq);
   void create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages, bool contiguous, int64_t pages_per_seq);
@@ -92,6 +100,7 @@ class EngineCore {
 
   // Step scratch.
   std::vector<SequenceChunk> chunks_;
+  std::vector<Sequence*> chunk_seqs_;  // the sequence of each chunk (a prompt-logits prefill gives it several)
   std::vector<float> row_;
   mutable std::vector<int32_t> page_fill_;
 

@@ -33,26 +33,26 @@ ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool, const gr
 
 namespace {
 
-// One KV group's flat arrays for a step: each chunk's block table padded to the longest, and each token's slot
+// One KV group's flat arrays for a step: each chunk's page table padded to the longest, and each token's slot
 // (-1 where the group has no pool: kv_write skips it).
-void group_tables(std::span<const SequenceChunk> chunks, bool local, int64_t page_size, bool has_pool,
-                  std::vector<int32_t>& tables, std::vector<int64_t>& slots, size_t& max_blocks) {
-  auto table_of = [local](const SequenceChunk& c) { return local ? c.local_block_table : c.block_table; };
-  max_blocks = 1;
-  for (const SequenceChunk& c : chunks) max_blocks = std::max(max_blocks, table_of(c).size());
-  tables.assign(chunks.size() * max_blocks, 0);
+void group_tables(std::span<const SequenceChunk> chunks, bool local, const PageGeometry& page, bool has_pool,
+                  std::vector<int32_t>& tables, std::vector<int64_t>& slots, size_t& max_pages) {
+  auto table_of = [local](const SequenceChunk& c) { return local ? c.local_page_table : c.page_table; };
+  max_pages = 1;
+  for (const SequenceChunk& c : chunks) max_pages = std::max(max_pages, table_of(c).size());
+  tables.assign(chunks.size() * max_pages, 0);
   slots.clear();
   for (size_t s = 0; s < chunks.size(); ++s) {
     const SequenceChunk& c = chunks[s];
     const std::span<const int32_t> table = table_of(c);
     const int64_t end = c.start_position + static_cast<int64_t>(c.tokens.size());
-    MINFER_CHECK(!has_pool || static_cast<int64_t>(table.size()) * page_size >= end,
+    MINFER_CHECK(!has_pool || static_cast<int64_t>(table.size()) * page.size() >= end,
                  "chunk {}: {} pages cannot hold {} tokens", s, table.size(), end);
-    std::copy(table.begin(), table.end(), tables.begin() + static_cast<int64_t>(s * max_blocks));
+    std::copy(table.begin(), table.end(), tables.begin() + static_cast<int64_t>(s * max_pages));
     for (int64_t pos = c.start_position; pos < end; ++pos) {
-      const int32_t page = has_pool ? table[static_cast<size_t>(pos / page_size)] : -1;
-      MINFER_CHECK(!has_pool || page > 0, "chunk {}: position {} has no page (released?)", s, pos);
-      slots.push_back(has_pool ? static_cast<int64_t>(page) * page_size + pos % page_size : -1);
+      const int32_t page_id = has_pool ? table[static_cast<size_t>(page.page_of(pos))] : -1;
+      MINFER_CHECK(!has_pool || page_id > 0, "chunk {}: position {} has no page (released?)", s, pos);
+      slots.push_back(has_pool ? (static_cast<int64_t>(page_id) << page.shift()) + page.slot_in_page(pos) : -1);
     }
   }
 }
@@ -62,7 +62,7 @@ void group_tables(std::span<const SequenceChunk> chunks, bool local, int64_t pag
 std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunks, const KvPools& pools) {
   MINFER_CHECK(pools.full || pools.local, "no KV pool");
   MINFER_CHECK((pools.local != nullptr) == !local_layers_.empty(), "a local KV pool exactly when layers use one");
-  const int64_t page_size = (pools.full ? pools.full : pools.local)->shape().page_size;
+  const PageGeometry& page = (pools.full ? pools.full : pools.local)->shape().page;
   tokens_.clear();
   positions_.clear();
   sample_rows_.clear();
@@ -85,8 +85,8 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
     if (t < 0 || t >= config_.vocab_size)
       fail("token id {} is outside the vocabulary (size {})", t, config_.vocab_size);
 
-  size_t max_blocks = 1, local_max_blocks = 1;
-  group_tables(chunks, false, page_size, pools.full != nullptr, block_tables_, slots_, max_blocks);
+  size_t max_pages = 1, local_max_pages = 1;
+  group_tables(chunks, false, page, pools.full != nullptr, page_tables_, slots_, max_pages);
   graph::StepInputs step;
   step.tokens = tokens_;
   step.positions = positions_;
@@ -97,12 +97,12 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
         static_cast<int64_t>(chunks.size()), q_start_.data(), q_len_.data(), context_len_.data(), tables.data(),
         static_cast<int64_t>(blocks)};
   };
-  step.attention = batch(block_tables_, max_blocks);
+  step.attention = batch(page_tables_, max_pages);
   if (pools.local) {
-    group_tables(chunks, true, page_size, true, local_block_tables_, local_slots_, local_max_blocks);
+    group_tables(chunks, true, page, true, local_page_tables_, local_slots_, local_max_pages);
     step.local_layers = local_layers_;
     step.local_slot_mapping = local_slots_;
-    step.local_attention = batch(local_block_tables_, local_max_blocks);
+    step.local_attention = batch(local_page_tables_, local_max_pages);
   }
   // Each layer's view of its pool (a pool holds its own layers in order).
   views_.clear();

@@ -18,12 +18,12 @@
 namespace minfer {
 
 struct SequenceChunk {
-  std::span<const int32_t> tokens;       // the tokens to compute this step
-  int32_t start_position = 0;            // position of tokens[0] (= tokens already in the cache)
-  std::span<const int32_t> block_table;  // the sequence's pages, covering start_position + tokens.size()
-  bool sample = true;                    // return logits for the chunk's last token
+  std::span<const int32_t> tokens;      // the tokens to compute this step
+  int32_t start_position = 0;           // position of tokens[0] (= tokens already in the cache)
+  std::span<const int32_t> page_table;  // the sequence's pages, covering start_position + tokens.size()
+  bool sample = true;                   // return logits for the chunk's last token
   // Its pages in the local KV group (sliding-window layers; pages behind every window are the null page 0).
-  std::span<const int32_t> local_block_table;
+  std::span<const int32_t> local_page_table;
 };
 
 // The KV pools a step reads: the full-attention layers' and, where the engine frees pages behind sliding windows,
@@ -59,8 +59,8 @@ class ModelRunner {
   graph::Graph graph_;
   std::unique_ptr<graph::Executor> executor_;
   // Flat step arrays, reused across steps.
-  std::vector<int32_t> tokens_, positions_, sample_rows_, q_start_, q_len_, context_len_, block_tables_,
-      local_block_tables_;
+  std::vector<int32_t> tokens_, positions_, sample_rows_, q_start_, q_len_, context_len_, page_tables_,
+      local_page_tables_;
   std::vector<int64_t> slots_, local_slots_;
   std::vector<uint8_t> local_layers_;
   std::vector<kernels::KvLayerView> views_;  // per layer, from its pool

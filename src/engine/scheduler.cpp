@@ -6,33 +6,33 @@
 
 namespace minfer {
 
-Scheduler::Scheduler(const SchedulerOptions& options, BlockManager& blocks)
-    : Scheduler(options, std::vector<KvGroupPages>{KvGroupPages{&blocks}}) {}
+Scheduler::Scheduler(const SchedulerOptions& options, PageManager& pages)
+    : Scheduler(options, std::vector<KvGroupPages>{KvGroupPages{&pages}}) {}
 
 Scheduler::Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups)
     : opt_(options), groups_(std::move(groups)) {
   MINFER_CHECK(opt_.max_num_seqs >= 1 && opt_.max_num_batched_tokens >= 1, "bad scheduler options");
   MINFER_CHECK(!groups_.empty(), "a scheduler needs a KV group");
   for (const KvGroupPages& g : groups_)
-    MINFER_CHECK(g.blocks && g.blocks->page_size() == groups_.front().blocks->page_size() && g.read_grid >= 1,
+    MINFER_CHECK(g.pages && g.pages->page() == groups_.front().pages->page() && g.read_grid >= 1,
                  "KV groups must share the page size");
 }
 
 bool Scheduler::allocate(Sequence* seq, int64_t tokens, const std::vector<std::vector<int32_t>>& prefixes,
                          int64_t keep_free) {
-  const bool is_new = !groups_.front().blocks->has_pages(seq->id);
+  const bool is_new = !groups_.front().pages->has_pages(seq->id);
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::span<const int32_t> prefix = prefixes.empty() ? std::span<const int32_t>() : prefixes[g];
-    if (groups_[g].blocks->allocate(seq->id, tokens, prefix, keep_free)) continue;
+    if (groups_[g].pages->allocate(seq->id, tokens, prefix, keep_free)) continue;
     if (is_new)
-      for (size_t h = 0; h < g; ++h) groups_[h].blocks->free(seq->id);
+      for (size_t h = 0; h < g; ++h) groups_[h].pages->free(seq->id);
     return false;
   }
   return true;
 }
 
 void Scheduler::free_pages(Sequence* seq) {
-  for (const KvGroupPages& g : groups_) g.blocks->free(seq->id);
+  for (const KvGroupPages& g : groups_) g.pages->free(seq->id);
 }
 
 void Scheduler::add(Sequence* seq) {
@@ -91,12 +91,13 @@ void Scheduler::schedule_running(bool decodes, SchedulerOutput& out) {
 }
 
 bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
-  const int64_t ps = first_blocks().page_size();
+  const int64_t ps = first_pages().page().size();
   // The hit is what every group holds (a windowed group's early pages may have been evicted).
   std::vector<std::vector<int32_t>> prefixes;
   size_t hit_pages = SIZE_MAX;
   for (const KvGroupPages& g : groups_) {
-    prefixes.push_back(g.blocks->lookup_prefix(seq->tokens));
+    // A request for the logits of every prompt position computes every position.
+    prefixes.push_back(seq->params.prompt_logits ? std::vector<int32_t>() : g.pages->lookup_prefix(seq->tokens));
     hit_pages = std::min(hit_pages, prefixes.back().size());
   }
   for (std::vector<int32_t>& p : prefixes) p.resize(hit_pages);
@@ -108,7 +109,7 @@ bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
   const int64_t hold = opt_.continuous ? hit + n : seq->num_tokens();
   const int64_t keep_free = running_.empty() ? 0 : opt_.watermark_pages;
   if (!allocate(seq, hold, prefixes, keep_free)) return false;
-  first_blocks().record_prefix_query(seq->num_tokens(), hit);
+  first_pages().record_prefix_query(seq->num_tokens(), hit);
   seq->num_computed = hit;
   if (!seq->admitted_before) seq->cached_tokens = hit;
   seq->admitted_before = true;
@@ -159,12 +160,12 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     c.seq->num_computed += c.num_tokens;
     MINFER_CHECK(c.seq->num_computed <= c.seq->num_tokens(), "seq {} computed past its tokens", c.seq->id);
     for (const KvGroupPages& g : groups_) {
-      g.blocks->cache_full_pages(c.seq->id, c.seq->tokens, c.seq->num_computed);
+      g.pages->cache_full_pages(c.seq->id, c.seq->tokens, c.seq->num_computed);
       if (g.window <= 0) continue;
       // The next token (position num_computed) reads from its window start, rounded down to the read grid.
       const int64_t start = c.seq->num_computed - g.window + 1;
       const int64_t read_from = start > 0 ? start / g.read_grid * g.read_grid : 0;
-      window_pages_released_ += g.blocks->release_before(c.seq->id, read_from / g.blocks->page_size());
+      window_pages_released_ += g.pages->release_before(c.seq->id, g.pages->page().page_of(read_from));
     }
   }
 }

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "engine/sequence.h"
-#include "kv/block_manager.h"
+#include "kv/page_manager.h"
 
 namespace minfer {
 
@@ -31,11 +31,11 @@ struct SchedulerOptions {
   int64_t watermark_pages = 0;
 };
 
-// A group of layers whose KV pages one BlockManager holds: all layers, or (engine_core.h) the full-attention layers
+// A group of layers whose KV pages one PageManager holds: all layers, or (engine_core.h) the full-attention layers
 // and the sliding-window ones apart. A windowed group's pages wholly behind the window of a sequence's next token
 // (rounded down to the attention kernels' block grid, which they read from) are released after each step.
 struct KvGroupPages {
-  BlockManager* blocks = nullptr;
+  PageManager* pages = nullptr;
   int64_t window = 0;     // 0: keep every page
   int64_t read_grid = 1;  // the attention reads from the window start rounded down to a multiple of this
 };
@@ -54,7 +54,7 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerOptions& options, BlockManager& blocks);
+  Scheduler(const SchedulerOptions& options, PageManager& pages);
   // Several KV groups (the first one's prefix-cache statistics are the engine's): every sequence holds pages in each.
   Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups);
 
@@ -82,7 +82,7 @@ class Scheduler {
   bool allocate(Sequence* seq, int64_t tokens, const std::vector<std::vector<int32_t>>& prefixes = {},
                 int64_t keep_free = 0);
   void free_pages(Sequence* seq);
-  BlockManager& first_blocks() const { return *groups_.front().blocks; }
+  PageManager& first_pages() const { return *groups_.front().pages; }
   // Admits the head of the queue if pages (and, in continuous mode, the budget) allow.
   bool try_admit(Sequence* seq, SchedulerOutput& out);
   void schedule_running(bool decodes, SchedulerOutput& out);

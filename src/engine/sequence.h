@@ -32,6 +32,9 @@ struct Sequence {
   std::unique_ptr<Sampler> sampler;  // per request, so a seed gives the same tokens in any batch
   std::unique_ptr<StopChecker> stop;
   FinishReason finish_reason = FinishReason::kNone;
+  // params.prompt_logits: the logits of the prompt positions computed so far ([rows, vocab]).
+  std::vector<float> prompt_logits;
+  int64_t prompt_logit_rows = 0;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }

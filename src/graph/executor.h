@@ -20,10 +20,10 @@ struct StepInputs {
   std::span<const int32_t> tokens;        // [T]
   std::span<const int32_t> positions;     // [T] absolute position of each token in its sequence
   std::span<const int64_t> slot_mapping;  // [T] KV-cache slot of each token
-  kernels::AttentionBatch attention;      // per-sequence query ranges, context lengths, block tables
+  kernels::AttentionBatch attention;      // per-sequence query ranges, context lengths, page tables
   std::span<const int32_t> sample_rows;   // indices into [0, T) of the rows whose logits are wanted
   // The local KV group (sliding-window layers whose pages behind the window are freed; engine_core.h): the layers
-  // marked in local_layers read and write its pages through these slots and block tables instead.
+  // marked in local_layers read and write its pages through these slots and page tables instead.
   std::span<const uint8_t> local_layers;  // [num_layers] or empty (no local group)
   std::span<const int64_t> local_slot_mapping;
   kernels::AttentionBatch local_attention;

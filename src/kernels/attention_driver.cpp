@@ -23,8 +23,8 @@ void check_batch(int64_t heads, const KvLayerView& cache, const AttentionBatch& 
   if (cache.kv_heads <= 0 || heads <= 0 || heads % cache.kv_heads != 0) {
     fail("paged_attention: {} query heads cannot be grouped over {} kv heads", heads, cache.kv_heads);
   }
-  if (cache.head_dim <= 0 || cache.page_size <= 0) {
-    fail("paged_attention: head_dim {} and page_size {} must be positive", cache.head_dim, cache.page_size);
+  if (cache.head_dim <= 0 || cache.page.size() <= 0) {
+    fail("paged_attention: head_dim {} and page_size {} must be positive", cache.head_dim, cache.page.size());
   }
   if (cache.dtype != DType::F32 && cache.dtype != DType::BF16) {
     fail("paged_attention: KV cache of {} (f32 or bf16 supported)", dtype_name(cache.dtype));
@@ -35,9 +35,9 @@ void check_batch(int64_t heads, const KvLayerView& cache, const AttentionBatch& 
     if (q_len < 0 || ctx < q_len || batch.q_start[s] < 0) {
       fail("paged_attention: sequence {} has q_len {} and context_len {}", s, q_len, ctx);
     }
-    if (ceil_div(ctx, cache.page_size) > batch.max_blocks_per_seq) {
-      fail("paged_attention: sequence {} needs {} pages of {} tokens but its block table holds {}", s,
-           ceil_div(ctx, cache.page_size), cache.page_size, batch.max_blocks_per_seq);
+    if (cache.page.pages_for(ctx) > batch.max_pages_per_seq) {
+      fail("paged_attention: sequence {} needs {} pages of {} tokens but its page table holds {}", s,
+           cache.page.pages_for(ctx), cache.page.size(), batch.max_pages_per_seq);
     }
   }
 }
@@ -79,7 +79,7 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
   check_batch(heads, cache, batch);
   const int64_t group = heads / cache.kv_heads;
   const int64_t hd = cache.head_dim;
-  const int64_t ps = cache.page_size;
+  const int64_t ps = cache.page.size();
   int64_t token_blocks = 0;
   for (int64_t s = 0; s < batch.num_seqs; ++s) token_blocks += ceil_div(batch.q_len[s], kAttentionMaxSpanTokens);
   if (token_blocks == 0) return;
@@ -156,7 +156,7 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
     span.head_end = it.head_end;
     span.first_pos = batch.context_len[it.seq] - q_len + it.t0;
     span.ntok = it.ntok;
-    span.block_table = batch.block_tables + it.seq * batch.max_blocks_per_seq;
+    span.page_table = batch.page_tables + it.seq * batch.max_pages_per_seq;
     span.scale = params.scale;
     span.window = params.window;
     span.softcap = params.softcap;

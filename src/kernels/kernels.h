@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/thread_pool.h"
+#include "kernels/page_geometry.h"
 #include "tensor/tensor.h"
 
 namespace minfer::kernels {
@@ -61,13 +62,13 @@ void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);
 struct KvLayerView {
   void* k = nullptr;
   void* v = nullptr;
-  int64_t page_size = 16;
+  PageGeometry page;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   DType dtype = DType::F32;
 
   // Element offset of kv head g's block in page `page` (the same in the k and v pools).
-  int64_t head_block(int64_t page, int64_t g) const { return (page * kv_heads + g) * page_size * head_dim; }
+  int64_t head_block(int64_t page_id, int64_t g) const { return (page_id * kv_heads + g) * page.size() * head_dim; }
 };
 
 // Writes k, v [tokens, kv_heads, head_dim] (f32; rounded to nearest even for a bf16 cache) into the cache at
@@ -80,14 +81,14 @@ void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, co
 // The sequences of one batch, as flat arrays of length num_seqs. Sequence s owns queries
 // [q_start[s], q_start[s] + q_len[s]) of q; they sit at absolute positions
 // context_len[s] - q_len[s] ... context_len[s] - 1 and attend causally to cached tokens [0, position].
-// Its pages are block_tables[s * max_blocks_per_seq + j].
+// Its pages are page_tables[s * max_pages_per_seq + j].
 struct AttentionBatch {
   int64_t num_seqs = 0;
   const int32_t* q_start = nullptr;
   const int32_t* q_len = nullptr;
   const int32_t* context_len = nullptr;
-  const int32_t* block_tables = nullptr;
-  int64_t max_blocks_per_seq = 0;
+  const int32_t* page_tables = nullptr;
+  int64_t max_pages_per_seq = 0;
 };
 
 // How a layer's attention scores its keys.

@@ -44,7 +44,7 @@ struct AttentionSpan {
   int64_t kv_head = 0;
   int64_t first_pos = 0;
   int64_t ntok = 0;
-  const int32_t* block_table = nullptr;
+  const int32_t* page_table = nullptr;
   float scale = 1.0f;
   int64_t window = 0;    // AttentionParams::window: token i sees keys from window_start(i) on
   float softcap = 0.0f;  // AttentionParams::softcap

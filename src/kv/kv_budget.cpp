@@ -17,19 +17,19 @@ KvPoolPlan plan_kv_pool(const KvPoolRequest& r) {
   const int64_t per_page = r.shape.bytes_per_page();
   MINFER_CHECK(per_page > 0 && r.max_model_len > 0, "bad KV pool request");
   KvPoolPlan plan;
-  plan.pages_per_max_seq = (r.max_model_len + r.shape.page_size - 1) / r.shape.page_size;
+  plan.pages_per_max_seq = r.shape.page.pages_for(r.max_model_len);
   const int64_t affordable = r.budget_bytes / per_page;  // usable pages; the null page is extra
   if (affordable < plan.pages_per_max_seq) {
     const int64_t needed = (plan.pages_per_max_seq + 1) * per_page;
-    const int64_t max_len_fits = std::max<int64_t>(0, affordable) * r.shape.page_size;
+    const int64_t max_len_fits = std::max<int64_t>(0, affordable) * r.shape.page.size();
     fail(
         "the KV cache cannot hold one sequence of max_model_len={} tokens: that needs {:.1f} MiB ({} pages of {} "
         "tokens, {:.3f} MiB each: {} layers x {} KV heads x {} head_dim x K,V x {}) but the budget ({}) is "
         "{:.1f} MiB. Lower max_model_len (to at most {} with this budget), raise the KV budget "
         "(--kv-cache-memory / kv_cache_memory){}, or use a smaller model or quantization",
-        r.max_model_len, mib(needed), plan.pages_per_max_seq + 1, r.shape.page_size, mib(per_page), r.shape.num_layers,
-        r.shape.kv_heads, r.shape.head_dim, dtype_name(r.shape.dtype), r.budget_source, mib(r.budget_bytes),
-        max_len_fits,
+        r.max_model_len, mib(needed), plan.pages_per_max_seq + 1, r.shape.page.size(), mib(per_page),
+        r.shape.num_layers, r.shape.kv_heads, r.shape.head_dim, dtype_name(r.shape.dtype), r.budget_source,
+        mib(r.budget_bytes), max_len_fits,
         r.shape.dtype == DType::F32 ? ", store the KV cache in bf16 (--kv-cache-dtype bf16 / kv_cache_dtype, half the "
                                       "memory)"
                                     : "");

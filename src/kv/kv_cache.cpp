@@ -9,11 +9,11 @@
 namespace minfer {
 
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
-  MINFER_CHECK(shape.num_pages >= 2 && shape.page_size > 0, "KV cache needs at least one usable page");
+  MINFER_CHECK(shape.num_pages >= 2 && shape.page.size() > 0, "KV cache needs at least one usable page");
   MINFER_CHECK(shape.dtype == DType::F32 || shape.dtype == DType::BF16, "KV cache of {}: f32 or bf16 only",
                dtype_name(shape.dtype));
   const int64_t per_layer =
-      shape.num_pages * shape.page_size * shape.kv_heads * shape.head_dim * shape.element_bytes();  // bytes
+      shape.num_pages * shape.page.size() * shape.kv_heads * shape.head_dim * shape.element_bytes();  // bytes
   const size_t bytes = static_cast<size_t>(2 * shape.num_layers * per_layer);
   constexpr size_t kHugePage = size_t{2} << 20;
   storage_.bytes = bytes + kHugePage;
@@ -30,7 +30,7 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
     kernels::KvLayerView v;
     v.k = data_ + (2 * l) * per_layer;
     v.v = data_ + (2 * l + 1) * per_layer;
-    v.page_size = shape.page_size;
+    v.page = shape.page;
     v.kv_heads = shape.kv_heads;
     v.head_dim = shape.head_dim;
     v.dtype = shape.dtype;
@@ -40,27 +40,6 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
 
 KvCache::Mapping::~Mapping() {
   if (base) ::munmap(base, bytes);
-}
-
-PageAllocator::PageAllocator(int64_t num_pages)
-    : num_pages_(num_pages), in_use_(static_cast<size_t>(num_pages), false) {
-  // Lowest ids handed out first; page 0 is the null page.
-  for (int64_t p = num_pages - 1; p >= 1; --p) free_.push_back(static_cast<int32_t>(p));
-}
-
-int32_t PageAllocator::allocate() {
-  if (free_.empty()) return -1;
-  const int32_t p = free_.back();
-  free_.pop_back();
-  in_use_[static_cast<size_t>(p)] = true;
-  return p;
-}
-
-void PageAllocator::free(int32_t page) {
-  MINFER_CHECK(page >= 1 && page < num_pages_ && in_use_[static_cast<size_t>(page)], "freeing page {} not in use",
-               page);
-  in_use_[static_cast<size_t>(page)] = false;
-  free_.push_back(page);
 }
 
 }  // namespace minfer

@@ -1,7 +1,7 @@
 // The paged KV cache pool: for every layer, K and V pools of num_pages pages (each page_size x kv_heads x
 // head_dim elements in the layout of kernels::KvLayerView) of f32 or bf16 (half the memory; attention still
-// computes in f32), allocated once. Sequences address it through block tables
-// of page ids; page 0 is a reserved null page that is never handed out, so a zeroed block table entry can never alias a
+// computes in f32), allocated once. Sequences address it through page tables
+// of page ids; page 0 is a reserved null page that is never handed out, so a zeroed page table entry can never alias a
 // live page.
 #pragma once
 
@@ -18,13 +18,13 @@ struct KvCacheShape {
   int64_t num_layers = 0;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  int64_t page_size = 16;
+  PageGeometry page;
   int64_t num_pages = 0;     // including the null page
   DType dtype = DType::F32;  // F32 or BF16
 
   int64_t element_bytes() const { return dtype == DType::BF16 ? 2 : 4; }
   // Bytes one page takes across all layers (K and V).
-  int64_t bytes_per_page() const { return 2 * num_layers * page_size * kv_heads * head_dim * element_bytes(); }
+  int64_t bytes_per_page() const { return 2 * num_layers * page.size() * kv_heads * head_dim * element_bytes(); }
 };
 
 class KvCache {
@@ -50,22 +50,6 @@ class KvCache {
   Mapping storage_;
   unsigned char* data_ = nullptr;  // storage_.base rounded up to 2 MiB
   std::vector<kernels::KvLayerView> views_;
-};
-
-// Hands out pages of the pool; a free list, O(1) allocate and free.
-class PageAllocator {
- public:
-  explicit PageAllocator(int64_t num_pages);
-  // Returns a page id >= 1, or -1 when none is free.
-  int32_t allocate();
-  void free(int32_t page);
-  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
-  int64_t num_usable() const { return num_pages_ - 1; }
-
- private:
-  int64_t num_pages_;
-  std::vector<int32_t> free_;
-  std::vector<bool> in_use_;
 };
 
 }  // namespace minfer

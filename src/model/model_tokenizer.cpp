@@ -14,9 +14,9 @@ namespace minfer {
 std::unique_ptr<Tokenizer> load_tokenizer(const ModelWeights& weights) {
   const TokenizerSource& src = weights.tokenizer;
   if (!src.hf_tokenizer_json.empty())
-    return Tokenizer::from_hf_json(src.hf_tokenizer_json, src.hf_tokenizer_config_json);
-  if (!src.gguf_path.empty()) return Tokenizer::from_gguf(*GgufFile::open(src.gguf_path));
-  if (!src.llama2c_tokenizer_bin.empty()) return Tokenizer::from_llama2c(src.llama2c_tokenizer_bin);
+    return tokenizer_from_hf_json(src.hf_tokenizer_json, src.hf_tokenizer_config_json);
+  if (!src.gguf_path.empty()) return tokenizer_from_gguf(*GgufFile::open(src.gguf_path));
+  if (!src.llama2c_tokenizer_bin.empty()) return tokenizer_from_llama2c(src.llama2c_tokenizer_bin);
   fail(
       "{}: no tokenizer found (expected tokenizer.json, GGUF tokenizer metadata, or a llama2.c tokenizer .bin); "
       "pass token ids instead of text",

@@ -1,23 +1,31 @@
-// Runs one generation request (/generate, /v1/completions, /v1/chat/completions) on the AsyncEngine and
-// answers it, whole or streamed as server-sent events. Tokenizes and checks the prompt against
-// max_model_len on the connection's thread, submits one engine request per (prompt, choice), then waits on
-// an OutputChannel: each batch of outputs the engine thread pushes becomes SSE events (streaming) or is
-// gathered into one response. A client that goes away mid-request aborts its engine requests, which frees
-// their KV pages at the engine's next step.
+// The request core of the generation routes (/generate, /v1/completions, /v1/chat/completions), top to bottom:
+//   1. prepare: check the model name, render the chat template, tokenize, check each prompt against
+//      max_model_len with its max_tokens (the API's own check, naming the field; the engine validates the
+//      rest once, when the request is submitted);
+//   2. submit one engine request per (prompt, choice), each read through its RequestState, whose listener
+//      wakes this connection's coroutine;
+//   3. collect: stream each output through the route's ResponseWriter as server-sent events, or wait for every
+//      choice and send the writer's body.
+// A client that goes away mid-request aborts its engine requests, which frees their KV pages at the engine's
+// next step. Engine errors map to HTTP by their ErrorCode.
 #pragma once
 
 // clang-format off
 #include "server/asio.h"
 // clang-format on
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "minfer/engine.h"
 #include "server/chat_prompt.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
+#include "server/response_writer.h"
+#include "server/strand_wakeup.h"
 
 namespace minfer::server {
 
@@ -33,7 +41,17 @@ class GenerationHandler {
   asio::awaitable<void> handle(GenerationRequest request, Connection& connection);
 
  private:
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::vector<int32_t>> prepare(GenerationRequest& request) const;
   std::vector<int32_t> tokenize(const GenerationRequest& request, const PromptInput& prompt) const;
+  std::vector<Choice> submit(const GenerationRequest& request, const std::vector<std::vector<int32_t>>& prompts,
+                             const std::shared_ptr<StrandWakeup>& wakeup);
+  ResponseContext response_context(const GenerationRequest& request, const std::vector<std::vector<int32_t>>& prompts);
+  asio::awaitable<void> stream(const ResponseWriter& writer, std::vector<Choice>& choices, StrandWakeup& wakeup,
+                               Connection& connection, Clock::time_point arrival);
+  asio::awaitable<void> answer_whole(const ResponseWriter& writer, std::vector<Choice>& choices, StrandWakeup& wakeup,
+                                     Connection& connection, Clock::time_point arrival);
+  void record_finished(const Choice& choice, Clock::time_point arrival);
   std::string next_id(RouteKind kind);
 
   AsyncEngine& engine_;

@@ -85,7 +85,7 @@ void apply_model_token_attributes(const GgufFile& gguf, Vocab& vocab) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& gguf) {
+std::unique_ptr<Tokenizer> tokenizer_from_gguf(const GgufFile& gguf) {
   const std::string path = gguf.path();
   if (!gguf.has("tokenizer.ggml.model"))
     fail_load(path, "no tokenizer in this GGUF file (tokenizer.ggml.model missing)");

@@ -276,8 +276,8 @@ PreTokenizer hf_byte_level_pre_tokenizer(const std::string& path, const json& ro
   return std::move(options.pre_tokenizer);
 }
 
-std::unique_ptr<Tokenizer> Tokenizer::from_hf_json(const std::string& tokenizer_json_path,
-                                                   const std::string& tokenizer_config_path) {
+std::unique_ptr<Tokenizer> tokenizer_from_hf_json(const std::string& tokenizer_json_path,
+                                                  const std::string& tokenizer_config_path) {
   HfTokenizerJson file = read_hf_tokenizer_json(tokenizer_json_path);
   json config;
   if (!tokenizer_config_path.empty()) config = read_json_file(tokenizer_config_path);

@@ -27,7 +27,7 @@ std::string trim(std::string_view s) {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> Tokenizer::from_llama2c(const std::string& path) {
+std::unique_ptr<Tokenizer> tokenizer_from_llama2c(const std::string& path) {
   auto file = MappedFile::open(path);
   const uint8_t* data = file->data();
   const size_t size = file->size();

@@ -19,7 +19,7 @@ def test_bench_ops_reports_dispatches_and_the_mixed_step(minfer, stories_dir):
 def test_bench_offline_prints_every_section(minfer, stories_dir):
     proc = minfer.run("bench", "offline", "-m", stories_dir / "stories260K.bin", "-t", 1, "-n", 6,
                       "--prompt-min", 4, "--prompt-max", 40, "--output-min", 2, "--output-max", 12,
-                      "--max-model-len", 128, "--kv-cache-mib", 4, "--max-num-seqs", 4,
+                      "--max-model-len", 128, "--kv-cache-memory", "4MiB", "--max-num-seqs", 4,
                       "--sections", "batching,kv,decode,prefill", "--concurrency", "1,2", "--decode-steps", 2,
                       "--prefill-tokens", 32, "--peak-gflops", 100, "--log-steps")
     out = proc.stdout

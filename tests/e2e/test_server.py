@@ -356,7 +356,7 @@ def wait_for(predicate, timeout_s: float = 30.0) -> bool:
 
 
 def test_disconnect_frees_pages(minfer, model):
-    s = Server(minfer, model, "--max-model-len", "4096", "--kv-cache-memory", "32MiB", "--no-prefix-caching")
+    s = Server(minfer, model, "--max-model-len", "4096", "--kv-cache-memory", "32MiB", "--no-enable-prefix-caching")
     try:
         before = s.metrics().get("minfer_requests_disconnected_total", 0)
         events = sse(s.port, "/v1/completions",

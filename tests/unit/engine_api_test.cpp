@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_core.h"
+#include "engine/engine_access.h"
 #include "minfer/engine.h"
 
 namespace minfer {
@@ -193,7 +193,7 @@ TEST(EngineApi, AbortEndsARequestAndFreesItsPages) {
   const EngineStats s = engine.stats();
   EXPECT_EQ(s.pages_used, 0);
   EXPECT_EQ(s.requests_finished, 2);
-  engine.core().blocks().check_invariants();
+  EngineAccess::core(engine).page_manager().check_invariants();
 }
 
 TEST(EngineApi, ContextLimitEndsWithLength) {

@@ -66,25 +66,52 @@ TEST(AsyncEngine, ConcurrentCallersGetTheSynchronousTokens) {
   EXPECT_EQ(s.requests_finished, static_cast<int64_t>(ps.size()));
 }
 
-TEST(AsyncEngine, CallbacksAndAbortFromAnotherThread) {
+TEST(AsyncEngine, ListenerAndAbortFromAnotherThread) {
   AsyncEngine engine(config());
-  std::atomic<int> tokens{0};
-  std::atomic<bool> done{false};
-  std::atomic<int> reason{-1};
-  const RequestId id = engine.add_request({1}, greedy(400), [&](const RequestOutput& o) {
-    tokens += static_cast<int>(o.new_token_ids.size());
-    if (o.finished) {
-      reason = static_cast<int>(o.finish_reason);
-      done = true;
-    }
-  });
-  while (tokens < 5) std::this_thread::yield();
-  std::thread([&] { engine.abort(id); }).join();
-  while (!done) std::this_thread::yield();
-  EXPECT_EQ(reason, static_cast<int>(FinishReason::kAbort));
-  EXPECT_LT(tokens, 400);
+  std::atomic<int> updates{0};
+  auto state = engine.add_request({1}, greedy(400), {.stream = false, .on_update = [&] { ++updates; }});
+  while (updates < 5) std::this_thread::yield();
+  std::thread([&] { engine.abort(state->id()); }).join();
+  while (!state->wait_for(std::chrono::milliseconds(100))) {
+  }
+  const CompletionOutput r = state->result();
+  EXPECT_EQ(r.finish_reason, FinishReason::kAbort);
+  EXPECT_LT(r.token_ids.size(), 400u);
+  EXPECT_GE(updates.load(), static_cast<int>(r.token_ids.size()));
+  EXPECT_TRUE(state->take().empty());  // not streaming: only the folded result is kept
   engine.shutdown();
   EXPECT_EQ(engine.stats().pages_used, 0);
+}
+
+TEST(AsyncEngine, StateFoldsWhatTheStreamCarries) {
+  AsyncEngine engine(config());
+  SamplingParams p = greedy(25);
+  p.logprobs = 2;
+  auto state = engine.add_request({1, 403}, p);
+  std::vector<int32_t> ids;
+  std::string text;
+  size_t logprobs = 0;
+  while (auto o = state->next(std::chrono::milliseconds(50))) {
+    ids.insert(ids.end(), o->new_token_ids.begin(), o->new_token_ids.end());
+    text += o->text_delta;
+    logprobs += o->logprobs.size();
+  }
+  while (!state->done())
+    for (RequestOutput& o : state->take()) {
+      ids.insert(ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
+      text += o.text_delta;
+      logprobs += o.logprobs.size();
+    }
+  const CompletionOutput r = state->result();
+  EXPECT_EQ(r.token_ids, ids);
+  EXPECT_EQ(r.text, text);
+  EXPECT_EQ(r.logprobs.size(), 25u);
+  EXPECT_EQ(logprobs, 25u);
+  EXPECT_EQ(r.prompt_token_ids, (std::vector<int32_t>{1, 403}));
+  ASSERT_TRUE(state->first_token_time().has_value());
+  ASSERT_TRUE(state->finish_time().has_value());
+  EXPECT_LE(state->arrival_time(), *state->first_token_time());
+  EXPECT_LE(*state->first_token_time(), *state->finish_time());
 }
 
 TEST(AsyncEngine, ShutdownDrainsOrAborts) {
@@ -93,17 +120,22 @@ TEST(AsyncEngine, ShutdownDrainsOrAborts) {
     auto a = engine.add_request({1, 403}, greedy(30));
     auto b = engine.add_request({1}, greedy(10));
     engine.shutdown(/*drain=*/true);
-    std::vector<RequestOutput> outs = a->drain();
+    std::vector<RequestOutput> outs = a->take();
     ASSERT_FALSE(outs.empty());
     EXPECT_EQ(outs.back().finish_reason, FinishReason::kLength);
     EXPECT_EQ(outs.back().output_tokens, 30);
-    EXPECT_TRUE(b->finished() || !b->drain().empty());
-    EXPECT_THROW(engine.add_request({1}, greedy(3)), std::exception);
+    EXPECT_TRUE(b->finished());
+    try {
+      engine.add_request({1}, greedy(3));
+      ADD_FAILURE() << "a request after shutdown was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kUnavailable) << e.what();
+    }
   }
   {
     AsyncEngine engine(config());
     auto a = engine.add_request({1, 403}, greedy(450));
-    while (a->drain().empty()) std::this_thread::yield();
+    while (a->output_tokens() == 0) std::this_thread::yield();
     engine.shutdown(/*drain=*/false);
     std::optional<RequestOutput> last;
     while (auto o = a->next()) last = std::move(o);

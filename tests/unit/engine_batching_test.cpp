@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine_core.h"
+#include "engine/engine_access.h"
 #include "minfer/engine.h"
 #include "model/test_model_writer.h"
 
@@ -97,8 +97,8 @@ std::vector<std::vector<int32_t>> run_batched(const EngineConfig& c, const std::
         EXPECT_EQ(o.finish_reason, FinishReason::kLength);
       }
     }
-    engine.core().blocks().check_invariants();
-    if (const BlockManager* window = engine.core().window_blocks()) window->check_invariants();
+    EngineAccess::core(engine).page_manager().check_invariants();
+    if (const PageManager* window = EngineAccess::core(engine).window_page_manager()) window->check_invariants();
     ++steps;
     EXPECT_LT(steps, 20000) << "no progress";
     if (steps >= 20000) break;
@@ -134,7 +134,7 @@ TEST_P(BatchingTest, ConcurrentGreedyEqualsAlone) {
   int32_t vocab = 0;
   {
     Engine probe(base_config(model));
-    vocab = static_cast<int32_t>(probe.core().model_config().vocab_size);
+    vocab = static_cast<int32_t>(EngineAccess::core(probe).model_config().vocab_size);
   }
   const std::vector<Request> reqs = make_requests(16, std::min<int32_t>(vocab, 500), 11);
   const auto alone = run_alone(model, reqs);
@@ -156,7 +156,7 @@ TEST_P(BatchingTest, ConcurrentGreedyEqualsAlone) {
   // Room for one max_model_len sequence and a little more: forces preemption and recompute.
   const int64_t page_bytes = 2 * 16 * 4 * [&] {
     Engine probe(base_config(model));
-    const ModelConfig& m = probe.core().model_config();
+    const ModelConfig& m = EngineAccess::core(probe).model_config();
     return m.num_layers * m.num_kv_heads * m.head_dim;
   }();
   c.kv_cache_memory = page_bytes * (128 / 16 + 3);
@@ -239,8 +239,8 @@ TEST(WindowPages, ReleasedBehindTheWindow) {
   EXPECT_LE(most_window_pages, (24 + 128 + 15) / 16 + 1);
   EXPECT_GE(s.window_pages_released, 308 / 16 - ((24 + 128 + 15) / 16 + 1));
   EXPECT_GT(s.window_pages_total, 0);
-  engine.core().blocks().check_invariants();
-  engine.core().window_blocks()->check_invariants();
+  EngineAccess::core(engine).page_manager().check_invariants();
+  EngineAccess::core(engine).window_page_manager()->check_invariants();
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchingTest,

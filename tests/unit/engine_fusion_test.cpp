@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "engine/generator.h"
+#include "engine_test_support.h"
 #include "model/model_weights.h"
 #include "model/quant/quantize_model.h"
 #include "model/test_model_writer.h"
@@ -31,25 +31,19 @@ struct GenerationRun {
 
 GenerationRun generate(const ModelWeights& weights, const graph::FusionOptions& fusion,
                        const std::vector<int32_t>& prompt) {
-  GeneratorOptions options;
-  options.num_threads = 2;
-  options.max_seq_len = 256;
-  options.prefill_chunk = 7;  // several prefill chunks, each a multi-row step
-  options.fusion = fusion;
-  Generator generator(weights, options);
-  SamplingParams params;
-  params.temperature = 0.0f;
-  params.max_tokens = 24;
-  params.ignore_eos = true;
+  EngineConfig config = testing::small_engine_config(weights.path, 2, 256);
+  config.max_num_batched_tokens = 7;  // several prefill chunks, each a multi-row step
+  config.fusion_strategy = fusion.strategy;
+  config.disabled_fusion_passes = fusion.disabled_passes;
+  config.enable_prefix_caching = false;
+  auto engine = testing::engine_over(weights, config);
+  // Greedy tokens, and the logits of every prompt position (every row samples: many sequences in one step).
+  SamplingParams params = testing::greedy(24);
   GenerationRun run;
-  run.tokens = generator
-                   .generate(
-                       prompt, params, {}, [](int32_t) { return true; }, nullptr)
-                   .token_ids;
-  // Logits of every prompt position (every row samples: many sequences in one step).
-  generator.generate(
-      prompt, params, {}, [](int32_t) { return true; }, &run.prompt_logits);
-  run.dispatches_per_step = generator.runner().dispatches_per_step();
+  run.tokens = engine->generate(std::vector<std::vector<int32_t>>{prompt}, params)[0].token_ids;
+  params.prompt_logits = true;
+  run.prompt_logits = engine->generate(std::vector<std::vector<int32_t>>{prompt}, params)[0].prompt_logits;
+  run.dispatches_per_step = EngineAccess::core(*engine).runner().dispatches_per_step();
   return run;
 }
 
@@ -203,11 +197,10 @@ TEST_F(FusionOnTestModels, Bf16BlockedMatchesRowMajor) {
 
 TEST(FusionOptions, UnknownPassIsAnError) {
   const ModelWeights weights = load_model(kStories + "stories260K.bin");
-  GeneratorOptions options;
-  options.num_threads = 1;
-  options.fusion.disabled_passes = {"no-such-pass"};
+  EngineConfig config = testing::small_engine_config(weights.path);
+  config.disabled_fusion_passes = {"no-such-pass"};
   try {
-    Generator generator(weights, options);
+    testing::engine_over(weights, config);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown fusion pass 'no-such-pass'"), std::string::npos) << e.what();

@@ -1,4 +1,4 @@
-// Scheduler against the real BlockManager with a simulated model (each finished prefill or decode
+// Scheduler against the real PageManager with a simulated model (each finished prefill or decode
 // appends a made-up token): token budget, sequence cap, decodes first, preemption order, abort, static
 // batches, prefix hits, and no leaked pages or deadlock after random mixes.
 #include <gtest/gtest.h>
@@ -18,9 +18,9 @@ namespace {
 struct Sim {
   Sim(int64_t usable_pages, const SchedulerOptions& so, bool prefix = true, int64_t page_size = 16)
       : bm([&] {
-          BlockManagerOptions o;
+          PageManagerOptions o;
           o.num_pages = usable_pages + 1;
-          o.page_size = page_size;
+          o.page = PageGeometry::of(page_size);
           o.enable_prefix_caching = prefix;
           return o;
         }()),
@@ -49,7 +49,7 @@ struct Sim {
     for (const ScheduledChunk& c : out.chunks) {
       EXPECT_GT(c.num_tokens, 0);
       EXPECT_EQ(c.seq->status, SeqStatus::kRunning);
-      EXPECT_GE(static_cast<int64_t>(bm.block_table(c.seq->id).size()) * bm.page_size(),
+      EXPECT_GE(static_cast<int64_t>(bm.page_table(c.seq->id).size()) * bm.page().size(),
                 c.seq->num_computed + c.num_tokens);
       sum += c.num_tokens;
     }
@@ -73,10 +73,10 @@ struct Sim {
     ASSERT_FALSE(sched.has_unfinished()) << "no progress after " << steps << " steps";
   }
 
-  BlockManager bm;
+  PageManager bm;
   Scheduler sched;
   std::vector<std::unique_ptr<Sequence>> seqs;
-  SeqId next_id = 1;
+  RequestId next_id = 1;
   int finished = 0;
   int steps = 0;
 };
@@ -301,7 +301,7 @@ TEST(Scheduler, RandomMixNeverLeaksOrDeadlocks) {
         // Page count: the pages in use are exactly the distinct pages of the running sequences' tables.
         std::set<int32_t> held;
         for (const Sequence* r : sim.sched.running())
-          for (int32_t p : sim.bm.block_table(r->id)) held.insert(p);
+          for (int32_t p : sim.bm.page_table(r->id)) held.insert(p);
         for (const Sequence* w : sim.sched.waiting()) EXPECT_FALSE(sim.bm.has_pages(w->id));
         ASSERT_EQ(static_cast<int64_t>(held.size()), sim.bm.num_used_pages());
         ASSERT_LT(sim.steps, 50000);

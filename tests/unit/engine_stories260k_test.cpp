@@ -7,9 +7,7 @@
 #include <vector>
 
 #include "base/mapped_file.h"
-#include "engine/generator.h"
-#include "model/model_tokenizer.h"
-#include "model/model_weights.h"
+#include "engine_test_support.h"
 
 namespace minfer {
 namespace {
@@ -30,16 +28,10 @@ std::vector<int32_t> expected_ids() {
 }
 
 std::vector<int32_t> greedy(const std::string& path, int threads, int64_t page_size) {
-  const ModelWeights weights = load_model(path);
-  GeneratorOptions options;
-  options.num_threads = threads;
-  options.page_size = page_size;
-  Generator generator(weights, options);
-  SamplingParams params;
-  params.temperature = 0.0f;
-  params.max_tokens = 200;
-  params.ignore_eos = true;
-  return generator.generate({1}, params, {}, [](int32_t) { return true; }).token_ids;
+  EngineConfig config = testing::small_engine_config(path, threads);
+  config.page_size = page_size;
+  Engine engine(config);
+  return engine.generate(std::vector<std::vector<int32_t>>{{1}}, testing::greedy(200))[0].token_ids;
 }
 
 TEST(Stories260K, GreedyFromBosMatchesLlama2cReference) {
@@ -57,21 +49,11 @@ TEST(Stories260K, PageSizeAndThreadsDoNotChangeTokens) {
 }
 
 TEST(Stories260K, PromptEncodesAndGeneratesText) {
-  const ModelWeights weights = load_model(kDir + "stories260K.bin");
-  auto tokenizer = load_tokenizer(weights);
-  const std::vector<int32_t> prompt = tokenizer->encode("Once upon a time");
+  Engine engine(testing::small_engine_config(kDir + "stories260K.bin"));
+  const std::vector<int32_t> prompt = engine.encode("Once upon a time");
   EXPECT_EQ(prompt, (std::vector<int32_t>{1, 403, 407, 261, 378}));
-  Generator generator(weights, GeneratorOptions{});
-  SamplingParams params;
-  params.temperature = 0.0f;
-  params.max_tokens = 20;
-  std::string text;
-  IncrementalDecoder decoder(*tokenizer);
-  generator.generate(prompt, params, eos_token_ids(weights, tokenizer.get()), [&](int32_t id) {
-    text += decoder.push(id);
-    return true;
-  });
-  text += decoder.flush();
+  const std::string text =
+      engine.generate(std::vector<std::vector<int32_t>>{prompt}, testing::greedy(20, /*stop_at_eos=*/true))[0].text;
   // The recorded greedy run from BOS starts with this prompt, so greedy after it continues the same story.
   const std::string expected = minfer::read_text_file(kDir + "expected_greedy_n200.txt");
   ASSERT_GT(expected.size(), 40u);

@@ -7,25 +7,16 @@
 
 #include "base/error.h"
 #include "formats/llama2c_file.h"
+#include "test_support.h"
 
 namespace minfer {
 namespace {
 
+using testing::expect_load_error;
+
 namespace fs = std::filesystem;
 
 const std::string kStories = std::string(MINFER_SHARED_DIR) + "/models/stories260K/stories260K.bin";
-
-template <typename F>
-void expect_load_error(F f, const std::string& file, const std::string& phrase) {
-  try {
-    f();
-    FAIL() << "no LoadError; expected one containing '" << phrase << "'";
-  } catch (const LoadError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(file), std::string::npos) << msg;
-    EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
-  }
-}
 
 std::string temp_path(const std::string& name) {
   return (fs::temp_directory_path() / ("minfer_l2c_" + std::to_string(::getpid()) + "_" + name)).string();

@@ -12,9 +12,12 @@
 #include "base/half.h"
 #include "formats/safetensors_file.h"
 #include "formats/safetensors_writer.h"
+#include "test_support.h"
 
 namespace minfer {
 namespace {
+
+using testing::expect_load_error;
 
 namespace fs = std::filesystem;
 
@@ -40,19 +43,6 @@ class SafetensorsTest : public ::testing::Test {
 
   fs::path dir_;
 };
-
-// Asserts that `f` throws LoadError whose message names `file` and contains `phrase`.
-template <typename F>
-void expect_load_error(F f, const std::string& file, const std::string& phrase) {
-  try {
-    f();
-    FAIL() << "no LoadError; expected one containing '" << phrase << "'";
-  } catch (const LoadError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(file), std::string::npos) << msg;
-    EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
-  }
-}
 
 Tensor f32_tensor(std::vector<int64_t> shape, float start) {
   Tensor t = Tensor::allocate(DType::F32, std::move(shape));

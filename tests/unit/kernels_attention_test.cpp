@@ -27,22 +27,23 @@ struct Batch {
   std::vector<float> k_pool, v_pool;     // f32 cache
   std::vector<uint16_t> k_bf16, v_bf16;  // bf16 cache
   std::vector<float> q;
-  std::vector<int32_t> q_start, q_len, context_len, block_tables;
-  int64_t max_blocks = 0;
+  std::vector<int32_t> q_start, q_len, context_len, page_tables;
+  int64_t max_pages = 0;
   int64_t tokens = 0;
   // Per sequence, its whole context [ctx, kv_heads, head_dim] (bf16-rounded for bf16): what the cache holds.
   std::vector<std::vector<float>> dense_k, dense_v;
   KvLayerView view() {
-    if (dtype == DType::BF16) return KvLayerView{k_bf16.data(), v_bf16.data(), page_size, kv_heads, head_dim, dtype};
-    return KvLayerView{k_pool.data(), v_pool.data(), page_size, kv_heads, head_dim, dtype};
+    if (dtype == DType::BF16)
+      return KvLayerView{k_bf16.data(), v_bf16.data(), PageGeometry::of(page_size), kv_heads, head_dim, dtype};
+    return KvLayerView{k_pool.data(), v_pool.data(), PageGeometry::of(page_size), kv_heads, head_dim, dtype};
   }
   AttentionBatch batch() const {
     return AttentionBatch{static_cast<int64_t>(q_len.size()),
                           q_start.data(),
                           q_len.data(),
                           context_len.data(),
-                          block_tables.data(),
-                          max_blocks};
+                          page_tables.data(),
+                          max_pages};
   }
 };
 
@@ -55,7 +56,7 @@ Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t hea
   for (auto [ctx, ql] : seqs) {
     const int64_t need = (ctx + page_size - 1) / page_size;
     pages += need;
-    b.max_blocks = std::max(b.max_blocks, need + 1);
+    b.max_pages = std::max(b.max_pages, need + 1);
   }
   const int64_t pool_pages = pages + 3;
   std::vector<int32_t> order(static_cast<size_t>(pool_pages));
@@ -76,7 +77,7 @@ Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t hea
     b.q_len.push_back(ql);
     b.context_len.push_back(ctx);
     b.tokens += ql;
-    std::vector<int32_t> table(static_cast<size_t>(b.max_blocks), order.back());  // spare page in unused entries
+    std::vector<int32_t> table(static_cast<size_t>(b.max_pages), order.back());  // spare page in unused entries
     for (int64_t j = 0; j < (ctx + page_size - 1) / page_size; ++j) table[static_cast<size_t>(j)] = order[next_page++];
     // Write the whole context (cached prefix and the new tokens) through the reference kv_write.
     std::vector<int64_t> slots(static_cast<size_t>(ctx));
@@ -91,7 +92,7 @@ Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t hea
     }
     b.dense_k.push_back(std::move(k));
     b.dense_v.push_back(std::move(v));
-    b.block_tables.insert(b.block_tables.end(), table.begin(), table.end());
+    b.page_tables.insert(b.page_tables.end(), table.begin(), table.end());
   }
   b.q = random_floats(rng, static_cast<size_t>(b.tokens * heads * head_dim), -2.0f, 2.0f);
   return b;
@@ -230,9 +231,9 @@ TEST(KernelsAttention, SlidingWindowAndSoftcapMatchDense) {
         Batch b = make_batch(rng, 8, 2, 64, page_size, seqs, dtype);
         const int64_t grid = std::max<int64_t>(kAttentionBlockKeys, page_size);
         for (size_t s = 0; s < seqs.size(); ++s) {
-          int32_t* table = b.block_tables.data() + static_cast<int64_t>(s) * b.max_blocks;
+          int32_t* table = b.page_tables.data() + static_cast<int64_t>(s) * b.max_pages;
           const int64_t lo = std::max<int64_t>(0, seqs[s].first - seqs[s].second - window + 1);
-          for (int64_t j = 0; (j + 1) * page_size <= lo / grid * grid; ++j) table[j] = table[b.max_blocks - 1];
+          for (int64_t j = 0; (j + 1) * page_size <= lo / grid * grid; ++j) table[j] = table[b.max_pages - 1];
         }
         check_all_tables(b,
                          std::string(dtype_name(dtype)) + " page " + std::to_string(page_size) + " window " +
@@ -254,7 +255,7 @@ void split_context_rows_are_batch_invariant(const AttentionParams& params) {
   for (const LeafKernels* leaf : available_leaves()) {
     // Sequence 1 reads sequence 0's pages and K/V; its last query row is sequence 0's.
     Batch c = b;
-    std::copy(c.block_tables.begin(), c.block_tables.begin() + c.max_blocks, c.block_tables.begin() + c.max_blocks);
+    std::copy(c.page_tables.begin(), c.page_tables.begin() + c.max_pages, c.page_tables.begin() + c.max_pages);
     const int64_t row = b.heads * b.head_dim;
     std::copy(c.q.begin(), c.q.begin() + row, c.q.begin() + (c.q_start[1] + 19) * row);
     for (int threads : {1, 3}) {
@@ -289,7 +290,7 @@ TEST(KernelsAttention, SplitContextRowsAreBatchInvariant) {
 TEST(KernelsAttention, KvWriteRoundsToBf16) {
   const int64_t kv_heads = 1, head_dim = 4, page_size = 8;
   std::vector<uint16_t> kp(static_cast<size_t>(2 * page_size * head_dim), 0), vp = kp;
-  const KvLayerView view{kp.data(), vp.data(), page_size, kv_heads, head_dim, DType::BF16};
+  const KvLayerView view{kp.data(), vp.data(), PageGeometry::of(page_size), kv_heads, head_dim, DType::BF16};
   const std::vector<float> k = {1.0f, 1.00390625f, -3.3f, 65504.0f}, v = {0.1f, -0.2f, 0.3f, 1e-3f};
   const std::vector<int64_t> slots = {9};  // page 1, place 1
   for (const KernelTable* t : available_tables()) {
@@ -307,7 +308,7 @@ TEST(KernelsAttention, KvWriteLaysOutPagesByHead) {
   const int64_t kv_heads = 2, head_dim = 3, page_size = 4, pages = 2;
   std::vector<float> kp(static_cast<size_t>(pages * page_size * kv_heads * head_dim), 0.0f);
   std::vector<float> vp = kp;
-  const KvLayerView view{kp.data(), vp.data(), page_size, kv_heads, head_dim};
+  const KvLayerView view{kp.data(), vp.data(), PageGeometry::of(page_size), kv_heads, head_dim};
   std::vector<float> k(3 * 6), v(3 * 6);  // 3 tokens x 2 heads x 3
   std::iota(k.begin(), k.end(), 1.0f);
   std::iota(v.begin(), v.end(), 100.0f);
@@ -338,7 +339,7 @@ TEST(KernelsAttention, RejectsInconsistentBatches) {
   std::vector<float> out(b.q.size());
   b.context_len[0] = 3;  // fewer than q_len
   EXPECT_THROW(paged_attention(b.q.data(), out.data(), 4, b.view(), b.batch(), {1.0f}, pool), Error);
-  b.context_len[0] = 1000;  // more pages than the block table holds
+  b.context_len[0] = 1000;  // more pages than the page table holds
   EXPECT_THROW(paged_attention(b.q.data(), out.data(), 4, b.view(), b.batch(), {1.0f}, pool), Error);
   b.context_len[0] = 20;
   EXPECT_THROW(paged_attention(b.q.data(), out.data(), 6, b.view(), b.batch(), {1.0f}, pool), Error);  // 6 % 4

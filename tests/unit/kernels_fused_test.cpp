@@ -151,7 +151,8 @@ TEST(FusedMatMul, QkvEpilogueMatchesProjectionsRopeAndKvWrite) {
     const float eps = 1e-5f;
     const int64_t pages = 8, page_size = 16, cache_elems = pages * page_size * kvw;
 
-    const KvLayerView empty_view{.page_size = page_size, .kv_heads = c.kv_heads, .head_dim = c.head_dim, .dtype = c.kv};
+    const KvLayerView empty_view{
+        .page = PageGeometry::of(page_size), .kv_heads = c.kv_heads, .head_dim = c.head_dim, .dtype = c.kv};
 
     const Tensor packed = pack_qkv(wq, wk, wv, c.head_dim);
     const Tensor packed_bias = pack_qkv(bq, bk, bv, c.head_dim);
@@ -265,7 +266,8 @@ TEST(FusedKernels, WriteKvHeadEqualsWholeRowWrite) {
   const auto v = random_floats(rng, static_cast<size_t>(kv_heads * hd));
   for (const KernelTable* t : available_tables()) {
     std::vector<float> kw(static_cast<size_t>(slots * kv_heads * hd)), vw(kw.size()), kh(kw.size()), vh(kw.size());
-    KvLayerView whole{.k = kw.data(), .v = vw.data(), .page_size = page_size, .kv_heads = kv_heads, .head_dim = hd};
+    KvLayerView whole{
+        .k = kw.data(), .v = vw.data(), .page = PageGeometry::of(page_size), .kv_heads = kv_heads, .head_dim = hd};
     KvLayerView heads = whole;
     heads.k = kh.data();
     heads.v = vh.data();

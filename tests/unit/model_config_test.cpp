@@ -8,9 +8,12 @@
 #include "formats/gguf_file.h"
 #include "model/config_gguf.h"
 #include "model/config_hf.h"
+#include "test_support.h"
 
 namespace minfer {
 namespace {
+
+using testing::expect_load_error;
 
 const std::string kStoriesGguf = std::string(MINFER_SHARED_DIR) + "/models/stories260K/stories260K.gguf";
 
@@ -34,18 +37,6 @@ constexpr const char* kQwen05 = R"({
   "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
   "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "transformers_version": "4.40.1",
   "use_cache": true, "use_mrope": false, "use_sliding_window": false, "vocab_size": 151936})";
-
-template <typename F>
-void expect_load_error(F f, const std::string& file, const std::string& phrase) {
-  try {
-    f();
-    FAIL() << "no LoadError; expected one containing '" << phrase << "'";
-  } catch (const LoadError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(file), std::string::npos) << msg;
-    EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
-  }
-}
 
 // `config` with one "key": value replaced (or added when absent).
 std::string with(std::string s, const std::string& key, const std::string& value) {

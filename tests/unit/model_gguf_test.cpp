@@ -14,9 +14,12 @@
 
 #include "base/error.h"
 #include "model/model_weights.h"
+#include "test_support.h"
 
 namespace minfer {
 namespace {
+
+using testing::expect_load_error;
 
 namespace fs = std::filesystem;
 
@@ -145,18 +148,6 @@ GgufBuilder tiny(const std::string& arch, bool bias, bool output, uint32_t matri
     b.tensor(p + "ffn_down.weight", {h, 2 * h}, matrix_type);
   }
   return b;
-}
-
-template <typename F>
-void expect_load_error(F f, const std::string& file, const std::string& phrase) {
-  try {
-    f();
-    FAIL() << "no LoadError; expected one containing '" << phrase << "'";
-  } catch (const LoadError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(file), std::string::npos) << msg;
-    EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
-  }
 }
 
 class GgufLoad : public ::testing::Test {

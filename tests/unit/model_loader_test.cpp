@@ -12,27 +12,18 @@
 #include "model/loaders/loaders.h"
 #include "model/model_weights.h"
 #include "model/test_model_writer.h"
+#include "test_support.h"
 
 namespace minfer {
 namespace {
+
+using testing::expect_load_error;
 
 namespace fs = std::filesystem;
 
 const std::string kModels = std::string(MINFER_SHARED_DIR) + "/models/stories260K";
 const std::string kBin = kModels + "/stories260K.bin";
 const std::string kGguf = kModels + "/stories260K.gguf";
-
-template <typename F>
-void expect_load_error(F f, const std::string& file, const std::string& phrase) {
-  try {
-    f();
-    FAIL() << "no LoadError; expected one containing '" << phrase << "'";
-  } catch (const LoadError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find(file), std::string::npos) << msg;
-    EXPECT_NE(msg.find(phrase), std::string::npos) << msg;
-  }
-}
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.dtype == b.dtype && a.shape == b.shape && std::memcmp(a.data, b.data, a.nbytes()) == 0;

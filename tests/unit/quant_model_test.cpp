@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "base/half.h"
-#include "engine/generator.h"
-#include "generator_test_util.h"
+#include "engine_test_support.h"
 #include "kernels/quant.h"
 #include "model/model_weights.h"
 #include "model/quant/quantize_model.h"
@@ -28,7 +27,7 @@ namespace fs = std::filesystem;
 
 const std::string kStories = std::string(MINFER_SHARED_DIR) + "/models/stories260K/stories260K.bin";
 
-using testing::greedy;
+using testing::greedy_ids;
 
 // Teacher-forced top-1 agreement: the fraction of positions of `tokens` where both models predict the same next
 // token.
@@ -49,7 +48,7 @@ class QuantStories : public ::testing::Test {
   void SetUp() override {
     if (!fs::exists(kStories)) GTEST_SKIP() << kStories << " not found";
     base_ = load_model(kStories);
-    reference_ = greedy(base_, {1}, 120);
+    reference_ = greedy_ids(base_, {1}, 120);
     sequence_ = {1};
     sequence_.insert(sequence_.end(), reference_.begin(), reference_.end());
   }
@@ -135,7 +134,7 @@ TEST(QuantCheckpoint, SaveAndLoadRoundTrip) {
       kernels::dequantize_rows(b, 0, b.dim(0), y.data());
       EXPECT_EQ(x, y) << name;
     }
-    EXPECT_EQ(greedy(w, {1, 2, 3}, 12), greedy(back, {1, 2, 3}, 12)) << quantization_name(q);
+    EXPECT_EQ(greedy_ids(w, {1, 2, 3}, 12), greedy_ids(back, {1, 2, 3}, 12)) << quantization_name(q);
   }
   // A checkpoint that says it is quantized but lacks the scales is an error naming the tensor.
   std::ifstream in(dst / "config.json");

@@ -14,7 +14,7 @@
 
 #include "base/error.h"
 #include "engine/calibration.h"
-#include "generator_test_util.h"
+#include "engine_test_support.h"
 #include "model/model_weights.h"
 #include "model/quant/quantize_model.h"
 #include "model/quant/smoothing.h"
@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 
 const std::string kStories = std::string(MINFER_SHARED_DIR) + "/models/stories260K/stories260K.bin";
 
-using testing::greedy;
+using testing::greedy_ids;
 using testing::prompt_logits;
 
 // Mean over positions of KL(softmax(a) || softmax(b)).
@@ -90,7 +90,7 @@ class Smoothing : public ::testing::Test {
     if (!fs::exists(kStories)) GTEST_SKIP() << kStories << " not found";
     base_ = load_model(kStories);
     story_ = {1};
-    const std::vector<int32_t> gen = greedy(base_, {1}, 120);
+    const std::vector<int32_t> gen = greedy_ids(base_, {1}, 120);
     story_.insert(story_.end(), gen.begin(), gen.end());
   }
   ModelWeights base_;

@@ -14,11 +14,14 @@
 
 #include "base/error.h"
 #include "formats/gguf_file.h"
+#include "test_support.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace minfer {
 namespace {
+
+using testing::expect_load_error;
 
 namespace fs = std::filesystem;
 
@@ -36,31 +39,17 @@ class TokenizerErrors : public ::testing::Test {
     return path.string();
   }
 
-  // fn must throw LoadError whose message names path and contains problem.
-  static void expect_load_error(const std::function<void()>& fn, const std::string& path, const std::string& problem) {
-    try {
-      fn();
-      ADD_FAILURE() << "no error for " << path;
-    } catch (const LoadError& e) {
-      const std::string message = e.what();
-      EXPECT_NE(message.find(path), std::string::npos) << message;
-      EXPECT_NE(message.find(problem), std::string::npos) << message;
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "expected LoadError, got: " << e.what();
-    }
-  }
-
   fs::path dir_;
 };
 
 TEST_F(TokenizerErrors, MissingFiles) {
   const std::string missing = (dir_ / "nope" / "tokenizer.json").string();
-  expect_load_error([&] { Tokenizer::from_hf_json(missing); }, missing, "cannot open");
-  expect_load_error([&] { Tokenizer::from_llama2c(missing); }, missing, "cannot open");
-  expect_load_error([&] { Tokenizer::from_file(missing); }, missing, "no such file");
+  expect_load_error([&] { tokenizer_from_hf_json(missing); }, missing, "cannot open");
+  expect_load_error([&] { tokenizer_from_llama2c(missing); }, missing, "cannot open");
+  expect_load_error([&] { tokenizer_from_file(missing); }, missing, "no such file");
   const std::string good = write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
   const std::string missing_config = (dir_ / "tokenizer_config.json").string();
-  expect_load_error([&] { Tokenizer::from_hf_json(good, missing_config); }, missing_config, "cannot open");
+  expect_load_error([&] { tokenizer_from_hf_json(good, missing_config); }, missing_config, "cannot open");
 }
 
 TEST_F(TokenizerErrors, TruncatedLlama2cVocabulary) {
@@ -72,60 +61,60 @@ TEST_F(TokenizerErrors, TruncatedLlama2cVocabulary) {
   const std::string bytes = ss.str();
   // Cut inside the last token's bytes, inside a length field, and just after the header.
   const std::string cut1 = write("cut1.bin", bytes.substr(0, bytes.size() - 3));
-  expect_load_error([&] { Tokenizer::from_llama2c(cut1); }, cut1, "truncated");
+  expect_load_error([&] { tokenizer_from_llama2c(cut1); }, cut1, "truncated");
   const std::string cut2 = write("cut2.bin", bytes.substr(0, 4 + 4 + 2));
-  expect_load_error([&] { Tokenizer::from_llama2c(cut2); }, cut2, "truncated");
+  expect_load_error([&] { tokenizer_from_llama2c(cut2); }, cut2, "truncated");
   const std::string header_only = write("header.bin", bytes.substr(0, 4));
-  expect_load_error([&] { Tokenizer::from_llama2c(header_only); }, header_only, "only 0 tokens");
+  expect_load_error([&] { tokenizer_from_llama2c(header_only); }, header_only, "only 0 tokens");
   const std::string empty = write("empty.bin", "");
-  expect_load_error([&] { Tokenizer::from_llama2c(empty); }, empty, "truncated");
+  expect_load_error([&] { tokenizer_from_llama2c(empty); }, empty, "truncated");
   // Not a llama2.c file at all: a huge max_token_length, or lengths that run past the end.
   const std::string text = write("text.bin", "this is a text file, not a tokenizer\n");
-  expect_load_error([&] { Tokenizer::from_llama2c(text); }, text, "max_token_length");
+  expect_load_error([&] { tokenizer_from_llama2c(text); }, text, "max_token_length");
 }
 
 TEST_F(TokenizerErrors, MalformedTokenizerJson) {
   const std::string broken = write("broken.json", R"({"model": {"type": "BPE", "vocab": {"a": 0,}})");
-  expect_load_error([&] { Tokenizer::from_hf_json(broken); }, broken, "malformed JSON");
+  expect_load_error([&] { tokenizer_from_hf_json(broken); }, broken, "malformed JSON");
   const std::string empty = write("empty.json", "");
-  expect_load_error([&] { Tokenizer::from_hf_json(empty); }, empty, "empty file");
+  expect_load_error([&] { tokenizer_from_hf_json(empty); }, empty, "empty file");
   const std::string not_object = write("array.json", "[1, 2, 3]");
-  expect_load_error([&] { Tokenizer::from_hf_json(not_object); }, not_object, "not a tokenizer.json");
+  expect_load_error([&] { tokenizer_from_hf_json(not_object); }, not_object, "not a tokenizer.json");
   const std::string no_model = write("nomodel.json", R"({"version": "1.0"})");
-  expect_load_error([&] { Tokenizer::from_hf_json(no_model); }, no_model, "no \"model\"");
+  expect_load_error([&] { tokenizer_from_hf_json(no_model); }, no_model, "no \"model\"");
   const std::string vocab_array = write("vocabarray.json", R"({"model": {"type": "BPE", "vocab": ["a", "b"]}})");
-  expect_load_error([&] { Tokenizer::from_hf_json(vocab_array); }, vocab_array, "model.vocab");
+  expect_load_error([&] { tokenizer_from_hf_json(vocab_array); }, vocab_array, "model.vocab");
   const std::string bad_merge =
       write("badmerge.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["ab"]}})");
-  expect_load_error([&] { Tokenizer::from_hf_json(bad_merge); }, bad_merge, "malformed merge");
+  expect_load_error([&] { tokenizer_from_hf_json(bad_merge); }, bad_merge, "malformed merge");
   const std::string wrong_type =
       write("wrongtype.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "added_tokens": [{"id": "x"}]})");
-  expect_load_error([&] { Tokenizer::from_hf_json(wrong_type); }, wrong_type, "unexpected tokenizer.json structure");
+  expect_load_error([&] { tokenizer_from_hf_json(wrong_type); }, wrong_type, "unexpected tokenizer.json structure");
   const std::string good = write("tokenizer.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
   const std::string bad_config = write("tokenizer_config.json", "{\"add_bos_token\": tru");
-  expect_load_error([&] { Tokenizer::from_hf_json(good, bad_config); }, bad_config, "malformed JSON");
+  expect_load_error([&] { tokenizer_from_hf_json(good, bad_config); }, bad_config, "malformed JSON");
 }
 
 TEST_F(TokenizerErrors, UnsupportedTokenizerJson) {
   const std::string unigram = write("unigram.json", R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})");
-  expect_load_error([&] { Tokenizer::from_hf_json(unigram); }, unigram, "unsupported tokenizer model type 'Unigram'");
+  expect_load_error([&] { tokenizer_from_hf_json(unigram); }, unigram, "unsupported tokenizer model type 'Unigram'");
   const std::string wordpiece = write("wp.json", R"({"model": {"type": "WordPiece", "vocab": {"a": 0}}})");
-  expect_load_error([&] { Tokenizer::from_hf_json(wordpiece); }, wordpiece, "'WordPiece'");
+  expect_load_error([&] { tokenizer_from_hf_json(wordpiece); }, wordpiece, "'WordPiece'");
   const std::string bert_pre =
       write("bertpre.json",
             R"({"pre_tokenizer": {"type": "BertPreTokenizer"}, "decoder": {"type": "ByteLevel"},
                                          "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
-  expect_load_error([&] { Tokenizer::from_hf_json(bert_pre); }, bert_pre,
+  expect_load_error([&] { tokenizer_from_hf_json(bert_pre); }, bert_pre,
                     "unsupported pre-tokenizer 'BertPreTokenizer'");
   const std::string bad_regex = write("badregex.json",
                                       R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(open"}},
                                           "decoder": {"type": "ByteLevel"},
                                           "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
-  expect_load_error([&] { Tokenizer::from_hf_json(bad_regex); }, bad_regex, "invalid pre-tokenizer regex");
+  expect_load_error([&] { tokenizer_from_hf_json(bad_regex); }, bad_regex, "invalid pre-tokenizer regex");
   const std::string unknown_special =
       write("tok2.json", R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
   const std::string config = write("cfg.json", R"({"eos_token": "<|not_there|>"})");
-  expect_load_error([&] { Tokenizer::from_hf_json(unknown_special, config); }, config, "<|not_there|>");
+  expect_load_error([&] { tokenizer_from_hf_json(unknown_special, config); }, config, "<|not_there|>");
 }
 
 // A minimal GGUF v3 file with the given metadata (no tensors).
@@ -179,13 +168,13 @@ TEST_F(TokenizerErrors, GgufWithoutOrWithUnsupportedTokenizer) {
   GgufWriter none;
   none.string("general.architecture", "llama");
   const std::string no_tokenizer = write("none.gguf", none.bytes());
-  expect_load_error([&] { Tokenizer::from_gguf(*GgufFile::open(no_tokenizer)); }, no_tokenizer, "no tokenizer");
+  expect_load_error([&] { tokenizer_from_gguf(*GgufFile::open(no_tokenizer)); }, no_tokenizer, "no tokenizer");
 
   GgufWriter bert;
   bert.string("tokenizer.ggml.model", "bert");
   bert.strings("tokenizer.ggml.tokens", {"[PAD]", "a"});
   const std::string bert_path = write("bert.gguf", bert.bytes());
-  expect_load_error([&] { Tokenizer::from_gguf(*GgufFile::open(bert_path)); }, bert_path,
+  expect_load_error([&] { tokenizer_from_gguf(*GgufFile::open(bert_path)); }, bert_path,
                     "unsupported tokenizer model 'bert'");
 
   GgufWriter pre;
@@ -194,28 +183,28 @@ TEST_F(TokenizerErrors, GgufWithoutOrWithUnsupportedTokenizer) {
   pre.strings("tokenizer.ggml.tokens", {"a", "b"});
   pre.strings("tokenizer.ggml.merges", {"a b"});
   const std::string pre_path = write("pre.gguf", pre.bytes());
-  expect_load_error([&] { Tokenizer::from_gguf(*GgufFile::open(pre_path)); }, pre_path, "'martian'");
+  expect_load_error([&] { tokenizer_from_gguf(*GgufFile::open(pre_path)); }, pre_path, "'martian'");
 
   GgufWriter scores;
   scores.string("tokenizer.ggml.model", "llama");
   scores.strings("tokenizer.ggml.tokens", {"<unk>", "<s>", "</s>", "a"});
   scores.floats("tokenizer.ggml.scores", {0, 0});
   const std::string scores_path = write("scores.gguf", scores.bytes());
-  expect_load_error([&] { Tokenizer::from_gguf(*GgufFile::open(scores_path)); }, scores_path, "2 entries for 4 tokens");
+  expect_load_error([&] { tokenizer_from_gguf(*GgufFile::open(scores_path)); }, scores_path, "2 entries for 4 tokens");
 
   GgufWriter no_merges;
   no_merges.string("tokenizer.ggml.model", "gpt2");
   no_merges.strings("tokenizer.ggml.tokens", {"a", "b"});
   const std::string merges_path = write("nomerges.gguf", no_merges.bytes());
-  expect_load_error([&] { Tokenizer::from_gguf(*GgufFile::open(merges_path)); }, merges_path, "tokenizer.ggml.merges");
+  expect_load_error([&] { tokenizer_from_gguf(*GgufFile::open(merges_path)); }, merges_path, "tokenizer.ggml.merges");
   // from_file recognises GGUF by its magic and reports the same way.
-  expect_load_error([&] { Tokenizer::from_file(merges_path); }, merges_path, "tokenizer.ggml.merges");
+  expect_load_error([&] { tokenizer_from_file(merges_path); }, merges_path, "tokenizer.ggml.merges");
 }
 
 TEST_F(TokenizerErrors, BadIdsAreErrorsNotCrashes) {
   const std::string source = std::string(MINFER_SHARED_DIR) + "/models/stories260K/tok512.bin";
   if (!fs::exists(source)) GTEST_SKIP() << source << " missing";
-  auto tok = Tokenizer::from_llama2c(source);
+  auto tok = tokenizer_from_llama2c(source);
   EXPECT_THROW(tok->decode({1, 512}), Error);
   EXPECT_THROW(tok->decode({-1}), Error);
   EXPECT_THROW(tok->token_text(100000), Error);
@@ -237,7 +226,7 @@ TEST_F(TokenizerErrors, RandomBytesRoundTrip) {
   for (const char* name : {"llama-spm", "phi-3", "gpt-2", "deepseek-coder", "falcon", "starcoder"}) {
     const std::string path = dir + "ggml-vocab-" + name + ".gguf";
     if (!fs::exists(path)) continue;
-    auto tok = Tokenizer::from_gguf(*GgufFile::open(path));
+    auto tok = tokenizer_from_gguf(*GgufFile::open(path));
     for (int i = 0; i < 300; ++i) {
       std::string bytes;
       const size_t n = rng() % 24;

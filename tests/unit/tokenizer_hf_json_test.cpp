@@ -28,7 +28,7 @@ class QwenTokenizer : public ::testing::Test {
     if (!fs::exists(kQwenDir + "/tokenizer.json")) {
       GTEST_SKIP() << kQwenDir << "/tokenizer.json missing; run scripts/fetch-qwen-tokenizer.sh";
     }
-    tok_ = Tokenizer::from_hf_json(kQwenDir + "/tokenizer.json", kQwenDir + "/tokenizer_config.json");
+    tok_ = tokenizer_from_hf_json(kQwenDir + "/tokenizer.json", kQwenDir + "/tokenizer_config.json");
   }
   int32_t id(std::string_view text) const {
     auto v = tok_->token_id(text);
@@ -143,7 +143,7 @@ json tiny_llama2_json() {
 TEST(HfJsonTokenizer, TinyLlama2Style) {
   const fs::path dir = temp_dir("llama2");
   write(dir / "tokenizer.json", tiny_llama2_json());
-  auto tok = Tokenizer::from_hf_json((dir / "tokenizer.json").string());
+  auto tok = tokenizer_from_hf_json((dir / "tokenizer.json").string());
   EXPECT_EQ(tok->vocab_size(), 277);
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_TRUE(tok->adds_bos());  // from the TemplateProcessing post-processor
@@ -174,13 +174,13 @@ TEST(HfJsonTokenizer, ConfigOverridesBos) {
   write(dir / "tokenizer.json", tiny_llama2_json());
   write(dir / "tokenizer_config.json",
         {{"add_bos_token", false}, {"bos_token", {{"content", "<s>"}, {"special", true}}}, {"eos_token", "</s>"}});
-  auto tok = Tokenizer::from_hf_json((dir / "tokenizer.json").string(), (dir / "tokenizer_config.json").string());
+  auto tok = tokenizer_from_hf_json((dir / "tokenizer.json").string(), (dir / "tokenizer_config.json").string());
   EXPECT_FALSE(tok->adds_bos());
   EXPECT_EQ(tok->bos_id(), 1);
   EXPECT_EQ(tok->encode("hello world"), (Ids{271, 276}));
   // from_file reads tokenizer_config.json beside tokenizer.json by itself.
-  EXPECT_FALSE(Tokenizer::from_file((dir / "tokenizer.json").string())->adds_bos());
-  EXPECT_FALSE(Tokenizer::from_file(dir.string())->adds_bos());
+  EXPECT_FALSE(tokenizer_from_file((dir / "tokenizer.json").string())->adds_bos());
+  EXPECT_FALSE(tokenizer_from_file(dir.string())->adds_bos());
   fs::remove_all(dir);
 }
 
@@ -191,7 +191,7 @@ TEST(HfJsonTokenizer, MetaspacePrependFirst) {
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", false}};
   const fs::path dir = temp_dir("metaspace");
   write(dir / "tokenizer.json", j);
-  auto tok = Tokenizer::from_hf_json((dir / "tokenizer.json").string());
+  auto tok = tokenizer_from_hf_json((dir / "tokenizer.json").string());
   EXPECT_EQ(tok->encode("hello world"), (Ids{1, 271, 276}));
   EXPECT_EQ(tok->encode("hello<s>world"), (Ids{1, 271, 1, 264, 273, 275}));  // no "▁" after <s>
   EXPECT_EQ(tok->encode("<s>w w"), (Ids{1, 1, 264, 272}));
@@ -225,7 +225,7 @@ json tiny_gpt2_json(bool add_prefix_space) {
 TEST(HfJsonTokenizer, TinyGpt2Style) {
   const fs::path dir = temp_dir("gpt2");
   write(dir / "tokenizer.json", tiny_gpt2_json(false));
-  auto tok = Tokenizer::from_hf_json((dir / "tokenizer.json").string());
+  auto tok = tokenizer_from_hf_json((dir / "tokenizer.json").string());
   const int32_t hello = *tok->token_id("hello");
   const int32_t world = *tok->token_id("Ġworld");
   const int32_t eot = *tok->token_id("<|endoftext|>");
@@ -238,7 +238,7 @@ TEST(HfJsonTokenizer, TinyGpt2Style) {
   EXPECT_EQ(tok->decode(tok->encode(text)), text);
 
   write(dir / "tokenizer.json", tiny_gpt2_json(true));
-  auto prefixed = Tokenizer::from_hf_json((dir / "tokenizer.json").string());
+  auto prefixed = tokenizer_from_hf_json((dir / "tokenizer.json").string());
   EXPECT_EQ(prefixed->encode("hello world"), (Ids{*prefixed->token_id("Ġ"), hello, world}));
   fs::remove_all(dir);
 }

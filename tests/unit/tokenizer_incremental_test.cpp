@@ -22,7 +22,7 @@ const std::string kTokenizerDir = std::string(MINFER_SHARED_DIR) + "/testdata/to
 std::unique_ptr<Tokenizer> load_gguf(const std::string& name) {
   const std::string path = kTokenizerDir + "/ggml-vocab-" + name + ".gguf";
   if (!std::filesystem::exists(path)) return nullptr;
-  return Tokenizer::from_gguf(*GgufFile::open(path));
+  return tokenizer_from_gguf(*GgufFile::open(path));
 }
 
 bool is_valid_utf8(const std::string& s) { return unicode::sanitize(s) == s; }
@@ -132,7 +132,7 @@ TEST(IncrementalDecoder, ContinuingTextKeepsLeadingSpace) {
 TEST(IncrementalDecoder, QwenChatStream) {
   const std::string path = std::string(MINFER_CACHE_DIR) + "/qwen-tokenizer/tokenizer.json";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " missing";
-  auto tok = Tokenizer::from_hf_json(path);
+  auto tok = tokenizer_from_hf_json(path);
   const std::string text = "<|im_start|>assistant\n你好！🦙 Ça va? 😀👍🏽<|im_end|>";
   const Ids ids = tok->encode(text);
   for (bool skip : {false, true}) check_stream(*tok, ids, skip);

@@ -27,7 +27,7 @@ class Llama2cTokenizer : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!std::filesystem::exists(kDir + "/tok512.bin")) GTEST_SKIP() << kDir << "/tok512.bin missing";
-    tok_ = Tokenizer::from_llama2c(kDir + "/tok512.bin");
+    tok_ = tokenizer_from_llama2c(kDir + "/tok512.bin");
   }
   std::unique_ptr<Tokenizer> tok_;
 };
@@ -70,7 +70,7 @@ TEST_F(Llama2cTokenizer, DecodesGreedyOutput) {
 TEST_F(Llama2cTokenizer, SameAsGgufVocabulary) {
   const std::string gguf_path = kDir + "/stories260K.gguf";
   if (!std::filesystem::exists(gguf_path)) GTEST_SKIP() << gguf_path << " missing";
-  auto gguf_tok = Tokenizer::from_gguf(*GgufFile::open(gguf_path));
+  auto gguf_tok = tokenizer_from_gguf(*GgufFile::open(gguf_path));
   ASSERT_EQ(gguf_tok->vocab_size(), tok_->vocab_size());
   for (const char* text : {"Once upon a time", "Lily and Ben went to the park.\nThey saw a big dog!",
                            "  spaces   here ", "ünïcode and 🦙", "\"Hello,\" said Tom. \"Can I play?\""}) {

@@ -117,7 +117,7 @@ class SpmReference : public ::testing::Test {
       GTEST_SKIP() << "python3-sentencepiece is not installed for " << kPython;
     }
     if (!fs::exists(kModel) || !fs::exists(kGguf)) GTEST_SKIP() << "test vocabularies missing";
-    tokenizer_ = Tokenizer::from_gguf(*GgufFile::open(kGguf));
+    tokenizer_ = tokenizer_from_gguf(*GgufFile::open(kGguf));
   }
 
   void compare(const std::vector<std::string>& texts) {

@@ -85,7 +85,7 @@ TEST_P(GgufVectors, MatchLlamaCpp) {
   const std::string base = kTokenizerDir + "/ggml-vocab-" + GetParam() + ".gguf";
   if (!std::filesystem::exists(base)) GTEST_SKIP() << base << " not present";
   auto gguf = GgufFile::open(base);
-  auto tok = Tokenizer::from_gguf(*gguf);
+  auto tok = tokenizer_from_gguf(*gguf);
   check_vectors(*tok, base);
 }
 
@@ -104,7 +104,7 @@ TEST(TokenizerVectors, Qwen2FromTokenizerJson) {
   if (!std::filesystem::exists(json)) {
     GTEST_SKIP() << json << " missing; run scripts/fetch-qwen-tokenizer.sh";
   }
-  auto tok = Tokenizer::from_hf_json(json);
+  auto tok = tokenizer_from_hf_json(json);
   check_vectors(*tok, kTokenizerDir + "/ggml-vocab-qwen2.gguf");
 }
 
@@ -112,7 +112,7 @@ TEST(TokenizerVectors, Phi3SpecialTokensSwallowFollowingWhitespace) {
   // Phi-3's added tokens have rstrip; GGUF does not store it, so it is restored as llama.cpp does.
   const std::string base = kTokenizerDir + "/ggml-vocab-phi-3.gguf";
   if (!std::filesystem::exists(base)) GTEST_SKIP() << base << " not present";
-  auto tok = Tokenizer::from_gguf(*GgufFile::open(base));
+  auto tok = tokenizer_from_gguf(*GgufFile::open(base));
   const int32_t user = *tok->token_id("<|user|>");
   const int32_t end = *tok->token_id("<|end|>");
   const int32_t hello = *tok->token_id("\xE2\x96\x81Hello");
@@ -125,7 +125,7 @@ TEST(TokenizerVectors, ConcurrentEncodesAgree) {
   // One tokenizer shared by several threads (the server's case): the word cache must not mix results.
   const std::string base = kTokenizerDir + "/ggml-vocab-gpt-2.gguf";
   if (!std::filesystem::exists(base)) GTEST_SKIP() << base << " not present";
-  auto tok = Tokenizer::from_gguf(*GgufFile::open(base));
+  auto tok = tokenizer_from_gguf(*GgufFile::open(base));
   const auto cases = read_cases(base);
   std::vector<std::thread> threads;
   std::atomic<int> mismatches{0};

@@ -33,8 +33,8 @@ void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, co
   MINFER_CHECK(cache.dtype == DType::F32 || cache.dtype == DType::BF16, "kv_write: KV cache of {}",
                dtype_name(cache.dtype));
   if (slot < 0) return;
-  const int64_t ps = cache.page_size, hd = cache.head_dim, t = slot % ps;
-  const int64_t block = cache.head_block(slot / ps, kv_head);
+  const int64_t ps = cache.page.size(), hd = cache.head_dim, t = cache.page.slot_in_page(slot);
+  const int64_t block = cache.head_block(cache.page.page_of(slot), kv_head);
   put(cache.k, cache.dtype, block + t, ps, k, hd);  // transposed: element d at d * page_size + t
   put(cache.v, cache.dtype, block + t * hd, 1, v, hd);
 }
@@ -49,7 +49,7 @@ void kv_write(const KvLayerView& cache, const float* k, const float* v, const in
 
 void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* /*scratch*/) {
   const int64_t hd = cache.head_dim;
-  const int64_t ps = cache.page_size;
+  const int64_t ps = cache.page.size();
   const int64_t nh = span.head_end - span.head_begin;
   std::vector<float> scores(static_cast<size_t>(span.first_pos + span.ntok));
   std::vector<float> acc(static_cast<size_t>(hd));
@@ -61,7 +61,7 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
       const float* qv = span.q + (t * span.heads + h) * hd;
       float mx = -INFINITY;
       for (int64_t j = begin; j < end; ++j) {
-        const int64_t block = cache.head_block(span.block_table[j / ps], span.kv_head);
+        const int64_t block = cache.head_block(span.page_table[j / ps], span.kv_head);
         float dot = 0.0f;
         for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv_at(cache.k, cache.dtype, block + d * ps + j % ps);
         float score = dot * span.scale;
@@ -76,7 +76,7 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = begin; j < end; ++j) {
-        const int64_t base = cache.head_block(span.block_table[j / ps], span.kv_head) + (j % ps) * hd;
+        const int64_t base = cache.head_block(span.page_table[j / ps], span.kv_head) + (j % ps) * hd;
         const float p = scores[static_cast<size_t>(j)];
         for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += p * kv_at(cache.v, cache.dtype, base + d);
       }
@@ -104,7 +104,7 @@ void paged_attention(const float* q, float* out, int64_t heads, const KvLayerVie
     span.heads = heads;
     span.ntok = batch.q_len[s];
     span.first_pos = batch.context_len[s] - batch.q_len[s];
-    span.block_table = batch.block_tables + s * batch.max_blocks_per_seq;
+    span.page_table = batch.page_tables + s * batch.max_pages_per_seq;
     span.scale = params.scale;
     span.window = params.window;
     span.softcap = params.softcap;

@@ -139,7 +139,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
           q[i] = sp.q + ((r / nh) * sp.heads + sp.head_begin + r % nh) * hd;
         }
         __m256 s[kScoreRows][2];
-        Fns<L>::kScore[nr](q, h0, h1, cache.page_size, hd, s);
+        Fns<L>::kScore[nr](q, h0, h1, cache.page.size(), hd, s);
         for (int i = 0; i < nr; ++i) {
           const int64_t cnt = block.seen(r0 + i) - s0;  // may be <= 0: the whole slot is masked
           float* out = st.sc + (r0 + i) * kBlockKeys + s0;

@@ -112,7 +112,7 @@ void span_impl(const KvLayerView& cache, const AttentionSpan& sp, float* scratch
   using Elem = typename L::Elem;
   const int64_t hd = cache.head_dim;
   const int64_t hdp = pad16(hd);
-  const int64_t ps = cache.page_size;
+  const int64_t ps = cache.page.size();
   const int64_t nh = sp.head_end - sp.head_begin;
   const int64_t rows = sp.ntok * nh;
   SpanState st(scratch, rows, hdp);

@@ -26,13 +26,13 @@ inline void prefetch_bytes(const void* p, int64_t bytes) {
 // The keys a span reads: [ctx_begin, keys_end(sp)), its causal context cut to its range.
 inline int64_t keys_end(const AttentionSpan& sp) { return std::min(sp.ctx_end, sp.first_pos + sp.ntok); }
 
-// One kv head's keys and values of a span, page by page through its block table.
+// One kv head's keys and values of a span, page by page through its page table.
 template <class Elem>
 struct HeadPages {
   const KvLayerView& cache;
   const Elem* k;  // cache.k, cache.v
   const Elem* v;
-  const int32_t* block_table;
+  const int32_t* page_table;
   int64_t kv_head, ps, hd;
   int page_shift;  // page sizes are powers of two (EngineConfig): a shift and a mask per key, not a division
 
@@ -40,13 +40,13 @@ struct HeadPages {
       : cache(c),
         k(static_cast<const Elem*>(c.k)),
         v(static_cast<const Elem*>(c.v)),
-        block_table(sp.block_table),
+        page_table(sp.page_table),
         kv_head(sp.kv_head),
-        ps(c.page_size),
+        ps(c.page.size()),
         hd(c.head_dim),
-        page_shift(__builtin_ctzll(static_cast<unsigned long long>(c.page_size))) {}
+        page_shift(c.page.shift()) {}
   // Offset of the head's block in the page holding `key`, and the key's place in that page.
-  int64_t block(int64_t key) const { return cache.head_block(block_table[key >> page_shift], kv_head); }
+  int64_t block(int64_t key) const { return cache.head_block(page_table[key >> page_shift], kv_head); }
   int64_t in_page(int64_t key) const { return key & (ps - 1); }
   // Element d of `key` is at key_row(key)[d * ps] (keys transposed); its value starts at v + value_offset(key).
   const Elem* key_row(int64_t key) const { return k + block(key) + in_page(key); }

@@ -1,21 +1,21 @@
-#include "kv/block_manager.h"
+#include "kv/page_manager.h"
 
 #include <algorithm>
 
 #include "base/error.h"
-#include "kv/block_hash.h"
+#include "kv/page_hash.h"
 
 namespace minfer {
 
-BlockManager::BlockManager(const BlockManagerOptions& options)
+PageManager::PageManager(const PageManagerOptions& options)
     : opt_(options), pages_(static_cast<size_t>(std::max<int64_t>(options.num_pages, 1))) {
   MINFER_CHECK(opt_.num_pages >= 2, "the KV pool needs at least one usable page, has {}", opt_.num_pages);
-  MINFER_CHECK(opt_.page_size > 0, "page_size {}", opt_.page_size);
+  MINFER_CHECK(opt_.page.size() > 0, "page_size {}", opt_.page.size());
   // Lowest ids first, so a fresh pool hands out pages 1, 2, 3, ...
   for (int32_t p = 1; p < static_cast<int32_t>(opt_.num_pages); ++p) push_free_back(p);
 }
 
-void BlockManager::push_free_back(int32_t page) {
+void PageManager::push_free_back(int32_t page) {
   Page& pg = pages_[static_cast<size_t>(page)];
   pg.prev = free_tail_;
   pg.next = -1;
@@ -26,7 +26,7 @@ void BlockManager::push_free_back(int32_t page) {
   ++free_count_;
 }
 
-void BlockManager::push_free_front(int32_t page) {
+void PageManager::push_free_front(int32_t page) {
   Page& pg = pages_[static_cast<size_t>(page)];
   pg.prev = -1;
   pg.next = free_head_;
@@ -37,7 +37,7 @@ void BlockManager::push_free_front(int32_t page) {
   ++free_count_;
 }
 
-void BlockManager::unlink_free(int32_t page) {
+void PageManager::unlink_free(int32_t page) {
   Page& pg = pages_[static_cast<size_t>(page)];
   MINFER_CHECK(pg.in_free, "page {} is not in the free queue", page);
   if (pg.prev >= 0)
@@ -53,7 +53,7 @@ void BlockManager::unlink_free(int32_t page) {
   --free_count_;
 }
 
-void BlockManager::uncache(int32_t page) {
+void PageManager::uncache(int32_t page) {
   Page& pg = pages_[static_cast<size_t>(page)];
   if (!pg.cached) return;
   auto it = cache_.find(pg.key);
@@ -64,7 +64,7 @@ void BlockManager::uncache(int32_t page) {
   pg.tokens.clear();
 }
 
-int32_t BlockManager::pop_free() {
+int32_t PageManager::pop_free() {
   MINFER_CHECK(free_head_ >= 0, "no free page");
   const int32_t page = free_head_;
   unlink_free(page);
@@ -76,7 +76,7 @@ int32_t BlockManager::pop_free() {
   return page;
 }
 
-void BlockManager::release(int32_t page) {
+void PageManager::release(int32_t page) {
   Page& pg = pages_[static_cast<size_t>(page)];
   MINFER_CHECK(pg.refs > 0, "releasing page {} with no reference", page);
   if (--pg.refs > 0) return;
@@ -87,16 +87,16 @@ void BlockManager::release(int32_t page) {
     push_free_front(page);
 }
 
-std::vector<int32_t> BlockManager::lookup_prefix(std::span<const int32_t> tokens) const {
+std::vector<int32_t> PageManager::lookup_prefix(std::span<const int32_t> tokens) const {
   std::vector<int32_t> hit;
   if (!opt_.enable_prefix_caching || tokens.empty()) return hit;
-  const int64_t ps = opt_.page_size;
+  const int64_t ps = opt_.page.size();
   const int64_t full_pages = (static_cast<int64_t>(tokens.size()) - 1) / ps;  // leave the last token out
-  uint64_t h = kRootBlockHash;
+  uint64_t h = kRootPageHash;
   uint64_t parent_uid = 0;
   for (int64_t j = 0; j < full_pages; ++j) {
     const auto page_tokens = tokens.subspan(static_cast<size_t>(j * ps), static_cast<size_t>(ps));
-    h = chain_block_hash(h, page_tokens);
+    h = chain_page_hash(h, page_tokens);
     auto it = cache_.find(h & opt_.hash_mask);
     if (it == cache_.end()) break;
     const Page& pg = pages_[static_cast<size_t>(it->second)];
@@ -110,25 +110,25 @@ std::vector<int32_t> BlockManager::lookup_prefix(std::span<const int32_t> tokens
   return hit;
 }
 
-void BlockManager::record_prefix_query(int64_t queried_tokens, int64_t hit_tokens) {
+void PageManager::record_prefix_query(int64_t queried_tokens, int64_t hit_tokens) {
   stats_.queried_tokens += queried_tokens;
   stats_.hit_tokens += hit_tokens;
 }
 
-int64_t BlockManager::pages_needed(SeqId seq, int64_t num_tokens) const {
-  const int64_t want = std::max((num_tokens + opt_.page_size - 1) / opt_.page_size, opt_.reserve_pages_per_seq);
+int64_t PageManager::pages_needed(RequestId seq, int64_t num_tokens) const {
+  const int64_t want = std::max(opt_.page.pages_for(num_tokens), opt_.reserve_pages_per_seq);
   auto it = seqs_.find(seq);
   const int64_t have = it == seqs_.end() ? 0 : static_cast<int64_t>(it->second.table.size());
   return std::max<int64_t>(0, want - have);
 }
 
-bool BlockManager::allocate(SeqId seq, int64_t num_tokens, std::span<const int32_t> prefix, int64_t keep_free) {
+bool PageManager::allocate(RequestId seq, int64_t num_tokens, std::span<const int32_t> prefix, int64_t keep_free) {
   auto it = seqs_.find(seq);
   const bool is_new = it == seqs_.end();
   MINFER_CHECK(prefix.empty() || is_new, "a prefix can only start a sequence's table (seq {})", seq);
   const int64_t have = is_new ? 0 : static_cast<int64_t>(it->second.table.size());
-  const int64_t want = std::max({(num_tokens + opt_.page_size - 1) / opt_.page_size, opt_.reserve_pages_per_seq,
-                                 static_cast<int64_t>(prefix.size())});
+  const int64_t want =
+      std::max({opt_.page.pages_for(num_tokens), opt_.reserve_pages_per_seq, static_cast<int64_t>(prefix.size())});
   const int64_t fresh = std::max<int64_t>(0, want - have - static_cast<int64_t>(prefix.size()));
   // Prefix pages nobody references sit in the free queue: taking them uses free pages too.
   int64_t revived = 0;
@@ -152,18 +152,18 @@ bool BlockManager::allocate(SeqId seq, int64_t num_tokens, std::span<const int32
   return true;
 }
 
-void BlockManager::cache_full_pages(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed) {
+void PageManager::cache_full_pages(RequestId seq, std::span<const int32_t> tokens, int64_t num_computed) {
   if (!opt_.enable_prefix_caching) return;
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
   SeqPages& sp = it->second;
-  const int64_t ps = opt_.page_size;
+  const int64_t ps = opt_.page.size();
   const int64_t full = std::min<int64_t>(num_computed / ps, static_cast<int64_t>(sp.table.size()));
   MINFER_CHECK(num_computed <= static_cast<int64_t>(tokens.size()), "{} computed of {} tokens", num_computed,
                tokens.size());
   for (int64_t j = sp.num_hashed; j < full && !sp.chain_broken; ++j) {
     const auto page_tokens = tokens.subspan(static_cast<size_t>(j * ps), static_cast<size_t>(ps));
-    const uint64_t h = chain_block_hash(j == 0 ? kRootBlockHash : sp.last_key, page_tokens);
+    const uint64_t h = chain_page_hash(j == 0 ? kRootPageHash : sp.last_key, page_tokens);
     const uint64_t key = h & opt_.hash_mask;
     const int32_t mine = sp.table[static_cast<size_t>(j)];
     if (mine == 0) break;  // released by release_before before it was hashed: nothing to register
@@ -201,7 +201,7 @@ void BlockManager::cache_full_pages(SeqId seq, std::span<const int32_t> tokens, 
   }
 }
 
-void BlockManager::free(SeqId seq) {
+void PageManager::free(RequestId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;
   const std::vector<int32_t>& table = it->second.table;
@@ -210,7 +210,7 @@ void BlockManager::free(SeqId seq) {
   seqs_.erase(it);
 }
 
-int64_t BlockManager::release_before(SeqId seq, int64_t first_kept) {
+int64_t PageManager::release_before(RequestId seq, int64_t first_kept) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return 0;
   SeqPages& sp = it->second;
@@ -227,13 +227,13 @@ int64_t BlockManager::release_before(SeqId seq, int64_t first_kept) {
   return released;
 }
 
-std::span<const int32_t> BlockManager::block_table(SeqId seq) const {
+std::span<const int32_t> PageManager::page_table(RequestId seq) const {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return {};
   return it->second.table;
 }
 
-void BlockManager::reset_prefix_cache() {
+void PageManager::reset_prefix_cache() {
   for (int32_t p = 1; p < static_cast<int32_t>(opt_.num_pages); ++p) {
     Page& pg = pages_[static_cast<size_t>(p)];
     if (!pg.cached || pg.refs > 0) continue;
@@ -244,7 +244,7 @@ void BlockManager::reset_prefix_cache() {
   }
 }
 
-void BlockManager::check_invariants() const {
+void PageManager::check_invariants() const {
   std::vector<int32_t> refs(pages_.size(), 0);
   for (const auto& [id, sp] : seqs_)
     for (size_t j = 0; j < sp.table.size(); ++j) {
@@ -271,7 +271,7 @@ void BlockManager::check_invariants() const {
     if (pg.cached) {
       auto it = cache_.find(pg.key);
       MINFER_CHECK(it != cache_.end() && it->second == static_cast<int32_t>(p), "cached page {} not indexed", p);
-      MINFER_CHECK(static_cast<int64_t>(pg.tokens.size()) == opt_.page_size, "cached page {} token count", p);
+      MINFER_CHECK(static_cast<int64_t>(pg.tokens.size()) == opt_.page.size(), "cached page {} token count", p);
     }
   }
   for (const auto& [key, p] : cache_)

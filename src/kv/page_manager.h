@@ -1,8 +1,8 @@
-// Owns the pages of the KV pool: ref counts, one block table per sequence, and the automatic prefix cache.
+// Owns the pages of the KV pool: ref counts, one page table per sequence, and the automatic prefix cache.
 //
 // Pages are ref-counted so sequences with an equal prompt prefix share its pages. A page whose KV is
 // complete (page_size computed tokens) is registered in the prefix cache under a key chained over the
-// whole prefix (block_hash.h). A hit is accepted only when the page's stored tokens equal the query's and
+// whole prefix (page_hash.h). A hit is accepted only when the page's stored tokens equal the query's and
 // its parent is the page matched one level up (a unique registration id, not a hash), so a hash collision
 // can never hand out a page with different KV.
 //
@@ -18,13 +18,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/page_geometry.h"
+#include "minfer/outputs.h"  // RequestId
+
 namespace minfer {
 
-using SeqId = uint64_t;
-
-struct BlockManagerOptions {
+struct PageManagerOptions {
   int64_t num_pages = 0;  // including the null page
-  int64_t page_size = 16;
+  PageGeometry page;
   bool enable_prefix_caching = true;
   // Contiguous layout (only for measuring): every sequence gets this many pages at its first allocation
   // (max_model_len worth), as a contiguous-KV engine must reserve. 0 = paged (pages on demand).
@@ -39,9 +40,9 @@ struct PrefixCacheStats {
   int64_t evictions = 0;       // cached pages reused for other data
 };
 
-class BlockManager {
+class PageManager {
  public:
-  explicit BlockManager(const BlockManagerOptions& options);
+  explicit PageManager(const PageManagerOptions& options);
 
   // The cached pages holding the longest prefix of `tokens` in whole pages, at most tokens.size() - 1
   // tokens (the last token is always recomputed so the step yields its logits). Takes no references;
@@ -53,26 +54,26 @@ class BlockManager {
   // Makes `seq` hold enough pages for `num_tokens` tokens. For a sequence without pages, `prefix` (from
   // lookup_prefix) becomes the start of its table. Fails without changing anything when fewer than
   // `keep_free` pages would remain free afterwards.
-  bool allocate(SeqId seq, int64_t num_tokens, std::span<const int32_t> prefix = {}, int64_t keep_free = 0);
+  bool allocate(RequestId seq, int64_t num_tokens, std::span<const int32_t> prefix = {}, int64_t keep_free = 0);
 
   // Pages `seq` would still need to hold num_tokens (ignoring any prefix hit).
-  int64_t pages_needed(SeqId seq, int64_t num_tokens) const;
+  int64_t pages_needed(RequestId seq, int64_t num_tokens) const;
 
   // Registers the pages of `seq` that are now full of computed KV (tokens[0, num_computed)) in the prefix
   // cache. A page whose exact prefix is already cached is swapped for the cached page and released.
-  void cache_full_pages(SeqId seq, std::span<const int32_t> tokens, int64_t num_computed);
+  void cache_full_pages(RequestId seq, std::span<const int32_t> tokens, int64_t num_computed);
 
   // Releases every page of `seq` (no-op for an unknown sequence).
-  void free(SeqId seq);
+  void free(RequestId seq);
   // Releases the pages of `seq` before page index `first_kept` (those a sliding window has passed for good); their
   // table entries become the null page 0, so the table keeps its positions. Cached pages stay findable in the
   // prefix cache until evicted, like a finished sequence's. Returns how many pages it released.
-  int64_t release_before(SeqId seq, int64_t first_kept);
+  int64_t release_before(RequestId seq, int64_t first_kept);
 
-  std::span<const int32_t> block_table(SeqId seq) const;
-  bool has_pages(SeqId seq) const { return seqs_.count(seq) != 0; }
+  std::span<const int32_t> page_table(RequestId seq) const;
+  bool has_pages(RequestId seq) const { return seqs_.count(seq) != 0; }
 
-  int64_t page_size() const { return opt_.page_size; }
+  const PageGeometry& page() const { return opt_.page; }
   int64_t num_usable_pages() const { return opt_.num_pages - 1; }
   int64_t num_free_pages() const { return free_count_; }  // includes evictable cached pages
   int64_t num_used_pages() const { return num_usable_pages() - free_count_; }
@@ -84,7 +85,7 @@ class BlockManager {
   // Drops every unreferenced cached page (e.g. after weights change); referenced pages stay.
   void reset_prefix_cache();
 
-  // Recounts references from the block tables and walks the free queue; throws on any inconsistency.
+  // Recounts references from the page tables and walks the free queue; throws on any inconsistency.
   void check_invariants() const;
 
  private:
@@ -114,12 +115,12 @@ class BlockManager {
   void release(int32_t page);
   void uncache(int32_t page);
 
-  BlockManagerOptions opt_;
+  PageManagerOptions opt_;
   std::vector<Page> pages_;
   int32_t free_head_ = -1, free_tail_ = -1;
   int64_t free_count_ = 0;
   std::unordered_map<uint64_t, int32_t> cache_;  // key -> page
-  std::unordered_map<SeqId, SeqPages> seqs_;
+  std::unordered_map<RequestId, SeqPages> seqs_;
   uint64_t next_uid_ = 1;
   PrefixCacheStats stats_;
 };

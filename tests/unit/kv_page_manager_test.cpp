@@ -1,4 +1,4 @@
-// BlockManager: ref counts, the free queue (LRU eviction), prefix-cache hits, and hash collisions that
+// PageManager: ref counts, the free queue (LRU eviction), prefix-cache hits, and hash collisions that
 // must never hand out a page with different tokens.
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "kv/block_manager.h"
 #include "kv/kv_budget.h"
 #include "kv/kv_cache.h"
+#include "kv/page_manager.h"
 
 namespace minfer {
 namespace {
@@ -19,24 +19,24 @@ std::vector<int32_t> iota_tokens(int n, int32_t start = 0) {
   return t;
 }
 
-BlockManagerOptions opts(int64_t usable, int64_t page_size = 16, bool prefix = true) {
-  BlockManagerOptions o;
+PageManagerOptions opts(int64_t usable, int64_t page_size = 16, bool prefix = true) {
+  PageManagerOptions o;
   o.num_pages = usable + 1;
-  o.page_size = page_size;
+  o.page = PageGeometry::of(page_size);
   o.enable_prefix_caching = prefix;
   return o;
 }
 
-TEST(BlockManager, AllocatesOnDemandAndFreesEverything) {
-  BlockManager bm(opts(8));
+TEST(PageManager, AllocatesOnDemandAndFreesEverything) {
+  PageManager bm(opts(8));
   EXPECT_EQ(bm.num_free_pages(), 8);
   ASSERT_TRUE(bm.allocate(1, 17));  // 2 pages
-  EXPECT_EQ(bm.block_table(1).size(), 2u);
+  EXPECT_EQ(bm.page_table(1).size(), 2u);
   ASSERT_TRUE(bm.allocate(1, 32));  // still 2
-  EXPECT_EQ(bm.block_table(1).size(), 2u);
+  EXPECT_EQ(bm.page_table(1).size(), 2u);
   ASSERT_TRUE(bm.allocate(1, 33));
-  EXPECT_EQ(bm.block_table(1).size(), 3u);
-  for (int32_t p : bm.block_table(1)) EXPECT_GE(p, 1);  // never the null page
+  EXPECT_EQ(bm.page_table(1).size(), 3u);
+  for (int32_t p : bm.page_table(1)) EXPECT_GE(p, 1);  // never the null page
   EXPECT_EQ(bm.num_used_pages(), 3);
   EXPECT_FALSE(bm.allocate(2, 6 * 16));  // 6 > 5 free: nothing changes
   EXPECT_FALSE(bm.has_pages(2));
@@ -55,20 +55,20 @@ TEST(BlockManager, AllocatesOnDemandAndFreesEverything) {
 
 // A sliding window's pages: released from the front as the window passes them, the table keeping its positions
 // (null entries), allocation continuing at the end; cached pages stay findable by a later prompt.
-TEST(BlockManager, ReleasesPagesBeforeTheWindow) {
-  BlockManager bm(opts(8));
+TEST(PageManager, ReleasesPagesBeforeTheWindow) {
+  PageManager bm(opts(8));
   const std::vector<int32_t> tokens = iota_tokens(80);
   ASSERT_TRUE(bm.allocate(1, 64));  // 4 pages
   bm.cache_full_pages(1, tokens, 64);
-  const std::vector<int32_t> before(bm.block_table(1).begin(), bm.block_table(1).end());
+  const std::vector<int32_t> before(bm.page_table(1).begin(), bm.page_table(1).end());
   EXPECT_EQ(bm.release_before(1, 2), 2);
   EXPECT_EQ(bm.release_before(1, 2), 0);  // already released
-  EXPECT_EQ(std::vector<int32_t>(bm.block_table(1).begin(), bm.block_table(1).end()),
+  EXPECT_EQ(std::vector<int32_t>(bm.page_table(1).begin(), bm.page_table(1).end()),
             (std::vector<int32_t>{0, 0, before[2], before[3]}));
   EXPECT_EQ(bm.num_used_pages(), 2);
   bm.check_invariants();
   ASSERT_TRUE(bm.allocate(1, 80));  // grows at the end, positions kept
-  EXPECT_EQ(bm.block_table(1).size(), 5u);
+  EXPECT_EQ(bm.page_table(1).size(), 5u);
   EXPECT_EQ(bm.pages_needed(1, 96), 1);
   bm.check_invariants();
   // The released pages were cached: another sequence with the same prompt still finds the whole prefix.
@@ -78,19 +78,19 @@ TEST(BlockManager, ReleasesPagesBeforeTheWindow) {
   bm.check_invariants();
 }
 
-TEST(BlockManager, ContiguousLayoutReservesTheWholeContext) {
-  BlockManagerOptions o = opts(8);
+TEST(PageManager, ContiguousLayoutReservesTheWholeContext) {
+  PageManagerOptions o = opts(8);
   o.reserve_pages_per_seq = 4;
-  BlockManager bm(o);
+  PageManager bm(o);
   ASSERT_TRUE(bm.allocate(1, 1));
-  EXPECT_EQ(bm.block_table(1).size(), 4u);
+  EXPECT_EQ(bm.page_table(1).size(), 4u);
   ASSERT_TRUE(bm.allocate(2, 1));
   EXPECT_FALSE(bm.allocate(3, 1));
   bm.check_invariants();
 }
 
-TEST(BlockManager, PrefixHitSharesPagesAndStopsOneTokenShort) {
-  BlockManager bm(opts(16));
+TEST(PageManager, PrefixHitSharesPagesAndStopsOneTokenShort) {
+  PageManager bm(opts(16));
   const std::vector<int32_t> a = iota_tokens(40);
   EXPECT_TRUE(bm.lookup_prefix(a).empty());
   ASSERT_TRUE(bm.allocate(1, 40));
@@ -100,11 +100,11 @@ TEST(BlockManager, PrefixHitSharesPagesAndStopsOneTokenShort) {
   std::vector<int32_t> b = iota_tokens(48);  // same first 40 tokens, then more
   const std::vector<int32_t> hit = bm.lookup_prefix(b);
   ASSERT_EQ(hit.size(), 2u);
-  EXPECT_EQ(hit[0], bm.block_table(1)[0]);
-  EXPECT_EQ(hit[1], bm.block_table(1)[1]);
+  EXPECT_EQ(hit[0], bm.page_table(1)[0]);
+  EXPECT_EQ(hit[1], bm.page_table(1)[1]);
   ASSERT_TRUE(bm.allocate(2, 48, hit));
   EXPECT_EQ(bm.ref_count(hit[0]), 2);
-  EXPECT_EQ(bm.block_table(2).size(), 3u);
+  EXPECT_EQ(bm.page_table(2).size(), 3u);
   EXPECT_EQ(bm.num_used_pages(), 4);  // 3 of seq 1 + 1 fresh for seq 2
 
   // A prompt of exactly two full pages only hits one: its last token must be computed for logits.
@@ -128,22 +128,22 @@ TEST(BlockManager, PrefixHitSharesPagesAndStopsOneTokenShort) {
   bm.check_invariants();
 }
 
-TEST(BlockManager, RecomputedDuplicatePagesAreMerged) {
-  BlockManager bm(opts(16));
+TEST(PageManager, RecomputedDuplicatePagesAreMerged) {
+  PageManager bm(opts(16));
   const std::vector<int32_t> t = iota_tokens(33);
   ASSERT_TRUE(bm.allocate(1, 33));
   ASSERT_TRUE(bm.allocate(2, 33));  // both prefill the same prompt at once: no hit for either
   bm.cache_full_pages(1, t, 33);
   bm.cache_full_pages(2, t, 33);
-  EXPECT_EQ(bm.block_table(1)[0], bm.block_table(2)[0]);
-  EXPECT_EQ(bm.block_table(1)[1], bm.block_table(2)[1]);
-  EXPECT_NE(bm.block_table(1)[2], bm.block_table(2)[2]);
+  EXPECT_EQ(bm.page_table(1)[0], bm.page_table(2)[0]);
+  EXPECT_EQ(bm.page_table(1)[1], bm.page_table(2)[1]);
+  EXPECT_NE(bm.page_table(1)[2], bm.page_table(2)[2]);
   EXPECT_EQ(bm.num_used_pages(), 4);
   bm.check_invariants();
 }
 
-TEST(BlockManager, EvictsLeastRecentlyUsedDeepPagesFirst) {
-  BlockManager bm(opts(6));
+TEST(PageManager, EvictsLeastRecentlyUsedDeepPagesFirst) {
+  PageManager bm(opts(6));
   const std::vector<int32_t> a = iota_tokens(49, 0);
   const std::vector<int32_t> b = iota_tokens(49, 1000);
   ASSERT_TRUE(bm.allocate(1, 48));
@@ -172,10 +172,10 @@ TEST(BlockManager, EvictsLeastRecentlyUsedDeepPagesFirst) {
   bm.check_invariants();
 }
 
-TEST(BlockManager, FullCollisionsNeverHitWrongTokens) {
-  BlockManagerOptions o = opts(32);
+TEST(PageManager, FullCollisionsNeverHitWrongTokens) {
+  PageManagerOptions o = opts(32);
   o.hash_mask = 0;  // every page has the same key
-  BlockManager bm(o);
+  PageManager bm(o);
   const std::vector<int32_t> a = iota_tokens(40);
   ASSERT_TRUE(bm.allocate(1, 40));
   bm.cache_full_pages(1, a, 40);
@@ -193,15 +193,15 @@ TEST(BlockManager, FullCollisionsNeverHitWrongTokens) {
 
 // Random prompts over a tiny alphabet (so prefixes are shared) with a 3-bit key: hits must always hold
 // exactly the query's tokens, and the books must balance after every operation.
-TEST(BlockManager, RandomOpsWithCollisionsKeepInvariants) {
+TEST(PageManager, RandomOpsWithCollisionsKeepInvariants) {
   for (uint64_t mask : {uint64_t{7}, ~uint64_t{0}}) {
-    BlockManagerOptions o = opts(24, 8);
+    PageManagerOptions o = opts(24, 8);
     o.hash_mask = mask;
-    BlockManager bm(o);
+    PageManager bm(o);
     std::mt19937 rng(42);
     std::map<int32_t, std::vector<int32_t>> content;  // page -> the full prefix it ends, when cached
-    std::map<SeqId, std::vector<int32_t>> live;
-    SeqId next = 1;
+    std::map<RequestId, std::vector<int32_t>> live;
+    RequestId next = 1;
     int64_t hits = 0;
     for (int op = 0; op < 3000; ++op) {
       if (live.size() < 4 && rng() % 2 == 0) {
@@ -215,7 +215,7 @@ TEST(BlockManager, RandomOpsWithCollisionsKeepInvariants) {
         hits += static_cast<int64_t>(hit.size());
         if (!bm.allocate(next, static_cast<int64_t>(t.size()), hit)) continue;
         bm.cache_full_pages(next, t, static_cast<int64_t>(t.size()));
-        const auto table = bm.block_table(next);
+        const auto table = bm.page_table(next);
         for (size_t j = 0; j < t.size() / 8; ++j)
           content[table[j]] = std::vector<int32_t>(t.begin(), t.begin() + static_cast<int64_t>((j + 1) * 8));
         live[next++] = t;
@@ -239,8 +239,8 @@ TEST(KvBudget, RefusesWithTheNumbersAndTheKnobs) {
   r.shape.num_layers = 2;
   r.shape.kv_heads = 2;
   r.shape.head_dim = 8;
-  r.shape.page_size = 16;  // 4 KiB a page
-  r.max_model_len = 256;   // 16 pages
+  r.shape.page = PageGeometry::of(16);  // 4 KiB a page
+  r.max_model_len = 256;                // 16 pages
   r.budget_source = "kv_cache_memory";
   r.budget_bytes = 10 * 4096;
   try {
@@ -267,7 +267,7 @@ TEST(KvBudget, Bf16PagesTakeHalfTheMemoryAndF32RefusalsSuggestIt) {
   r.shape.num_layers = 2;
   r.shape.kv_heads = 2;
   r.shape.head_dim = 8;
-  r.shape.page_size = 16;
+  r.shape.page = PageGeometry::of(16);
   r.max_model_len = 256;  // 16 pages
   r.budget_source = "kv_cache_memory";
   r.budget_bytes = 10 * 4096;
@@ -300,7 +300,7 @@ TEST(KvCache, Bf16PoolViewsHalfTheBytes) {
   shape.num_layers = 3;
   shape.kv_heads = 2;
   shape.head_dim = 8;
-  shape.page_size = 16;
+  shape.page = PageGeometry::of(16);
   shape.num_pages = 4;
   shape.dtype = DType::BF16;
   KvCache cache(shape);

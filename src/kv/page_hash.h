@@ -1,6 +1,6 @@
 // The prefix-cache key of one full page: a 64-bit hash chained over the parent page's key and the page's
 // token ids, so equal keys mean "probably the same whole prefix". It is only an index: a hit is accepted
-// after the page's tokens and its parent's identity are compared (see BlockManager), so a collision can
+// after the page's tokens and its parent's identity are compared (see PageManager), so a collision can
 // cost a miss but never wrong output.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 namespace minfer {
 
-inline constexpr uint64_t kRootBlockHash = 0x9e3779b97f4a7c15ull;
+inline constexpr uint64_t kRootPageHash = 0x9e3779b97f4a7c15ull;
 
 // splitmix64's finaliser: every input bit affects every output bit.
 inline uint64_t mix64(uint64_t x) {
@@ -21,7 +21,7 @@ inline uint64_t mix64(uint64_t x) {
   return x;
 }
 
-inline uint64_t chain_block_hash(uint64_t parent, std::span<const int32_t> tokens) {
+inline uint64_t chain_page_hash(uint64_t parent, std::span<const int32_t> tokens) {
   uint64_t h = mix64(parent ^ 0x243f6a8885a308d3ull);
   for (int32_t t : tokens) h = mix64(h ^ static_cast<uint32_t>(t));
   return mix64(h ^ tokens.size());

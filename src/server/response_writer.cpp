@@ -1,0 +1,192 @@
+#include "server/response_writer.h"
+
+namespace minfer::server {
+namespace {
+
+using json = nlohmann::json;
+
+json finish_reason_json(const RequestOutput& o) {
+  if (!o.finished) return nullptr;
+  return finish_reason_name(o.finish_reason);
+}
+
+json reason_json(FinishReason reason) {
+  return reason == FinishReason::kNone ? json(nullptr) : finish_reason_name(reason);
+}
+
+json stop_reason_json(const std::string& stop) { return stop.empty() ? json(nullptr) : json(stop); }
+
+// POST /generate: {"output", "finish_reason"} (and "outputs" for several choices); events of the same shape.
+class GenerateWriter : public ResponseWriter {
+ public:
+  using ResponseWriter::ResponseWriter;
+
+  std::string delta(size_t index, Choice&, const RequestOutput& o) const override {
+    if (!has_news(o)) return "";
+    return sse_event({{"index", index}, {"output", o.text_delta}, {"finish_reason", finish_reason_json(o)}});
+  }
+  std::string finish(const std::vector<Choice>&) const override { return "data: [DONE]\n\n"; }
+  json body(std::vector<Choice>& choices) const override {
+    const CompletionOutput first = choices[0].state->result();
+    json body = {{"output", first.text}, {"finish_reason", reason_json(first.finish_reason)}};
+    if (choices.size() > 1) {
+      body["outputs"] = json::array();
+      for (const Choice& c : choices) body["outputs"].push_back(c.state->result().text);
+    }
+    return body;
+  }
+};
+
+// What the two OpenAI routes share: the chunk and response envelopes, usage, the stream's tail.
+class OpenAiWriter : public ResponseWriter {
+ public:
+  using ResponseWriter::ResponseWriter;
+
+  std::string delta(size_t index, Choice& c, const RequestOutput& o) const override {
+    if (!has_news(o)) return "";
+    json choice = delta_choice(index, c, o);
+    choice["finish_reason"] = finish_reason_json(o);
+    choice["stop_reason"] = stop_reason_json(o.finished ? o.stop_reason : "");
+    return sse_event(chunk(json::array({std::move(choice)})));
+  }
+  std::string finish(const std::vector<Choice>& choices) const override {
+    std::string tail;
+    if (request().include_usage) {
+      json u = chunk(json::array());
+      u["usage"] = usage(choices);
+      tail += sse_event(u);
+    }
+    return tail + "data: [DONE]\n\n";
+  }
+  json body(std::vector<Choice>& choices) const override {
+    json list = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      const CompletionOutput r = choices[i].state->result();
+      json choice = whole_choice(i, choices[i], r);
+      choice["finish_reason"] = reason_json(r.finish_reason);
+      choice["stop_reason"] = stop_reason_json(r.stop_reason);
+      list.push_back(std::move(choice));
+    }
+    return {{"id", ctx_.id},       {"object", object()},         {"created", ctx_.created},
+            {"model", ctx_.model}, {"choices", std::move(list)}, {"usage", usage(choices)}};
+  }
+
+ protected:
+  virtual const char* object() const = 0;
+  virtual const char* chunk_object() const = 0;
+  virtual json delta_choice(size_t index, Choice& c, const RequestOutput& o) const = 0;
+  virtual json whole_choice(size_t index, Choice& c, const CompletionOutput& r) const = 0;
+
+  bool want_logprobs(const RequestOutput& o) const { return request().logprobs >= 0 && !o.new_token_ids.empty(); }
+
+  json chunk(json choice_list) const {
+    json j = {{"id", ctx_.id},
+              {"object", chunk_object()},
+              {"created", ctx_.created},
+              {"model", ctx_.model},
+              {"choices", std::move(choice_list)}};
+    if (request().include_usage) j["usage"] = nullptr;
+    return j;
+  }
+
+  // A prompt counts once, whatever n is.
+  json usage(const std::vector<Choice>& choices) const {
+    const size_t n = static_cast<size_t>(request().n);
+    int64_t prompt_tokens = 0, completion_tokens = 0, cached = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      const CompletionOutput r = choices[i].state->result();
+      completion_tokens += static_cast<int64_t>(r.token_ids.size());
+      if (i % n == 0) {
+        prompt_tokens += ctx_.prompt_tokens[choices[i].prompt_index];
+        cached += r.cached_tokens;
+      }
+    }
+    return {{"prompt_tokens", prompt_tokens},
+            {"completion_tokens", completion_tokens},
+            {"total_tokens", prompt_tokens + completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  }
+};
+
+class CompletionWriter : public OpenAiWriter {
+ public:
+  using OpenAiWriter::OpenAiWriter;
+
+  // With echo, each choice's stream opens with its prompt.
+  std::string begin(const std::vector<Choice>& choices) const override {
+    if (!request().echo) return "";
+    std::string events;
+    for (size_t i = 0; i < choices.size(); ++i)
+      events += sse_event(chunk(json::array({{{"index", i},
+                                              {"text", ctx_.echo[choices[i].prompt_index]},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", nullptr}}})));
+    return events;
+  }
+
+ protected:
+  const char* object() const override { return "text_completion"; }
+  const char* chunk_object() const override { return "text_completion"; }
+  json delta_choice(size_t index, Choice& c, const RequestOutput& o) const override {
+    return {{"index", index},
+            {"text", o.text_delta},
+            {"logprobs", want_logprobs(o) ? tokens_.completion_logprobs(o.new_token_ids, o.logprobs, c.text_offset)
+                                          : json(nullptr)}};
+  }
+  json whole_choice(size_t index, Choice& c, const CompletionOutput& r) const override {
+    return {{"index", index},
+            {"text", ctx_.echo[c.prompt_index] + r.text},
+            {"logprobs", request().logprobs >= 0 ? tokens_.completion_logprobs(r.token_ids, r.logprobs, c.text_offset)
+                                                 : json(nullptr)}};
+  }
+};
+
+class ChatWriter : public OpenAiWriter {
+ public:
+  using OpenAiWriter::OpenAiWriter;
+
+  // Each choice's stream opens with the assistant's role.
+  std::string begin(const std::vector<Choice>& choices) const override {
+    std::string events;
+    for (size_t i = 0; i < choices.size(); ++i)
+      events += sse_event(chunk(json::array({{{"index", i},
+                                              {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                              {"logprobs", nullptr},
+                                              {"finish_reason", nullptr}}})));
+    return events;
+  }
+
+ protected:
+  const char* object() const override { return "chat.completion"; }
+  const char* chunk_object() const override { return "chat.completion.chunk"; }
+  json delta_choice(size_t index, Choice&, const RequestOutput& o) const override {
+    return {{"index", index},
+            {"delta", o.text_delta.empty() ? json::object() : json{{"content", o.text_delta}}},
+            {"logprobs", want_logprobs(o) ? tokens_.chat_logprobs(o.new_token_ids, o.logprobs) : json(nullptr)}};
+  }
+  json whole_choice(size_t index, Choice&, const CompletionOutput& r) const override {
+    return {{"index", index},
+            {"message", {{"role", "assistant"}, {"content", r.text}}},
+            {"logprobs", request().logprobs >= 0 ? tokens_.chat_logprobs(r.token_ids, r.logprobs) : json(nullptr)}};
+  }
+};
+
+}  // namespace
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string sse_event(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
+
+bool ResponseWriter::has_news(const RequestOutput& o) const {
+  return !o.text_delta.empty() || o.finished || (request().logprobs >= 0 && !o.new_token_ids.empty());
+}
+
+std::unique_ptr<ResponseWriter> ResponseWriter::make(ResponseContext context) {
+  switch (context.request->kind) {
+    case RouteKind::kGenerate: return std::unique_ptr<ResponseWriter>(new GenerateWriter(std::move(context)));
+    case RouteKind::kCompletion: return std::unique_ptr<ResponseWriter>(new CompletionWriter(std::move(context)));
+    case RouteKind::kChat: return std::unique_ptr<ResponseWriter>(new ChatWriter(std::move(context)));
+  }
+  return nullptr;
+}
+
+}  // namespace minfer::server

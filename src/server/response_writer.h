@@ -1,0 +1,63 @@
+// One small writer per generation route (/generate, /v1/completions, /v1/chat/completions): how a request's
+// outputs become the route's response. Streaming: begin() (events before any output), delta() (the events of
+// one output of one choice), finish() (the closing events). Whole: body() once every choice has finished.
+// The request core (generation_handler.h) owns the flow; writers only shape JSON.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "minfer/request_state.h"
+#include "minfer/tokenizer.h"
+#include "server/openai_protocol.h"
+#include "server/token_json.h"
+
+namespace minfer::server {
+
+// One choice of the response: one engine request.
+struct Choice {
+  size_t prompt_index = 0;
+  std::shared_ptr<RequestState> state;
+  size_t text_offset = 0;  // completions logprobs: where the next token's text starts
+};
+
+struct ResponseContext {
+  const GenerationRequest* request = nullptr;
+  std::string id;  // "chatcmpl-...", "cmpl-...", "gen-..."
+  int64_t created = 0;
+  std::string model;
+  const Tokenizer* tokenizer = nullptr;
+  std::vector<int64_t> prompt_tokens;  // per prompt
+  std::vector<std::string> echo;       // per prompt: the text echoed before the completion ("" without echo)
+};
+
+class ResponseWriter {
+ public:
+  static std::unique_ptr<ResponseWriter> make(ResponseContext context);
+  virtual ~ResponseWriter() = default;
+
+  virtual std::string begin(const std::vector<Choice>& /*choices*/) const { return ""; }
+  // "" when the output carries nothing to send.
+  virtual std::string delta(size_t index, Choice& choice, const RequestOutput& output) const = 0;
+  virtual std::string finish(const std::vector<Choice>& choices) const = 0;
+  virtual nlohmann::json body(std::vector<Choice>& choices) const = 0;
+
+ protected:
+  explicit ResponseWriter(ResponseContext context) : ctx_(std::move(context)), tokens_(ctx_.tokenizer) {}
+  const GenerationRequest& request() const { return *ctx_.request; }
+  // Whether an output is worth an event: text, the end, or tokens whose logprobs were asked for.
+  bool has_news(const RequestOutput& output) const;
+
+  ResponseContext ctx_;
+  TokenJson tokens_;
+};
+
+// A server-sent event carrying j.
+std::string sse_event(const nlohmann::json& j);
+// JSON text; invalid UTF-8 is replaced, never thrown on.
+std::string dump_json(const nlohmann::json& j);
+
+}  // namespace minfer::server
