@@ -1,5 +1,30 @@
-// The AVX2 leaf table.
+// The AVX2 row-wise leaves (leaves_impl.h over avx2::Vec) and the AVX2 leaf table.
+#include "kernels/x86/leaves_impl.h"
+#include "kernels/x86/vec_avx2.h"
 #include "kernels/x86/x86_kernels.h"
+
+namespace minfer::kernels::avx2 {
+
+using RowKernels = x86::Rows<Vec, F32W, F16W, Bf16W>;
+
+void rmsnorm(const float* x, const void* weight, DType wtype, float eps, float* y, int64_t rows, int64_t dim) {
+  RowKernels::rmsnorm(x, weight, wtype, eps, y, rows, dim);
+}
+void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
+          int64_t half_rot, RopeStyle style) {
+  x86::rope<Vec>(x, cos, sin, tokens, heads, head_dim, half_rot, style);
+}
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) { x86::silu_mul<Vec>(gate, up, out, n); }
+void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
+  x86::gelu_tanh_mul<Vec>(gate, up, out, n);
+}
+void add(const float* a, const float* b, float* out, int64_t n) { x86::add<Vec>(a, b, out, n); }
+void softmax(float* x, int64_t rows, int64_t cols) { x86::softmax<Vec>(x, rows, cols); }
+void embedding(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out) {
+  RowKernels::embedding(ids, n, table, dtype, dim, out);
+}
+
+}  // namespace minfer::kernels::avx2
 
 namespace minfer::kernels {
 

@@ -1,0 +1,51 @@
+// avx2::Vec: the vector-traits type the shared x86 kernel templates (*_impl.h) are written over, for AVX2: 8 f32
+// lanes, tails by lane masks. Include only from *_avx2.cpp files (internal linkage, as avx2_util.h).
+#pragma once
+
+#include <cmath>
+
+#include "kernels/x86/avx2_util.h"
+
+namespace minfer::kernels::avx2 {
+namespace {
+
+struct Vec {
+  using Reg = __m256;
+  static constexpr int64_t kWidth = 8;
+  static Reg zero() { return _mm256_setzero_ps(); }
+  static Reg set1(float f) { return _mm256_set1_ps(f); }
+  static Reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+  // The first n lanes (all when n >= kWidth), the rest zero; no memory past them is touched.
+  static Reg load_tail(const float* p, int64_t n) { return load_partial(p, n); }
+  static void store_tail(float* p, int64_t n, Reg v) { store_partial(p, n, v); }
+  // Lanes past n are -inf, so they do not win a max.
+  static Reg load_tail_or_min(const float* p, int64_t n) {
+    return _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), load_partial(p, n), _mm256_castsi256_ps(lane_mask(n)));
+  }
+  // v with lanes past n zeroed.
+  static Reg keep_first(Reg v, int64_t n) { return _mm256_and_ps(v, _mm256_castsi256_ps(lane_mask(n))); }
+  // Weights of element type W (F32W, F16W, Bf16W), widened to f32.
+  template <class W>
+  static Reg load_weights(const typename W::Elem* p) {
+    return W::load(p);
+  }
+  template <class W>
+  static Reg load_weights_tail(const typename W::Elem* p, int64_t n) {
+    return n >= kWidth ? W::load(p) : W::load(p, n);
+  }
+
+  static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }
+  static Reg sub(Reg a, Reg b) { return _mm256_sub_ps(a, b); }
+  static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
+  static Reg div(Reg a, Reg b) { return _mm256_div_ps(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
+  static Reg fmadd(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static Reg exp(Reg x) { return exp_ps(x); }
+  static Reg swap_pairs(Reg v) { return _mm256_permute_ps(v, 0xb1); }  // lanes (0 1)(2 3)... exchanged
+  static float reduce_add(Reg v) { return hsum(v); }
+  static float reduce_max(Reg v) { return hmax(v); }
+};
+
+}  // namespace
+}  // namespace minfer::kernels::avx2

@@ -1,0 +1,53 @@
+// avx512::Vec: the vector-traits type the shared x86 kernel templates (*_impl.h) are written over, for AVX-512:
+// 16 f32 lanes, tails by mask registers. Include only from *_avx512.cpp files (internal linkage, as
+// avx512_util.h).
+#pragma once
+
+#include <cmath>
+
+#include "kernels/x86/avx512_util.h"
+
+namespace minfer::kernels::avx512 {
+namespace {
+
+struct Vec {
+  using Reg = __m512;
+  static constexpr int64_t kWidth = 16;
+
+  static Reg zero() { return _mm512_setzero_ps(); }
+  static Reg set1(float f) { return _mm512_set1_ps(f); }
+  static Reg load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+  // The first n lanes (all when n >= kWidth), the rest zero; no memory past them is touched.
+  static Reg load_tail(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(tail_mask(n), p); }
+  static void store_tail(float* p, int64_t n, Reg v) { _mm512_mask_storeu_ps(p, tail_mask(n), v); }
+  // Lanes past n are -inf, so they do not win a max.
+  static Reg load_tail_or_min(const float* p, int64_t n) {
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n), p);
+  }
+  // v with lanes past n zeroed.
+  static Reg keep_first(Reg v, int64_t n) { return _mm512_maskz_mov_ps(tail_mask(n), v); }
+  // Weights of element type W (F32W, F16W, Bf16W), widened to f32.
+  template <class W>
+  static Reg load_weights(const typename W::Elem* p) {
+    return W::load(p);
+  }
+  template <class W>
+  static Reg load_weights_tail(const typename W::Elem* p, int64_t n) {
+    return W::load(p, tail_mask(n));
+  }
+
+  static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
+  static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
+  static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
+  static Reg div(Reg a, Reg b) { return _mm512_div_ps(a, b); }
+  static Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
+  static Reg fmadd(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static Reg exp(Reg x) { return exp_ps(x); }
+  static Reg swap_pairs(Reg v) { return _mm512_permute_ps(v, 0xb1); }  // lanes (0 1)(2 3)... exchanged
+  static float reduce_add(Reg v) { return hsum(v); }
+  static float reduce_max(Reg v) { return _mm512_reduce_max_ps(v); }
+};
+
+}  // namespace
+}  // namespace minfer::kernels::avx512
