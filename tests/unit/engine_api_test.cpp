@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine_access.h"
+#include "engine_test_support.h"
 #include "minfer/engine.h"
 
 namespace minfer {
@@ -24,20 +25,16 @@ std::string expected_text() {
   return ss.str();
 }
 
+// The shared small engine over stories260K, with a 4 MiB pool (the page counts below assume it).
 EngineConfig config() {
-  EngineConfig c;
-  c.model_path = kDir + "stories260K.bin";
-  c.num_threads = 1;
+  EngineConfig c = testing::small_engine_config(kDir + "stories260K.bin");
   c.kv_cache_memory = 4 << 20;
+  c.kv_cache_dtype = KvCacheDtype::kAuto;
   return c;
 }
 
-SamplingParams greedy(int32_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  return p;
-}
+// Greedy, stopping at EOS.
+SamplingParams greedy(int32_t max_tokens) { return testing::greedy(max_tokens, /*stop_at_eos=*/true); }
 
 std::string expect_error(const std::function<void()>& f) {
   try {

@@ -7,26 +7,20 @@
 #include <thread>
 #include <vector>
 
+#include "engine_test_support.h"
 #include "minfer/engine.h"
 
 namespace minfer {
 namespace {
 
 EngineConfig config() {
-  EngineConfig c;
-  c.model_path = std::string(MINFER_SHARED_DIR) + "/models/stories260K/stories260K.bin";
-  c.num_threads = 1;
+  EngineConfig c = testing::small_engine_config();
   c.kv_cache_memory = 4 << 20;
+  c.kv_cache_dtype = KvCacheDtype::kAuto;
   return c;
 }
 
-SamplingParams greedy(int32_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
+using testing::greedy;
 
 std::vector<std::vector<int32_t>> prompts() {
   return {{1}, {1, 403, 407}, {1, 403, 407, 261, 378}, {1, 300, 301, 302, 303, 304, 305}, {1, 403}, {1, 9, 8, 7}};

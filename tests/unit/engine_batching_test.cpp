@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine_access.h"
+#include "engine_test_support.h"
 #include "minfer/engine.h"
 #include "model/test_model_writer.h"
 
@@ -45,23 +46,9 @@ std::vector<Request> make_requests(int n, int32_t vocab, uint64_t seed) {
   return out;
 }
 
-SamplingParams greedy(int32_t max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
+using testing::greedy;
 
-EngineConfig base_config(const std::string& model) {
-  EngineConfig c;
-  c.model_path = model;
-  c.num_threads = 1;
-  c.max_model_len = 128;
-  c.kv_cache_memory = 8 << 20;
-  c.kv_cache_dtype = KvCacheDtype::kF32;
-  return c;
-}
+EngineConfig base_config(const std::string& model) { return testing::small_engine_config(model, 1, 128); }
 
 // Each request alone in a fresh engine.
 std::vector<std::vector<int32_t>> run_alone(const std::string& model, const std::vector<Request>& reqs,
