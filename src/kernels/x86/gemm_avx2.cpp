@@ -1,7 +1,8 @@
 // AVX2 GEMM for many rows of X (prefill), and the choice between it and the dot-product form. The packed form
 // of gemm_avx512.cpp with 8-wide vectors: panels of 16 weight rows x kKc columns widened to f32 and stored
 // k-major, and a 6x16 register tile (12 accumulators of 16 registers) of broadcast-times-panel FMAs.
-#include "kernels/x86/avx2_util.h"
+#include "kernels/x86/gemm_dot_impl.h"
+#include "kernels/x86/vec_avx2.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels::avx2 {
@@ -98,6 +99,11 @@ void packed_cols(const float* x, int64_t m, int64_t k, const typename W::Elem* w
 }
 
 }  // namespace
+
+void gemm_cols_dot(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias,
+                   float* y, int64_t n0, int64_t n1) {
+  x86::gemm_cols_dot<Vec, F32W, F16W, Bf16W>(x, m, k, w, wtype, n, bias, y, n0, n1);
+}
 
 void gemm_cols_packed(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias,
                       float* y, int64_t n0, int64_t n1) {

@@ -5,7 +5,8 @@
 // broadcast of x[i, k] times two vectors of the panel per FMA pair. Weights are converted once per panel
 // instead of once per row of X, and no horizontal sums are needed. Loops: row blocks of X (kept in L2) ->
 // k blocks -> weight panels -> 12-row tiles; each weight element is read from memory once per row block.
-#include "kernels/x86/avx512_util.h"
+#include "kernels/x86/gemm_dot_impl.h"
+#include "kernels/x86/vec_avx512.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels::avx512 {
@@ -88,6 +89,11 @@ void packed_cols(const float* x, int64_t m, int64_t k, const typename W::Elem* w
 }
 
 }  // namespace
+
+void gemm_cols_dot(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias,
+                   float* y, int64_t n0, int64_t n1) {
+  x86::gemm_cols_dot<Vec, F32W, F16W, Bf16W>(x, m, k, w, wtype, n, bias, y, n0, n1);
+}
 
 void gemm_cols_packed(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias,
                       float* y, int64_t n0, int64_t n1) {

@@ -12,6 +12,7 @@ namespace {
 struct Vec {
   using Reg = __m256;
   static constexpr int64_t kWidth = 8;
+  static constexpr int kRegisters = 16;
   static Reg zero() { return _mm256_setzero_ps(); }
   static Reg set1(float f) { return _mm256_set1_ps(f); }
   static Reg load(const float* p) { return _mm256_loadu_ps(p); }
@@ -44,6 +45,21 @@ struct Vec {
   static Reg exp(Reg x) { return exp_ps(x); }
   static Reg swap_pairs(Reg v) { return _mm256_permute_ps(v, 0xb1); }  // lanes (0 1)(2 3)... exchanged
   static float reduce_add(Reg v) { return hsum(v); }
+  // y[j] = the sum of acc[j]'s lanes (+ bias[j]), j < NR: the end of a dot-product tile.
+  template <int NR>
+  static void store_sums(const Reg* acc, float* y, const float* bias) {
+    if constexpr (NR == 8) {
+      __m256 s = hsum8(acc);
+      if (bias) s = _mm256_add_ps(s, _mm256_loadu_ps(bias));
+      _mm256_storeu_ps(y, s);
+    } else if constexpr (NR == 4) {
+      __m128 s = hsum4(acc[0], acc[1], acc[2], acc[3]);
+      if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias));
+      _mm_storeu_ps(y, s);
+    } else {
+      for (int j = 0; j < NR; ++j) y[j] = hsum(acc[j]) + (bias ? bias[j] : 0.0f);
+    }
+  }
   static float reduce_max(Reg v) { return hmax(v); }
 };
 

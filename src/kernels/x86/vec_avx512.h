@@ -13,6 +13,7 @@ namespace {
 struct Vec {
   using Reg = __m512;
   static constexpr int64_t kWidth = 16;
+  static constexpr int kRegisters = 32;
 
   static Reg zero() { return _mm512_setzero_ps(); }
   static Reg set1(float f) { return _mm512_set1_ps(f); }
@@ -46,6 +47,11 @@ struct Vec {
   static Reg exp(Reg x) { return exp_ps(x); }
   static Reg swap_pairs(Reg v) { return _mm512_permute_ps(v, 0xb1); }  // lanes (0 1)(2 3)... exchanged
   static float reduce_add(Reg v) { return hsum(v); }
+  // y[j] = the sum of acc[j]'s lanes (+ bias[j]), j < NR: the end of a dot-product tile.
+  template <int NR>
+  static void store_sums(const Reg* acc, float* y, const float* bias) {
+    avx512::store_sums<NR>(acc, y, bias);
+  }
   static float reduce_max(Reg v) { return _mm512_reduce_max_ps(v); }
 };
 
