@@ -16,6 +16,12 @@ struct Vec {
   static Reg zero() { return _mm256_setzero_ps(); }
   static Reg set1(float f) { return _mm256_set1_ps(f); }
   static Reg load(const float* p) { return _mm256_loadu_ps(p); }
+  static Reg load_aligned(const float* p) { return _mm256_load_ps(p); }
+  // A lane mask made once for several masked loads and stores of the first n lanes.
+  using Mask = __m256i;
+  static Mask mask(int64_t n) { return lane_mask(n); }
+  static Reg load_masked(const float* p, Mask m) { return _mm256_maskload_ps(p, m); }
+  static void store_masked(float* p, Mask m, Reg v) { _mm256_maskstore_ps(p, m, v); }
   static void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
   // The first n lanes (all when n >= kWidth), the rest zero; no memory past them is touched.
   static Reg load_tail(const float* p, int64_t n) { return load_partial(p, n); }
