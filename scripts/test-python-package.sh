@@ -14,6 +14,9 @@ fi
 # build needs no download; the build folder (build/python-*) is kept, so a second install recompiles only changes.
 "$venv/bin/pip" install --no-build-isolation --no-deps --quiet "$here" >&2
 unset PYTHONPATH
+# From the repository root: `python -c` and `python -m` put the working directory first on sys.path, and ctest's
+# (the build tree's python/ folder) holds an uninstalled minfer package.
+cd "$here"
 installed="$("$venv/bin/python" -c 'import minfer, os; print(os.path.dirname(minfer.__file__))')"
 case "$installed" in
   "$venv"/*) echo "test-python-package: testing the package installed at $installed" >&2 ;;
