@@ -12,6 +12,7 @@ namespace {
 struct Vec {
   using Reg = __m256;
   static constexpr int64_t kWidth = 8;
+  using F32 = F32W;  // the loader of f32 "weights" (for data already widened)
   static constexpr int kRegisters = 16;
   static Reg zero() { return _mm256_setzero_ps(); }
   static Reg set1(float f) { return _mm256_set1_ps(f); }
@@ -40,6 +41,24 @@ struct Vec {
   template <class W>
   static Reg load_weights_tail(const typename W::Elem* p, int64_t n) {
     return n >= kWidth ? W::load(p) : W::load(p, n);
+  }
+
+  // A tail made once for many loads of the same width: a count here (a mask register on AVX-512).
+  struct Tail {
+    int64_t n;
+  };
+  static Tail tail(int64_t n) { return Tail{n}; }
+  template <class W>
+  static Reg load_weights_tail(const typename W::Elem* p, Tail t) {
+    return load_weights_tail<W>(p, t.n);
+  }
+  // Stores the first t lanes of v where the buffer has room for a whole vector: a whole store here (cheaper than a
+  // masked one on AVX2; the lanes past t hold what the caller's padding allows).
+  static void store_padded(float* p, Tail, Reg v) { _mm256_storeu_ps(p, v); }
+  static Reg broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+  // Lanes below n (any n; <= 0: none) from v, the others from fallback.
+  static Reg select_first(Reg fallback, Reg v, int64_t n) {
+    return _mm256_blendv_ps(fallback, v, _mm256_castsi256_ps(lane_mask(n < 0 ? 0 : n)));
   }
 
   static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }

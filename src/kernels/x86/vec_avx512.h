@@ -13,6 +13,7 @@ namespace {
 struct Vec {
   using Reg = __m512;
   static constexpr int64_t kWidth = 16;
+  using F32 = F32W;  // the loader of f32 "weights" (for data already widened)
   static constexpr int kRegisters = 32;
 
   static Reg zero() { return _mm512_setzero_ps(); }
@@ -42,6 +43,24 @@ struct Vec {
   template <class W>
   static Reg load_weights_tail(const typename W::Elem* p, int64_t n) {
     return W::load(p, tail_mask(n));
+  }
+
+  // A tail made once for many loads of the same width: a mask register here (a count on AVX2).
+  using Tail = __mmask16;
+  static Tail tail(int64_t n) { return tail_mask(n); }
+  template <class W>
+  static Reg load_weights_tail(const typename W::Elem* p, Tail t) {
+    return W::load(p, t);
+  }
+  // Stores the first t lanes of v (the buffer has room for a whole vector; a masked store here: GCC keeps
+  // accumulators in registers only when no masked store indexes them, so callers store whole vectors elsewhere).
+  static void store_padded(float* p, Tail t, Reg v) { _mm512_mask_storeu_ps(p, t, v); }
+  static Reg broadcast(const float* p) { return _mm512_set1_ps(*p); }
+  // Lanes below n (any n; <= 0: none) from v, the others from fallback.
+  static Reg select_first(Reg fallback, Reg v, int64_t n) {
+    // Branch-free (n varies from row to row: a branch on it mispredicts): 2^clamp(n, 0, 16) - 1.
+    const unsigned lanes = static_cast<unsigned>(n < 0 ? 0 : (n > 16 ? 16 : n));
+    return _mm512_mask_mov_ps(fallback, static_cast<__mmask16>((1u << lanes) - 1u), v);
   }
 
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
