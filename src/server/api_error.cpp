@@ -11,8 +11,8 @@ const char* ApiError::type() const {
   }
 }
 
-nlohmann::json ApiError::to_json() const {
-  nlohmann::json error = {{"message", what()}, {"type", type()}, {"param", nullptr}, {"code", nullptr}};
+json ApiError::to_json() const {
+  json error = {{"message", what()}, {"type", type()}, {"param", nullptr}, {"code", nullptr}};
   if (!param_.empty()) error["param"] = param_;
   if (!code_.empty()) error["code"] = code_;
   return {{"error", std::move(error)}};

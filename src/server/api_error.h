@@ -4,9 +4,10 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+
+#include "server/json.h"
 
 namespace minfer::server {
 
@@ -21,7 +22,7 @@ class ApiError : public std::runtime_error {
   // OpenAI's error types by status: invalid_request_error (400, 413, 422), authentication_error (401),
   // not_found_error (404), server_error (5xx).
   const char* type() const;
-  nlohmann::json to_json() const;
+  json to_json() const;
 
  private:
   int status_;

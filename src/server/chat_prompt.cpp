@@ -35,18 +35,22 @@ ChatPrompt ChatPrompt::load(const AsyncEngine& engine, const std::string& templa
   try {
     prompt.tmpl_ = ChatTemplate::from_source(source, chat_template_options(engine.tokenizer()));
   } catch (const std::exception& e) {
-    prompt.unavailable_ = fmt::format("the chat template of {} is not supported: {}", where, e.what());
+    prompt.unavailable_ = fmt::format("the chat template of {} does not compile: {}", where, e.what());
   }
+  prompt.source_name_ = where;
   return prompt;
 }
-std::string ChatPrompt::describe() const { return tmpl_ ? std::string(tmpl_->family_name()) : unavailable_; }
 
-std::string ChatPrompt::render(const std::vector<ChatMessage>& messages) const {
+std::string ChatPrompt::describe() const {
+  return tmpl_ ? fmt::format("the Jinja template of {}", source_name_) : unavailable_;
+}
+
+std::string ChatPrompt::render(const json& messages, const json& extra) const {
   if (!tmpl_) throw ApiError(400, unavailable_, "messages", "chat_template_unavailable");
   try {
-    return tmpl_->render(messages, /*add_generation_prompt=*/true);
+    return tmpl_->render(messages, /*add_generation_prompt=*/true, extra);
   } catch (const Error& e) {
-    throw ApiError(400, e.what(), "messages");
+    throw ApiError(400, e.what(), "messages", "chat_template_error");
   }
 }
 

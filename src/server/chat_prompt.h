@@ -1,7 +1,7 @@
 // The served model's chat template, found once at start: --chat-template FILE, else the checkpoint's own (the
-// engine finds it: model/model_tokenizer.h chat_template_source). Rendering and the family recognition are
-// ChatTemplate's (tokenizer/chat_template.h); this file only picks the source and turns a missing or
-// unsupported template into an error a chat request can report.
+// engine finds it: model/model_tokenizer.h chat_template_source). Rendering is ChatTemplate's
+// (tokenizer/chat_template.h, minijinja); this file only picks the source and turns a missing template, or
+// one that does not compile or rejects a conversation, into an error a chat request can report.
 #pragma once
 
 #include <optional>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "minfer/engine.h"
+#include "server/json.h"
 #include "tokenizer/chat_template.h"
 
 namespace minfer::server {
@@ -20,14 +21,16 @@ class ChatPrompt {
   static ChatPrompt load(const AsyncEngine& engine, const std::string& template_file);
 
   bool available() const { return tmpl_.has_value(); }
-  // "ChatML", "Llama 3", ...; or why chat is unavailable.
+  // Where the template comes from; or why chat is unavailable.
   std::string describe() const;
-  // The prompt text for the messages, ending with the assistant turn's header. Throws ApiError 400 when chat
-  // is unavailable or the template rejects the conversation (e.g. roles that do not alternate).
-  std::string render(const std::vector<ChatMessage>& messages) const;
+  // The prompt text for the messages (and `extra` template variables: tools, chat_template_kwargs), ending
+  // with the assistant turn's header. Throws ApiError 400 when chat is unavailable or the template rejects
+  // the conversation (the message names the template line).
+  std::string render(const json& messages, const json& extra) const;
 
  private:
   std::optional<ChatTemplate> tmpl_;
+  std::string source_name_;  // the file the template came from
   std::string unavailable_;  // why tmpl_ is empty
 };
 

@@ -9,8 +9,6 @@
 namespace minfer::server {
 namespace {
 
-using json = nlohmann::json;
-
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 const char* prompt_field(RouteKind kind) {
@@ -107,7 +105,8 @@ std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& 
     throw ApiError(404,
                    fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, model_name_),
                    "model", "model_not_found");
-  if (request.kind == RouteKind::kChat) request.prompts = {{true, chat_.render(request.messages), {}}};
+  if (request.kind == RouteKind::kChat)
+    request.prompts = {{true, chat_.render(request.chat.messages, request.chat.template_variables()), {}}};
   request.params.logprobs = request.logprobs;
   std::vector<std::vector<int32_t>> prompts;
   for (const PromptInput& p : request.prompts) {

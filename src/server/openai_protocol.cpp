@@ -7,87 +7,14 @@
 #include <optional>
 
 #include "server/api_error.h"
+#include "server/json_fields.h"
 
 namespace minfer::server {
 namespace {
 
-using nlohmann::json;
-
 constexpr int kMaxN = 128;           // OpenAI's limit on n
 constexpr int kMaxStopStrings = 16;  // OpenAI allows 4; vLLM any number
 constexpr int kMaxLogprobs = 20;     // chat top_logprobs' limit; vLLM uses it for completions too
-
-const char* type_name(const json& v) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  return "null";
-}
-
-// Typed access to the fields of one JSON object; every error names the field (prefix + key).
-class Fields {
- public:
-  Fields(const json& object, std::string prefix = "") : obj_(object), prefix_(std::move(prefix)) {}
-
-  std::string name(const char* key) const { return prefix_ + key; }
-
-  const json* get(const char* key) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  std::optional<bool> boolean(const char* key) const {
-    const json* v = get(key);
-    if (!v) return std::nullopt;
-    if (!v->is_boolean()) bad_request(name(key), "'{}' must be a boolean, got {}", name(key), type_name(*v));
-    return v->get<bool>();
-  }
-
-  std::optional<std::string> string(const char* key) const {
-    const json* v = get(key);
-    if (!v) return std::nullopt;
-    if (!v->is_string()) bad_request(name(key), "'{}' must be a string, got {}", name(key), type_name(*v));
-    return v->get<std::string>();
-  }
-
-  std::optional<int64_t> integer(const char* key, int64_t lo, int64_t hi) const {
-    const json* v = get(key);
-    if (!v) return std::nullopt;
-    return as_integer(*v, name(key), lo, hi);
-  }
-
-  std::optional<double> number(const char* key, double lo, double hi, bool lo_open = false) const {
-    const json* v = get(key);
-    if (!v) return std::nullopt;
-    if (!v->is_number()) bad_request(name(key), "'{}' must be a number, got {}", name(key), type_name(*v));
-    const double x = v->get<double>();
-    const bool low_ok = lo_open ? x > lo : x >= lo;
-    if (!std::isfinite(x) || !low_ok || x > hi)
-      bad_request(name(key), "'{}' must be in {}{}, {}], got {}", name(key), lo_open ? "(" : "[", lo, hi, x);
-    return x;
-  }
-
-  static int64_t as_integer(const json& v, const std::string& field, int64_t lo, int64_t hi) {
-    if (v.is_number_unsigned()) {
-      const uint64_t u = v.get<uint64_t>();
-      if (u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo)))
-        bad_request(field, "'{}' must be in [{}, {}], got {}", field, lo, hi, u);
-      return static_cast<int64_t>(u);
-    }
-    if (!v.is_number_integer()) bad_request(field, "'{}' must be an integer, got {}", field, type_name(v));
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi) bad_request(field, "'{}' must be in [{}, {}], got {}", field, lo, hi, x);
-    return x;
-  }
-
- private:
-  const json& obj_;
-  std::string prefix_;
-};
 
 std::vector<int32_t> token_ids(const json& array, const std::string& field) {
   std::vector<int32_t> ids;
@@ -230,48 +157,7 @@ GenerationRequest parse_chat_request(const json& body) {
   GenerationRequest r;
   r.kind = RouteKind::kChat;
   const Fields f(body);
-  const json* messages = f.get("messages");
-  if (!messages) bad_request("messages", "'messages' is required: an array of {{role, content}} objects");
-  if (!messages->is_array() || messages->empty())
-    bad_request("messages", "'messages' must be a non-empty array, got {}",
-                messages->is_array() ? "an empty array" : type_name(*messages));
-  for (size_t i = 0; i < messages->size(); ++i) {
-    const json& m = (*messages)[i];
-    const std::string prefix = fmt::format("messages[{}].", i);
-    if (!m.is_object()) bad_request("messages", "'messages[{}]' must be an object, got {}", i, type_name(m));
-    const Fields mf(m, prefix);
-    auto role = mf.string("role");
-    if (!role) bad_request(prefix + "role", "'{}role' is required", prefix);
-    if (*role == "developer") role = "system";  // OpenAI's newer name for the system role
-    if (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool")
-      bad_request(prefix + "role", "'{}role' must be system, developer, user, assistant or tool, got '{}'", prefix,
-                  *role);
-    ChatMessage message{*role, ""};
-    if (const json* content = mf.get("content")) {
-      if (content->is_string()) {
-        message.content = content->get<std::string>();
-      } else if (content->is_array()) {  // content parts: only text
-        for (size_t j = 0; j < content->size(); ++j) {
-          const json& part = (*content)[j];
-          const std::string part_name = fmt::format("{}content[{}]", prefix, j);
-          if (!part.is_object()) bad_request(part_name, "'{}' must be an object", part_name);
-          const Fields pf(part, part_name + ".");
-          const std::string type = pf.string("type").value_or("");
-          if (type != "text")
-            bad_request(part_name + ".type", "'{}.type' '{}' is not supported: only text", part_name, type);
-          auto text = pf.string("text");
-          if (!text) bad_request(part_name + ".text", "'{}.text' is required", part_name);
-          message.content += *text;
-        }
-      } else {
-        bad_request(prefix + "content", "'{}content' must be a string or an array of text parts, got {}", prefix,
-                    type_name(*content));
-      }
-    } else if (*role != "assistant") {
-      bad_request(prefix + "content", "'{}content' is required", prefix);
-    }
-    r.messages.push_back(std::move(message));
-  }
+  r.chat = parse_chat_fields(f);
   parse_sampling(f, "max_tokens", r);
   if (auto v = f.integer("max_completion_tokens", 1, std::numeric_limits<int32_t>::max())) {
     r.params.max_tokens = static_cast<int32_t>(*v);

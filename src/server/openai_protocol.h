@@ -5,13 +5,13 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "minfer/sampling.h"
-#include "tokenizer/chat_template.h"
+#include "server/chat_request.h"
+#include "server/json.h"
 
 namespace minfer::server {
 
@@ -26,9 +26,9 @@ struct PromptInput {
 
 struct GenerationRequest {
   RouteKind kind = RouteKind::kCompletion;
-  std::string model;                  // empty: not given
-  std::vector<PromptInput> prompts;   // completions: one or more; generate: one; chat: filled from messages
-  std::vector<ChatMessage> messages;  // chat
+  std::string model;                 // empty: not given
+  std::vector<PromptInput> prompts;  // completions: one or more; generate: one; chat: filled from messages
+  ChatFields chat;                   // chat
   SamplingParams params;
   bool max_tokens_given = false;  // else the route's default, capped by what fits in max_model_len
   int n = 1;                      // choices per prompt
@@ -40,11 +40,11 @@ struct GenerationRequest {
 };
 
 // The body as a JSON object. Throws ApiError 400 for malformed JSON, invalid UTF-8 or a non-object.
-nlohmann::json parse_json_body(std::string_view body);
+json parse_json_body(std::string_view body);
 
 // Throw ApiError 400 naming the field for a wrong type or a value out of range.
-GenerationRequest parse_generate_request(const nlohmann::json& body);
-GenerationRequest parse_completion_request(const nlohmann::json& body);
-GenerationRequest parse_chat_request(const nlohmann::json& body);
+GenerationRequest parse_generate_request(const json& body);
+GenerationRequest parse_completion_request(const json& body);
+GenerationRequest parse_chat_request(const json& body);
 
 }  // namespace minfer::server

@@ -3,8 +3,6 @@
 namespace minfer::server {
 namespace {
 
-using json = nlohmann::json;
-
 json finish_reason_json(const RequestOutput& o) {
   if (!o.finished) return nullptr;
   return finish_reason_name(o.finish_reason);

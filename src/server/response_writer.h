@@ -6,12 +6,12 @@
 
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "minfer/request_state.h"
 #include "minfer/tokenizer.h"
+#include "server/json.h"
 #include "server/openai_protocol.h"
 #include "server/token_json.h"
 
@@ -43,7 +43,7 @@ class ResponseWriter {
   // "" when the output carries nothing to send.
   virtual std::string delta(size_t index, Choice& choice, const RequestOutput& output) const = 0;
   virtual std::string finish(const std::vector<Choice>& choices) const = 0;
-  virtual nlohmann::json body(std::vector<Choice>& choices) const = 0;
+  virtual json body(std::vector<Choice>& choices) const = 0;
 
  protected:
   explicit ResponseWriter(ResponseContext context) : ctx_(std::move(context)), tokens_(ctx_.tokenizer) {}
@@ -56,8 +56,8 @@ class ResponseWriter {
 };
 
 // A server-sent event carrying j.
-std::string sse_event(const nlohmann::json& j);
+std::string sse_event(const json& j);
 // JSON text; invalid UTF-8 is replaced, never thrown on.
-std::string dump_json(const nlohmann::json& j);
+std::string dump_json(const json& j);
 
 }  // namespace minfer::server

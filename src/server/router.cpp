@@ -2,16 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "server/api_error.h"
+#include "server/json.h"
 #include "server/openai_protocol.h"
 
 namespace minfer::server {
 namespace {
-
-using json = nlohmann::json;
 
 // Named, not literals: GCC 12 fails on a string literal inside a co_await expression ("array used as
 // initializer").

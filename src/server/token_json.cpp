@@ -9,8 +9,6 @@
 namespace minfer::server {
 namespace {
 
-using json = nlohmann::json;
-
 double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
 
 }  // namespace

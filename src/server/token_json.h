@@ -5,12 +5,12 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "minfer/outputs.h"
 #include "minfer/tokenizer.h"
+#include "server/json.h"
 
 namespace minfer::server {
 
@@ -19,15 +19,15 @@ class TokenJson {
   explicit TokenJson(const Tokenizer* tokenizer) : tok_(tokenizer) {}
 
   // The chat logprobs of ids[i] with lps[i].
-  nlohmann::json chat_logprobs(const std::vector<int32_t>& ids, const std::vector<TokenLogprobs>& lps) const;
+  json chat_logprobs(const std::vector<int32_t>& ids, const std::vector<TokenLogprobs>& lps) const;
   // The completions logprobs; text_offset advances by each token's text.
-  nlohmann::json completion_logprobs(const std::vector<int32_t>& ids, const std::vector<TokenLogprobs>& lps,
-                                     size_t& text_offset) const;
+  json completion_logprobs(const std::vector<int32_t>& ids, const std::vector<TokenLogprobs>& lps,
+                           size_t& text_offset) const;
 
  private:
   std::string raw(int32_t id) const;
   std::string text(int32_t id) const;
-  nlohmann::json bytes(int32_t id) const;
+  json bytes(int32_t id) const;
 
   const Tokenizer* tok_;
 };

@@ -1,0 +1,159 @@
+#include "server/chat_request.h"
+
+#include <fmt/format.h>
+
+namespace minfer::server {
+namespace {
+
+// content: a string, or parts of which only text is accepted (image, audio and file parts are refused by
+// name: this server serves text models).
+json message_content(const json& content, const std::string& field) {
+  if (content.is_string()) return content;
+  if (!content.is_array())
+    bad_request(field, "'{}' must be a string or an array of content parts, got {}", field, type_name(content));
+  std::string text;
+  for (size_t j = 0; j < content.size(); ++j) {
+    const json& part = content[j];
+    const std::string part_name = fmt::format("{}[{}]", field, j);
+    if (!part.is_object()) bad_request(part_name, "'{}' must be an object, got {}", part_name, type_name(part));
+    const Fields pf(part, part_name + ".");
+    const std::string type = pf.string("type").value_or("");
+    if (type != "text")
+      bad_request(part_name + ".type", "'{}.type' is '{}': only text parts are supported (this model reads text)",
+                  part_name, type);
+    auto part_text = pf.string("text");
+    if (!part_text) bad_request(part_name + ".text", "'{}.text' is required", part_name);
+    if (j > 0) text += '\n';
+    text += *part_text;
+  }
+  return text;
+}
+
+void parse_tool_calls(json& message, const std::string& prefix) {
+  json& calls = message["tool_calls"];
+  if (!calls.is_array()) bad_request(prefix + "tool_calls", "'{}tool_calls' must be an array", prefix);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const std::string call_name = fmt::format("{}tool_calls[{}]", prefix, k);
+    json& call = calls[k];
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+      bad_request(call_name, "'{}' must be an object with a 'function' object", call_name);
+    json& function = call["function"];
+    if (!function.contains("name") || !function["name"].is_string())
+      bad_request(call_name + ".function.name", "'{}.function.name' is required", call_name);
+    auto args = function.find("arguments");
+    if (args != function.end() && args->is_string()) {
+      json parsed = json::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+      if (parsed.is_object()) *args = std::move(parsed);
+    }
+  }
+}
+
+json parse_message(const json& m, size_t i) {
+  const std::string prefix = fmt::format("messages[{}].", i);
+  if (!m.is_object()) bad_request("messages", "'messages[{}]' must be an object, got {}", i, type_name(m));
+  const Fields mf(m, prefix);
+  auto role = mf.string("role");
+  if (!role) bad_request(prefix + "role", "'{}role' is required", prefix);
+  if (*role == "developer") role = "system";  // OpenAI's newer name for the system role
+  if (*role != "system" && *role != "user" && *role != "assistant" && *role != "tool")
+    bad_request(prefix + "role", "'{}role' must be system, developer, user, assistant or tool, got '{}'", prefix,
+                *role);
+  json message = m;
+  message["role"] = *role;
+  if (const json* content = mf.get("content")) {
+    message["content"] = message_content(*content, prefix + "content");
+  } else if (*role == "assistant") {
+    message["content"] = "";  // a message of tool calls only; "" as vLLM gives templates (Qwen3 tests `in content`)
+  } else {
+    bad_request(prefix + "content", "'{}content' is required", prefix);
+  }
+  if (mf.get("tool_calls")) parse_tool_calls(message, prefix);
+  if (*role == "tool" && !mf.string("tool_call_id") && !mf.string("name"))
+    bad_request(prefix + "tool_call_id", "'{}tool_call_id' is required for a tool message", prefix);
+  return message;
+}
+
+json parse_tools(const json& tools) {
+  if (!tools.is_array()) bad_request("tools", "'tools' must be an array, got {}", type_name(tools));
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string name = fmt::format("tools[{}]", i);
+    const json& tool = tools[i];
+    if (!tool.is_object()) bad_request(name, "'{}' must be an object", name);
+    const Fields tf(tool, name + ".");
+    if (tf.string("type").value_or("function") != "function")
+      bad_request(name + ".type", "'{}.type' must be \"function\"", name);
+    const json* function = tf.get("function");
+    if (!function || !function->is_object()) bad_request(name + ".function", "'{}.function' is required", name);
+    const Fields ff(*function, name + ".function.");
+    if (!ff.string("name")) bad_request(name + ".function.name", "'{}.function.name' is required", name);
+    if (const json* params = ff.get("parameters"); params && !params->is_object())
+      bad_request(name + ".function.parameters", "'{}.function.parameters' must be a JSON schema object", name);
+  }
+  return tools;
+}
+
+ToolChoice parse_tool_choice(const json& choice, const json& tools) {
+  ToolChoice out;
+  if (choice.is_string()) {
+    const std::string s = choice.get<std::string>();
+    if (s == "auto") return out;
+    if (s == "none")
+      out.kind = ToolChoice::Kind::kNone;
+    else if (s == "required")
+      out.kind = ToolChoice::Kind::kRequired;
+    else
+      bad_request("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or a function, got '{}'", s);
+  } else if (choice.is_object()) {
+    const json* function = Fields(choice, "tool_choice.").get("function");
+    if (!function || !function->is_object() || !(*function)["name"].is_string())
+      bad_request("tool_choice.function.name",
+                  "'tool_choice' names a function as {{\"type\": \"function\", "
+                  "\"function\": {{\"name\": ...}}}}");
+    out.kind = ToolChoice::Kind::kFunction;
+    out.function = (*function)["name"].get<std::string>();
+  } else {
+    bad_request("tool_choice", "'tool_choice' must be a string or an object, got {}", type_name(choice));
+  }
+  if (out.kind == ToolChoice::Kind::kNone) return out;
+  if (!tools.is_array() || tools.empty())
+    bad_request("tool_choice", "'tool_choice' is '{}' but no 'tools' were given", choice.dump());
+  if (out.kind == ToolChoice::Kind::kFunction) {
+    bool found = false;
+    for (const json& t : tools) found = found || t["function"]["name"] == out.function;
+    if (!found)
+      bad_request("tool_choice.function.name", "'tool_choice' names '{}', which is not in 'tools'", out.function);
+  }
+  return out;
+}
+
+}  // namespace
+
+json ChatFields::template_variables() const {
+  json vars = template_kwargs;
+  if (tools.is_array()) vars["tools"] = tools;
+  return vars;
+}
+
+ChatFields parse_chat_fields(const Fields& f) {
+  ChatFields chat;
+  const json* messages = f.get("messages");
+  if (!messages) bad_request("messages", "'messages' is required: an array of {{role, content}} objects");
+  if (!messages->is_array() || messages->empty())
+    bad_request("messages", "'messages' must be a non-empty array, got {}",
+                messages->is_array() ? "an empty array" : type_name(*messages));
+  for (size_t i = 0; i < messages->size(); ++i) chat.messages.push_back(parse_message((*messages)[i], i));
+  if (const json* tools = f.get("tools")) chat.tools = parse_tools(*tools);
+  if (const json* choice = f.get("tool_choice")) chat.tool_choice = parse_tool_choice(*choice, chat.tools);
+  if (auto v = f.boolean("parallel_tool_calls")) chat.parallel_tool_calls = *v;
+  if (const json* kwargs = f.get("chat_template_kwargs")) {
+    if (!kwargs->is_object())
+      bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object, got {}", type_name(*kwargs));
+    for (const char* reserved : {"messages", "add_generation_prompt", "bos_token", "eos_token"})
+      if (kwargs->contains(reserved))
+        bad_request("chat_template_kwargs", "'chat_template_kwargs' may not set '{}'", reserved);
+    chat.template_kwargs = *kwargs;
+  }
+  return chat;
+}
+
+}  // namespace minfer::server

@@ -1,0 +1,43 @@
+// The chat-only fields of /v1/chat/completions: the messages as the chat template sees them, the tools and
+// how they may be called, and the client's extra template variables.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "server/json.h"
+#include "server/json_fields.h"
+
+namespace minfer::server {
+
+// tool_choice: "auto" (the model decides), "none" (no calls; the tools still reach the template, as vLLM),
+// "required" (at least one call), or one named function.
+struct ToolChoice {
+  enum class Kind : uint8_t { kAuto, kNone, kRequired, kFunction };
+  Kind kind = Kind::kAuto;
+  std::string function;  // kFunction
+};
+
+struct ChatFields {
+  // Each message as the client sent it, except: content parts joined into one string ("\n" between text
+  // parts, as vLLM), role "developer" renamed "system", and tool-call arguments given as a JSON string
+  // parsed to an object (transformers' convention, which templates that print arguments with tojson follow).
+  json messages = json::array();
+  json tools;  // the `tools` array, or null
+  ToolChoice tool_choice;
+  bool parallel_tool_calls = true;
+  // chat_template_kwargs (e.g. enable_thinking) as template variables.
+  json template_kwargs = json::object();
+
+  bool tools_enabled() const {
+    return tools.is_array() && !tools.empty() && tool_choice.kind != ToolChoice::Kind::kNone;
+  }
+  // The template's variables besides messages: tools (when given) and the kwargs.
+  json template_variables() const;
+};
+
+// Reads messages, tools, tool_choice, parallel_tool_calls and chat_template_kwargs. Throws ApiError 400 naming
+// the field (an image part, a tool without a name, a tool_choice naming no given tool, ...).
+ChatFields parse_chat_fields(const Fields& f);
+
+}  // namespace minfer::server
