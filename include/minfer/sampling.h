@@ -4,9 +4,26 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace minfer {
+
+// Structured outputs (vLLM's StructuredOutputsParams): the output is constrained to a formal language, token by
+// token, with llguidance. Each step the engine computes the set of tokens that keep the text a prefix of a
+// string of the language (while the forward pass runs) and samples only among them; the request stops when the
+// language allows nothing more.
+struct StructuredOutputs {
+  enum class Kind : uint8_t {
+    kJsonSchema,  // spec: a JSON schema (JSON text)
+    kJsonObject,  // any JSON object; spec unused
+    kRegex,       // spec: a regular expression (Rust regex syntax)
+    kChoice,      // spec: a JSON array of strings, one of which is the output
+    kGrammar,     // spec: a grammar in llguidance's Lark syntax
+  };
+  Kind kind = Kind::kJsonObject;
+  std::string spec;
+};
 
 struct SamplingParams {
   float temperature = 1.0f;         // 0 = greedy (argmax, ties to the lowest id); below 1e-5 counts as 0
@@ -21,6 +38,12 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;  // stop strings
   bool ignore_eos = false;
+  // EOS and stop_token_ids cannot end the output, and stop strings are not matched, before this many tokens
+  // (vLLM's min_tokens). Must be <= max_tokens.
+  int32_t min_tokens = 0;
+  // Added to the logits of these token ids before sampling (OpenAI's logit_bias: -100 bans, 100 forces).
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::optional<StructuredOutputs> structured_outputs;
   // -1 = off; n in [0, 20]: each output token's log-probability and the n most likely tokens (RequestOutput).
   int32_t logprobs = -1;
   // Return the logits of every prompt position (RequestOutput.prompt_logits): for evaluation (perplexity,
@@ -29,7 +52,8 @@ struct SamplingParams {
 
   // Throws minfer::Error naming the field and its allowed range when a value is out of range:
   // temperature >= 0, top_p in (0, 1], top_k >= -1, min_p in [0, 1], repetition_penalty > 0,
-  // presence_penalty and frequency_penalty in [-2, 2], max_tokens >= 1, logprobs in [-1, 20].
+  // presence_penalty and frequency_penalty in [-2, 2], max_tokens >= 1, logprobs in [-1, 20],
+  // min_tokens in [0, max_tokens], logit_bias values in [-100, 100].
   void validate() const;
 };
 

@@ -18,19 +18,21 @@ struct AsyncEngine::Impl {
   struct NewRequest {
     std::vector<int32_t> prompt;
     SamplingParams params;
+    std::unique_ptr<GrammarMatcher> grammar;  // structured outputs, compiled on the caller's thread
     std::shared_ptr<RequestState> state;
   };
 
   std::shared_ptr<RequestState> submit(std::vector<int32_t> prompt, const SamplingParams& params,
                                        RequestOptions options) {
     core.validate_request(prompt, params);
+    std::unique_ptr<GrammarMatcher> grammar = core.compile_grammar(params);
     auto state = std::make_shared<RequestState>(core.next_id(), prompt, options.stream, std::move(options.on_update));
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!accepting)
         throw Error(fmt::format("the engine is shut down{}", failed.empty() ? "" : ": " + failed),
                     ErrorCode::kUnavailable);
-      inbox.push_back({std::move(prompt), params, state});
+      inbox.push_back({std::move(prompt), params, std::move(grammar), state});
     }
     cv.notify_one();
     return state;
@@ -74,7 +76,7 @@ struct AsyncEngine::Impl {
         const RequestId id = r.state->id();
         states[id] = std::move(r.state);
         try {
-          core.add_request(id, std::move(r.prompt), r.params);
+          core.add_request(id, std::move(r.prompt), r.params, std::move(r.grammar));
         } catch (const std::exception& e) {
           RequestOutput o;
           o.id = id;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "base/error.h"
 #include "engine/logprobs.h"
@@ -186,11 +187,25 @@ void EngineCore::validate_request(std::span<const int32_t> prompt, const Samplin
     if (t < 0 || t >= weights_.config.vocab_size)
       fail("prompt token id {} is outside the vocabulary (size {})", t, weights_.config.vocab_size);
   if (!params.stop.empty() && !tokenizer_) fail("stop strings need a tokenizer, and this model has none");
+  for (const auto& [id, bias] : params.logit_bias)
+    if (id < 0 || id >= weights_.config.vocab_size)
+      fail("logit_bias token id {} is outside the vocabulary (size {})", id, weights_.config.vocab_size);
+  if (params.structured_outputs && !tokenizer_) fail("structured outputs need a tokenizer, and this model has none");
 }
 
-void EngineCore::add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params) {
+std::unique_ptr<GrammarMatcher> EngineCore::compile_grammar(const SamplingParams& params) const {
+  if (!params.structured_outputs) return nullptr;
+  if (!tokenizer_) fail("structured outputs need a tokenizer, and this model has none");
+  std::call_once(grammar_once_,
+                 [this] { grammar_compiler_ = std::make_unique<GrammarCompiler>(*tokenizer_, eos_ids_); });
+  return grammar_compiler_->compile(*params.structured_outputs);
+}
+
+void EngineCore::add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params,
+                             std::unique_ptr<GrammarMatcher> grammar) {
   MINFER_CHECK(seqs_.count(id) == 0, "request id {} is in use", id);
   auto seq = std::make_unique<Sequence>();
+  seq->grammar = grammar ? std::move(grammar) : compile_grammar(params);
   seq->id = id;
   seq->prompt_len = static_cast<int64_t>(prompt.size());
   seq->tokens = std::move(prompt);
@@ -257,8 +272,16 @@ std::vector<RequestOutput> EngineCore::step() {
   chunks_.clear();
   chunk_seqs_.clear();
   for (const ScheduledChunk& c : sched.chunks) add_chunks(*c.seq, c.num_tokens);
+  start_grammar_masks();
   const auto t0 = std::chrono::steady_clock::now();
-  const std::span<const float> logits = runner_->execute(chunks_, KvPools{full_.cache.get(), window_.cache.get()});
+  std::span<const float> logits;
+  {
+    // The masks are joined even when the model throws: the worker must be done with the matchers before the
+    // failed sequences are destroyed.
+    GrammarMaskWorker::Join join(mask_worker_.get());
+    logits = runner_->execute(chunks_, KvPools{full_.cache.get(), window_.cache.get()});
+    join.wait();
+  }
   const auto run_end = std::chrono::steady_clock::now();
   scheduler_->on_step_done(sched);
   ++num_steps_;
@@ -311,23 +334,61 @@ void EngineCore::on_logits_row(Sequence& seq, int64_t position, std::span<const 
     ++seq.prompt_logit_rows;
   }
   if (position + 1 != seq.num_tokens()) return;
-  row_.assign(logits.begin(), logits.end());
-  const std::span<const int32_t> all(seq.tokens);
-  const int32_t token = seq.sampler->sample(row_, all.first(static_cast<size_t>(seq.prompt_len)),
-                                            all.subspan(static_cast<size_t>(seq.prompt_len)));
+  const int32_t token = sample_token(seq, logits);
   seq.tokens.push_back(token);
   ++generated_tokens_;
   StopChecker::Step st = seq.stop->append(token, seq.num_output());
+  if (st.finish == FinishReason::kNone && seq.grammar) {
+    seq.grammar->accept(token);
+    // The language allows nothing more: the output is complete (no step spent on the forced EOS).
+    if (seq.grammar->is_stopped()) st.finish = FinishReason::kStop;
+  }
   if (st.finish != FinishReason::kNone) finish(&seq, st.finish);
   RequestOutput o = make_output(seq);
   o.new_token_ids.push_back(token);
-  if (seq.params.logprobs >= 0)  // from the raw logits: row_ holds them after penalties and temperature
-    o.logprobs.push_back(compute_logprobs(logits, token, seq.params.logprobs));
+  // From the logits before bias, penalties and temperature (vLLM's raw logprobs); a constrained sequence's
+  // after its grammar mask, as vLLM applies the mask before sampling.
+  if (seq.params.logprobs >= 0)
+    o.logprobs.push_back(
+        compute_logprobs(seq.grammar ? std::span<const float>(masked_row_) : logits, token, seq.params.logprobs));
   o.text_delta = std::move(st.text);
   o.stop_reason = std::move(st.stop_reason);
   if (seq.num_output() == 1) o.prompt_logits = std::move(seq.prompt_logits);
   outputs.push_back(std::move(o));
   if (st.finish != FinishReason::kNone) seqs_.erase(seq.id);
+}
+
+// The sampled token of a row: grammar mask, then logit_bias and min_tokens, then the sampler (penalties,
+// temperature, filters).
+int32_t EngineCore::sample_token(Sequence& seq, std::span<const float> logits) {
+  row_.assign(logits.begin(), logits.end());
+  if (seq.grammar) {
+    apply_token_mask(row_, seq.grammar_mask);
+    if (seq.params.logprobs >= 0) masked_row_ = row_;
+  }
+  for (const auto& [id, bias] : seq.params.logit_bias) row_[static_cast<size_t>(id)] += bias;
+  if (seq.num_output() < seq.params.min_tokens) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    if (!seq.params.ignore_eos)
+      for (int32_t id : eos_ids_) row_[static_cast<size_t>(id)] = kNegInf;
+    for (int32_t id : seq.params.stop_token_ids) row_[static_cast<size_t>(id)] = kNegInf;
+  }
+  const std::span<const int32_t> all(seq.tokens);
+  return seq.sampler->sample(row_, all.first(static_cast<size_t>(seq.prompt_len)),
+                             all.subspan(static_cast<size_t>(seq.prompt_len)));
+}
+
+// The masks of the constrained sequences that sample this step, computed on the worker while the model runs.
+void EngineCore::start_grammar_masks() {
+  std::vector<GrammarMaskWorker::Job> jobs;
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    Sequence& s = *chunk_seqs_[i];
+    const int64_t last = chunks_[i].start_position + static_cast<int64_t>(chunks_[i].tokens.size());
+    if (chunks_[i].sample && s.grammar && last == s.num_tokens()) jobs.push_back({s.grammar.get(), &s.grammar_mask});
+  }
+  if (jobs.empty()) return;
+  if (!mask_worker_) mask_worker_ = std::make_unique<GrammarMaskWorker>();
+  mask_worker_->start(std::move(jobs));
 }
 
 // One line per step (--log-steps): its shape (tokens, decodes, prefill chunks, sampled rows, the (query, key)

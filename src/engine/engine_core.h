@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -47,9 +48,16 @@ class EngineCore {
   void validate_request(std::span<const int32_t> prompt, const SamplingParams& params) const;
   RequestId next_id() { return next_id_.fetch_add(1); }
 
+  // The matcher of params.structured_outputs (null without), compiled on the caller's thread so that a slow
+  // schema never holds up the step loop. Thread-safe. Throws Error(kInvalidArgument) carrying llguidance's
+  // message for an invalid schema, regex or grammar.
+  std::unique_ptr<GrammarMatcher> compile_grammar(const SamplingParams& params) const;
+
   // Step-loop thread only. add_request takes a request validate_request has passed (the public Engine and
-  // AsyncEngine validate once, on the caller's thread).
-  void add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params);
+  // AsyncEngine validate once, on the caller's thread) and its compiled grammar (compiled here when null and
+  // the request has structured outputs).
+  void add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params,
+                   std::unique_ptr<GrammarMatcher> grammar = nullptr);
   bool abort(RequestId id);
   std::vector<RequestOutput> step();
   bool has_unfinished() const { return scheduler_->has_unfinished() || !pending_.empty(); }
@@ -73,6 +81,8 @@ class EngineCore {
   RequestOutput make_output(const Sequence& seq) const;
   void add_chunks(Sequence& seq, int64_t num_tokens);
   void on_logits_row(Sequence& seq, int64_t position, std::span<const float> logits, std::vector<RequestOutput>& out);
+  int32_t sample_token(Sequence& seq, std::span<const float> logits);
+  void start_grammar_masks();
 
   EngineConfig config_;
   PageGeometry page_;  // from config_.page_size, checked once; every pool, page manager and view gets this one
@@ -102,6 +112,12 @@ class EngineCore {
   std::vector<SequenceChunk> chunks_;
   std::vector<Sequence*> chunk_seqs_;  // the sequence of each chunk (a prompt-logits prefill gives it several)
   std::vector<float> row_;
+  std::vector<float> masked_row_;  // a constrained row with logprobs: the masked logits they are computed from
+
+  // Structured outputs: made at the first constrained request.
+  mutable std::once_flag grammar_once_;
+  mutable std::unique_ptr<GrammarCompiler> grammar_compiler_;
+  std::unique_ptr<GrammarMaskWorker> mask_worker_;
   mutable std::vector<int32_t> page_fill_;
 
   // Counters.

@@ -20,6 +20,11 @@ void SamplingParams::validate() const {
     fail("SamplingParams.frequency_penalty must be in [-2, 2] (0 = off), got {}", frequency_penalty);
   if (max_tokens < 1) fail("SamplingParams.max_tokens must be >= 1, got {}", max_tokens);
   if (logprobs < -1 || logprobs > 20) fail("SamplingParams.logprobs must be in [0, 20], or -1 = off, got {}", logprobs);
+  if (min_tokens < 0 || min_tokens > max_tokens)
+    fail("SamplingParams.min_tokens must be in [0, max_tokens = {}], got {}", max_tokens, min_tokens);
+  for (const auto& [id, bias] : logit_bias)
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      fail("SamplingParams.logit_bias of token {} must be in [-100, 100], got {}", id, bias);
 }
 
 }  // namespace minfer

@@ -10,6 +10,7 @@
 
 #include "engine/sampler.h"
 #include "engine/stop_checker.h"
+#include "engine/structured_output.h"
 #include "minfer/outputs.h"
 #include "minfer/sampling.h"
 
@@ -32,6 +33,9 @@ struct Sequence {
   std::unique_ptr<Sampler> sampler;  // per request, so a seed gives the same tokens in any batch
   std::unique_ptr<StopChecker> stop;
   FinishReason finish_reason = FinishReason::kNone;
+  // params.structured_outputs: the grammar's state and this step's mask of allowed tokens.
+  std::unique_ptr<GrammarMatcher> grammar;
+  std::vector<uint32_t> grammar_mask;
   // params.prompt_logits: the logits of the prompt positions computed so far ([rows, vocab]).
   std::vector<float> prompt_logits;
   int64_t prompt_logit_rows = 0;

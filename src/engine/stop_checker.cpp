@@ -61,7 +61,8 @@ StopChecker::Step StopChecker::append(int32_t token, int64_t num_output) {
   // pending_ holds every byte where a match can still start (a held tail is at most a stop string's
   // length), so searching it alone finds the earliest match.
   size_t match = std::string::npos;
-  for (const std::string& s : params_.stop) {
+  const bool stop_strings_on = num_output >= params_.min_tokens;  // min_tokens: no stop string before then
+  for (const std::string& s : stop_strings_on ? params_.stop : std::vector<std::string>{}) {
     const size_t at = pending_.find(s);
     if (at < match) {
       match = at;
