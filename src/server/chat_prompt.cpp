@@ -9,8 +9,30 @@
 
 namespace minfer::server {
 
-ChatPrompt ChatPrompt::load(const AsyncEngine& engine, const std::string& template_file) {
+namespace {
+
+// vLLM's --reasoning-parser names; auto: the template knows <think> blocks.
+bool reasoning_enabled(const std::string& parser, const std::string& source) {
+  if (parser == "auto") return source.find("<think>") != std::string::npos;
+  if (parser == "none") return false;
+  if (parser == "qwen3" || parser == "deepseek_r1") return true;
+  fail("--reasoning-parser {}: unknown (auto, none, qwen3, deepseek_r1)", parser);
+}
+
+}  // namespace
+
+ChatPrompt ChatPrompt::load(const AsyncEngine& engine, const std::string& template_file,
+                            const std::string& tool_call_parser, const std::string& reasoning_parser) {
   ChatPrompt prompt;
+  prompt.load_source(engine, template_file);
+  prompt.tool_parser_ = ToolCallParser::make(tool_call_parser, prompt.source_);
+  if (!prompt.tool_parser_)
+    fail("--tool-call-parser {}: unknown ({})", tool_call_parser, ToolCallParser::known_names());
+  prompt.reasoning_ = reasoning_enabled(reasoning_parser, prompt.source_);
+  return prompt;
+}
+
+void ChatPrompt::load_source(const AsyncEngine& engine, const std::string& template_file) {
   std::string source, where;
   if (!template_file.empty()) {
     std::ifstream in(template_file, std::ios::binary);
@@ -23,22 +45,22 @@ ChatPrompt ChatPrompt::load(const AsyncEngine& engine, const std::string& templa
     try {
       source = engine.chat_template_source();
     } catch (const std::exception& e) {
-      prompt.unavailable_ = fmt::format("cannot read the model's chat template: {}", e.what());
-      return prompt;
+      unavailable_ = fmt::format("cannot read the model's chat template: {}", e.what());
+      return;
     }
     where = engine.config().model_path;
   }
   if (source.empty()) {
-    prompt.unavailable_ = "this model has no chat template (give one with --chat-template FILE); use /v1/completions";
-    return prompt;
+    unavailable_ = "this model has no chat template (give one with --chat-template FILE); use /v1/completions";
+    return;
   }
   try {
-    prompt.tmpl_ = ChatTemplate::from_source(source, chat_template_options(engine.tokenizer()));
+    tmpl_ = ChatTemplate::from_source(source, chat_template_options(engine.tokenizer()));
   } catch (const std::exception& e) {
-    prompt.unavailable_ = fmt::format("the chat template of {} does not compile: {}", where, e.what());
+    unavailable_ = fmt::format("the chat template of {} does not compile: {}", where, e.what());
   }
-  prompt.source_name_ = where;
-  return prompt;
+  source_name_ = where;
+  source_ = std::move(source);
 }
 
 std::string ChatPrompt::describe() const {

@@ -4,12 +4,14 @@
 // one that does not compile or rejects a conversation, into an error a chat request can report.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "minfer/engine.h"
 #include "server/json.h"
+#include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
 
 namespace minfer::server {
@@ -18,7 +20,10 @@ class ChatPrompt {
  public:
   // Never throws for a missing or unknown template: chat requests then fail with the reason, and the
   // other routes keep working. Throws minfer::Error only when template_file is given but unreadable.
-  static ChatPrompt load(const AsyncEngine& engine, const std::string& template_file);
+  // tool_call_parser / reasoning_parser: vLLM's names ("auto" picks from the template's text); an unknown name
+  // throws minfer::Error.
+  static ChatPrompt load(const AsyncEngine& engine, const std::string& template_file,
+                         const std::string& tool_call_parser = "auto", const std::string& reasoning_parser = "auto");
 
   bool available() const { return tmpl_.has_value(); }
   // Where the template comes from; or why chat is unavailable.
@@ -28,8 +33,18 @@ class ChatPrompt {
   // the conversation (the message names the template line).
   std::string render(const json& messages, const json& extra) const;
 
+  // The model's tool-call format (tool_call_parser.h); never null once loaded.
+  const ToolCallParser* tool_parser() const { return tool_parser_.get(); }
+  // Whether outputs may hold a <think> block to split into reasoning_content.
+  bool reasoning() const { return reasoning_; }
+
  private:
   std::optional<ChatTemplate> tmpl_;
+  std::shared_ptr<ToolCallParser> tool_parser_;
+  bool reasoning_ = false;
+  void load_source(const AsyncEngine& engine, const std::string& template_file);
+
+  std::string source_;       // the template's text
   std::string source_name_;  // the file the template came from
   std::string unavailable_;  // why tmpl_ is empty
 };

@@ -128,6 +128,31 @@ ToolChoice parse_tool_choice(const json& choice, const json& tools) {
 
 }  // namespace
 
+std::optional<std::string> forced_tool_schema(const ChatFields& chat) {
+  using Kind = ToolChoice::Kind;
+  if (chat.tool_choice.kind != Kind::kRequired && chat.tool_choice.kind != Kind::kFunction) return std::nullopt;
+  auto parameters = [](const json& tool) {
+    const json& function = tool["function"];
+    return function.contains("parameters") && function["parameters"].is_object() ? function["parameters"]
+                                                                                 : json{{"type", "object"}};
+  };
+  if (chat.tool_choice.kind == Kind::kFunction) {
+    for (const json& tool : chat.tools)
+      if (tool["function"]["name"] == chat.tool_choice.function) return parameters(tool).dump();
+  }
+  json any_of = json::array();
+  for (const json& tool : chat.tools)
+    any_of.push_back(
+        {{"type", "object"},
+         {"properties",
+          {{"name", {{"type", "string"}, {"enum", {tool["function"]["name"]}}}}, {"parameters", parameters(tool)}}},
+         {"required", {"name", "parameters"}},
+         {"additionalProperties", false}});
+  json schema = {{"type", "array"}, {"minItems", 1}, {"items", {{"anyOf", any_of}}}};
+  if (!chat.parallel_tool_calls) schema["maxItems"] = 1;
+  return schema.dump();
+}
+
 json ChatFields::template_variables() const {
   json vars = template_kwargs;
   if (tools.is_array()) vars["tools"] = tools;

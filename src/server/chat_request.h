@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "server/json.h"
@@ -35,6 +36,11 @@ struct ChatFields {
   // The template's variables besides messages: tools (when given) and the kwargs.
   json template_variables() const;
 };
+
+// tool_choice "required" or a named function, as a JSON schema the output must follow (vLLM's approach): an
+// array of {"name", "parameters"} (at most one item without parallel_tool_calls), or the named function's
+// arguments. nullopt for auto / none.
+std::optional<std::string> forced_tool_schema(const ChatFields& chat);
 
 // Reads messages, tools, tool_choice, parallel_tool_calls and chat_template_kwargs. Throws ApiError 400 naming
 // the field (an image part, a tool without a name, a tool_choice naming no given tool, ...).

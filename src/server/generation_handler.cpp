@@ -145,7 +145,10 @@ std::vector<Choice> GenerationHandler::submit(const GenerationRequest& request,
         RequestOptions options{.stream = request.stream, .on_update = [wakeup] { wakeup->notify(); }};
         choices.push_back({p, engine_.add_request(prompts[p], params, std::move(options))});
       } catch (const Error& e) {
-        throw api_error(e, prompt_field(request.kind));
+        // The engine compiles the grammar: its errors name the field the grammar came from.
+        const bool grammar =
+            !request.structured_field.empty() && std::string_view(e.what()).starts_with("structured outputs");
+        throw api_error(e, grammar ? request.structured_field.c_str() : prompt_field(request.kind));
       }
     }
   }
@@ -156,7 +159,8 @@ std::vector<Choice> GenerationHandler::submit(const GenerationRequest& request,
 
 ResponseContext GenerationHandler::response_context(const GenerationRequest& request,
                                                     const std::vector<std::vector<int32_t>>& prompts) {
-  ResponseContext ctx{&request, next_id(request.kind), created_, model_name_, engine_.tokenizer(), {}, {}};
+  ResponseContext ctx{&request, next_id(request.kind), created_, model_name_, engine_.tokenizer(), {}, {}, {}};
+  if (request.kind == RouteKind::kChat) ctx.chat_output = chat_output_options(request);
   for (size_t p = 0; p < prompts.size(); ++p) {
     ctx.prompt_tokens.push_back(static_cast<int64_t>(prompts[p].size()));
     const PromptInput& in = request.prompts[p];
@@ -165,6 +169,23 @@ ResponseContext GenerationHandler::response_context(const GenerationRequest& req
     ctx.echo.push_back(std::move(echo));
   }
   return ctx;
+}
+
+ChatOutputOptions GenerationHandler::chat_output_options(const GenerationRequest& request) const {
+  ChatOutputOptions o;
+  o.reasoning = chat_.reasoning();
+  // Templates that open the reasoning block themselves (DeepSeek-R1; Qwen3 with thinking) leave the output
+  // inside it.
+  const std::string& prompt = request.prompts[0].text;
+  const size_t end = prompt.find_last_not_of(" \t\r\n");
+  o.starts_in_reasoning = o.reasoning && end != std::string::npos && end + 1 >= 7 &&
+                          std::string_view(prompt).substr(end + 1 - 7, 7) == "<think>";
+  using Kind = ToolChoice::Kind;
+  const ToolChoice& choice = request.chat.tool_choice;
+  o.forced_calls = choice.kind == Kind::kRequired || choice.kind == Kind::kFunction;
+  o.forced_function = choice.kind == Kind::kFunction ? choice.function : "";
+  if (request.chat.tools_enabled() && !o.forced_calls) o.tools = chat_.tool_parser();
+  return o;
 }
 
 void GenerationHandler::record_finished(const Choice& c, Clock::time_point arrival) {

@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <optional>
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/structured_output_request.h"
 
 namespace minfer::server {
 namespace {
@@ -23,6 +25,23 @@ std::vector<int32_t> token_ids(const json& array, const std::string& field) {
     ids.push_back(static_cast<int32_t>(
         Fields::as_integer(array[i], fmt::format("{}[{}]", field, i), 0, std::numeric_limits<int32_t>::max())));
   return ids;
+}
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
+void parse_logit_bias(const json& bias, SamplingParams& p) {
+  if (!bias.is_object()) bad_request("logit_bias", "'logit_bias' must be an object of token id -> bias");
+  for (const auto& [key, value] : bias.items()) {
+    int64_t id = -1;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+      bad_request("logit_bias", "'logit_bias' keys must be token ids (non-negative integers), got '{}'", key);
+    const std::string field = fmt::format("logit_bias.{}", key);
+    if (!value.is_number()) bad_request("logit_bias", "'{}' must be a number, got {}", field, type_name(value));
+    const double b = value.get<double>();
+    if (!std::isfinite(b) || b < -100.0 || b > 100.0)
+      bad_request("logit_bias", "'{}' must be in [-100, 100], got {}", field, b);
+    p.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+  }
 }
 
 // The sampling fields shared by every route. max_tokens_key: the route's name for the output length.
@@ -65,6 +84,15 @@ void parse_sampling(const Fields& f, const char* max_tokens_key, GenerationReque
     if (!ids->is_array()) bad_request("stop_token_ids", "'stop_token_ids' must be an array of integers");
     p.stop_token_ids = token_ids(*ids, "stop_token_ids");
   }
+  if (auto v = f.integer("min_tokens", 0, max_int)) p.min_tokens = static_cast<int32_t>(*v);
+  if (r.max_tokens_given && p.min_tokens > p.max_tokens)
+    bad_request("min_tokens", "'min_tokens' ({}) must not exceed '{}' ({})", p.min_tokens, max_tokens_key,
+                p.max_tokens);
+  if (const json* bias = f.get("logit_bias")) parse_logit_bias(*bias, p);
+  if (auto so = parse_structured_outputs(f)) {
+    p.structured_outputs = std::move(so->spec);
+    r.structured_field = std::move(so->field);
+  }
   if (auto v = f.integer("n", 1, kMaxN)) r.n = static_cast<int>(*v);
   if (auto v = f.boolean("stream")) r.stream = *v;
   if (const json* opts = f.get("stream_options")) {
@@ -80,14 +108,21 @@ void parse_sampling(const Fields& f, const char* max_tokens_key, GenerationReque
 json parse_json_body(std::string_view body) {
   if (body.empty()) throw ApiError(400, "the request body is empty: send a JSON object");
   json value;
+  std::string last_key;  // the field being read when parsing fails (a number out of range names it)
+  const json::parser_callback_t track = [&last_key](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key) last_key = parsed.get<std::string>();
+    return true;
+  };
   try {
-    value = json::parse(body);
-  } catch (const json::parse_error& e) {
+    value = json::parse(body, track);
+  } catch (const json::exception& e) {
     std::string detail = e.what();
     if (const size_t p = detail.find("] "); detail.starts_with("[json.exception") && p != std::string::npos)
       detail = detail.substr(p + 2);
     if (detail.find("UTF-8") != std::string::npos)
       throw ApiError(400, fmt::format("the request body is not valid UTF-8: {}", detail), "", "invalid_utf8");
+    if (detail.find("number overflow") != std::string::npos)  // 1e400: not a finite number
+      throw ApiError(400, fmt::format("'{}' is out of range: {}", last_key, detail), last_key, "invalid_json");
     throw ApiError(400, fmt::format("the request body is not valid JSON: {}", detail), "", "invalid_json");
   }
   if (!value.is_object())
@@ -163,6 +198,17 @@ GenerationRequest parse_chat_request(const json& body) {
     r.params.max_tokens = static_cast<int32_t>(*v);
     r.max_tokens_given = true;
   }
+  if (auto schema = forced_tool_schema(r.chat)) {
+    if (r.params.structured_outputs)
+      bad_request("tool_choice", "'tool_choice' '{}' forces a tool call, which cannot be combined with '{}'",
+                  r.chat.tool_choice.kind == ToolChoice::Kind::kRequired ? "required" : r.chat.tool_choice.function,
+                  r.structured_field);
+    r.params.structured_outputs = StructuredOutputs{StructuredOutputs::Kind::kJsonSchema, std::move(*schema)};
+    r.structured_field = "tool_choice";
+  }
+  if (r.max_tokens_given && r.params.min_tokens > r.params.max_tokens)
+    bad_request("min_tokens", "'min_tokens' ({}) must not exceed the maximum output length ({})", r.params.min_tokens,
+                r.params.max_tokens);
   const bool logprobs = f.boolean("logprobs").value_or(false);
   const auto top = f.integer("top_logprobs", 0, kMaxLogprobs);
   if (top && !logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");

@@ -37,6 +37,8 @@ struct GenerationRequest {
   // -1: none. Completions: `logprobs` (top alternatives per token). Chat: `top_logprobs` when `logprobs`.
   int logprobs = -1;
   bool echo = false;  // completions: the prompt text precedes the completion
+  // The field that set params.structured_outputs ("" when none), named in the 400 for an invalid grammar.
+  std::string structured_field;
 };
 
 // The body as a JSON object. Throws ApiError 400 for malformed JSON, invalid UTF-8 or a non-object.

@@ -61,7 +61,7 @@ class OpenAiWriter : public ResponseWriter {
     for (size_t i = 0; i < choices.size(); ++i) {
       const CompletionOutput r = choices[i].state->result();
       json choice = whole_choice(i, choices[i], r);
-      choice["finish_reason"] = reason_json(r.finish_reason);
+      if (!choice.contains("finish_reason")) choice["finish_reason"] = reason_json(r.finish_reason);
       choice["stop_reason"] = stop_reason_json(r.stop_reason);
       list.push_back(std::move(choice));
     }
@@ -139,6 +139,21 @@ class CompletionWriter : public OpenAiWriter {
   }
 };
 
+json tool_calls_json(const std::vector<ToolCall>& calls, bool streamed) {
+  json list = json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    json call = json::object();
+    if (streamed) call["index"] = k;  // chunks say which call a fragment extends
+    call["id"] = calls[k].id;
+    call["type"] = "function";
+    call["function"] = {{"name", calls[k].name}, {"arguments", calls[k].arguments}};
+    list.push_back(std::move(call));
+  }
+  return list;
+}
+
+// Chat: the output split into reasoning_content, content and tool_calls (chat_output.h), one ChatOutput per
+// choice while streaming.
 class ChatWriter : public OpenAiWriter {
  public:
   using OpenAiWriter::OpenAiWriter;
@@ -154,19 +169,60 @@ class ChatWriter : public OpenAiWriter {
     return events;
   }
 
+  std::string delta(size_t index, Choice& c, const RequestOutput& o) const override {
+    ChatOutput& out = output(index);
+    ChatDelta d = out.push(o.text_delta);
+    if (o.finished) {
+      ChatDelta rest = out.finish();
+      d.reasoning += rest.reasoning;
+      d.content += rest.content;
+      d.calls = std::move(rest.calls);
+    }
+    if (d.empty() && !o.finished && !want_logprobs(o)) return "";
+    json delta = json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.calls.empty()) delta["tool_calls"] = tool_calls_json(d.calls, /*streamed=*/true);
+    json choice = {{"index", index},
+                   {"delta", std::move(delta)},
+                   {"logprobs", want_logprobs(o) ? tokens_.chat_logprobs(o.new_token_ids, o.logprobs) : json(nullptr)},
+                   {"finish_reason", !o.finished       ? json(nullptr)
+                                     : d.calls.empty() ? finish_reason_json(o)
+                                                       : json("tool_calls")},
+                   {"stop_reason", stop_reason_json(o.finished ? o.stop_reason : "")}};
+    (void)c;
+    return sse_event(chunk(json::array({std::move(choice)})));
+  }
+
  protected:
   const char* object() const override { return "chat.completion"; }
   const char* chunk_object() const override { return "chat.completion.chunk"; }
-  json delta_choice(size_t index, Choice&, const RequestOutput& o) const override {
-    return {{"index", index},
-            {"delta", o.text_delta.empty() ? json::object() : json{{"content", o.text_delta}}},
-            {"logprobs", want_logprobs(o) ? tokens_.chat_logprobs(o.new_token_ids, o.logprobs) : json(nullptr)}};
-  }
+  json delta_choice(size_t, Choice&, const RequestOutput&) const override { return json::object(); }  // delta()
   json whole_choice(size_t index, Choice&, const CompletionOutput& r) const override {
-    return {{"index", index},
-            {"message", {{"role", "assistant"}, {"content", r.text}}},
-            {"logprobs", request().logprobs >= 0 ? tokens_.chat_logprobs(r.token_ids, r.logprobs) : json(nullptr)}};
+    ChatOutput out(ctx_.chat_output);
+    ChatDelta d = out.push(r.text);
+    ChatDelta rest = out.finish();
+    d.reasoning += rest.reasoning;
+    d.content += rest.content;
+    json message = {{"role", "assistant"},
+                    {"content", d.content.empty() && !rest.calls.empty() ? json(nullptr) : json(d.content)}};
+    if (!d.reasoning.empty()) message["reasoning_content"] = d.reasoning;
+    if (!rest.calls.empty()) message["tool_calls"] = tool_calls_json(rest.calls, /*streamed=*/false);
+    json choice = {
+        {"index", index},
+        {"message", std::move(message)},
+        {"logprobs", request().logprobs >= 0 ? tokens_.chat_logprobs(r.token_ids, r.logprobs) : json(nullptr)}};
+    if (!rest.calls.empty()) choice["finish_reason"] = "tool_calls";
+    return choice;
   }
+
+ private:
+  ChatOutput& output(size_t index) const {
+    if (outputs_.size() <= index) outputs_.resize(index + 1);
+    if (!outputs_[index]) outputs_[index] = std::make_unique<ChatOutput>(ctx_.chat_output);
+    return *outputs_[index];
+  }
+  mutable std::vector<std::unique_ptr<ChatOutput>> outputs_;
 };
 
 }  // namespace

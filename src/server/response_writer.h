@@ -11,6 +11,7 @@
 
 #include "minfer/request_state.h"
 #include "minfer/tokenizer.h"
+#include "server/chat_output.h"
 #include "server/json.h"
 #include "server/openai_protocol.h"
 #include "server/token_json.h"
@@ -32,6 +33,7 @@ struct ResponseContext {
   const Tokenizer* tokenizer = nullptr;
   std::vector<int64_t> prompt_tokens;  // per prompt
   std::vector<std::string> echo;       // per prompt: the text echoed before the completion ("" without echo)
+  ChatOutputOptions chat_output;       // chat: how the output splits into reasoning, content and tool calls
 };
 
 class ResponseWriter {

@@ -59,9 +59,11 @@ void run_server(ServeOptions options) {
 
   AsyncEngine engine(options.engine);
   const EngineConfig& config = engine.config();
-  const ChatPrompt chat = ChatPrompt::load(engine, options.chat_template_file);
+  const ChatPrompt chat =
+      ChatPrompt::load(engine, options.chat_template_file, options.tool_call_parser, options.reasoning_parser);
   if (chat.available()) {
-    spdlog::info("chat template: {}", chat.describe());
+    spdlog::info("chat template: {}; tool calls parsed as {}; reasoning blocks {}", chat.describe(),
+                 chat.tool_parser()->name(), chat.reasoning() ? "split into reasoning_content" : "not split");
   } else {
     spdlog::warn("/v1/chat/completions is unavailable: {}", chat.describe());
   }

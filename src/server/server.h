@@ -14,6 +14,8 @@ struct ServeOptions {
   std::string api_key;            // empty: no authentication
   std::string served_model_name;  // empty: the model directory's or file's name
   std::string chat_template_file;
+  std::string tool_call_parser = "auto";  // vLLM's names: auto, hermes, llama3_json, mistral
+  std::string reasoning_parser = "auto";  // auto, none, qwen3, deepseek_r1
 };
 
 // Prints "listening on http://HOST:PORT" on stdout once requests are accepted. Throws minfer::Error for

@@ -1,0 +1,137 @@
+#include "server/chat_output.h"
+
+#include "server/json.h"
+
+namespace minfer::server {
+namespace {
+
+constexpr std::string_view kThinkOpen = "<think>";
+constexpr std::string_view kThinkClose = "</think>";
+
+// Length of the longest tail of text that is a proper prefix of marker.
+size_t partial_tail(std::string_view text, std::string_view marker) {
+  for (size_t n = std::min(marker.size() - 1, text.size()); n > 0; --n)
+    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
+  return 0;
+}
+
+std::vector<ToolCall> forced_calls(std::string_view text, const std::string& function) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::vector<ToolCall> calls;
+  if (!function.empty()) {
+    if (j.is_object()) calls.push_back({make_tool_call_id(false), function, j.dump()});
+    return calls;
+  }
+  if (!j.is_array()) return calls;
+  for (const json& c : j)
+    if (c.is_object() && c.contains("name") && c["name"].is_string())
+      calls.push_back({make_tool_call_id(false), c["name"].get<std::string>(),
+                       c.contains("parameters") ? c["parameters"].dump() : "{}"});
+  return calls;
+}
+
+}  // namespace
+
+ChatOutput::ChatOutput(ChatOutputOptions options)
+    : options_(std::move(options)),
+      phase_(!options_.reasoning            ? Phase::kContent
+             : options_.starts_in_reasoning ? Phase::kReasoning
+                                            : Phase::kMaybeThink) {}
+
+ChatDelta ChatOutput::push(std::string_view text) {
+  ChatDelta out;
+  if (phase_ == Phase::kContent) {
+    route_content(text, out);
+    return out;
+  }
+  pending_ += text;
+  if (phase_ == Phase::kMaybeThink) {
+    const size_t b = pending_.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos) return out;  // only whitespace so far
+    const std::string_view rest = std::string_view(pending_).substr(b);
+    if (rest.size() < kThinkOpen.size() && kThinkOpen.starts_with(rest)) return out;  // undecided
+    if (rest.starts_with(kThinkOpen)) {
+      pending_.erase(0, b + kThinkOpen.size());
+      phase_ = Phase::kReasoning;
+    } else {
+      phase_ = Phase::kContent;
+      std::string all = std::move(pending_);
+      pending_.clear();
+      route_content(all, out);
+      return out;
+    }
+  }
+  emit_reasoning(out, /*final=*/false);
+  return out;
+}
+
+// Reasoning up to </think>; what follows is content.
+void ChatOutput::emit_reasoning(ChatDelta& out, bool final) {
+  const size_t close = pending_.find(kThinkClose);
+  if (close == std::string::npos) {
+    const size_t keep = final ? 0 : partial_tail(pending_, kThinkClose);
+    out.reasoning += pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
+    return;
+  }
+  out.reasoning += pending_.substr(0, close);
+  std::string rest = pending_.substr(close + kThinkClose.size());
+  pending_.clear();
+  phase_ = Phase::kContent;
+  strip_newlines_ = true;
+  route_content(rest, out);
+}
+
+void ChatOutput::route_content(std::string_view text, ChatDelta& out) {
+  if (strip_newlines_) {
+    const size_t b = text.find_first_not_of("\r\n");
+    if (b == std::string_view::npos) return;
+    text.remove_prefix(b);
+    strip_newlines_ = false;
+  }
+  if (options_.forced_calls || in_calls_) {
+    content_held_ += text;
+    return;
+  }
+  if (!options_.tools) {
+    out.content += text;
+    return;
+  }
+  content_held_ += text;
+  const size_t start = options_.tools->call_start(content_held_, /*partial_ok=*/true);
+  if (start == std::string::npos) {
+    out.content += content_held_;
+    content_held_.clear();
+    return;
+  }
+  out.content += content_held_.substr(0, start);
+  content_held_.erase(0, start);
+  // A whole marker (not just a possible start of one): from here on everything is held to the end.
+  in_calls_ = options_.tools->call_start(content_held_, /*partial_ok=*/false) == 0;
+}
+
+ChatDelta ChatOutput::finish() {
+  ChatDelta out;
+  if (phase_ == Phase::kMaybeThink) {
+    phase_ = Phase::kContent;
+    std::string all = std::move(pending_);
+    pending_.clear();
+    route_content(all, out);
+  } else if (phase_ == Phase::kReasoning) {
+    emit_reasoning(out, /*final=*/true);
+  }
+  if (options_.forced_calls) {
+    out.calls = forced_calls(content_held_, options_.forced_function);
+    if (out.calls.empty()) out.content += content_held_;  // cut short: show what there is
+  } else if (options_.tools && !content_held_.empty()) {
+    ParsedToolCalls parsed = options_.tools->parse(content_held_);
+    out.content += parsed.content;
+    out.calls = std::move(parsed.calls);
+  } else {
+    out.content += content_held_;
+  }
+  content_held_.clear();
+  return out;
+}
+
+}  // namespace minfer::server
