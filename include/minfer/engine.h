@@ -61,6 +61,11 @@ struct EngineStats {
   int64_t generated_tokens = 0;  // sampled so far
   int64_t computed_tokens = 0;   // run through the model (prefill chunks, recomputes and decodes)
   int64_t num_steps = 0;
+  // Tokens per step (prefill chunks and decodes together), as a histogram over kIterationTokenBuckets: counts per
+  // bucket (one more for larger steps) and their sum; /metrics serves it as vLLM's iteration_tokens_total.
+  static constexpr int64_t kIterationTokenBuckets[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+  std::vector<int64_t> iteration_tokens_counts;
+  int64_t iteration_tokens_sum = 0;
   int64_t max_num_running = 0;  // the most sequences held at once so far
   int64_t requests_finished = 0;
   int64_t max_model_len = 0;

@@ -285,6 +285,9 @@ std::vector<RequestOutput> EngineCore::step() {
   const auto run_end = std::chrono::steady_clock::now();
   scheduler_->on_step_done(sched);
   ++num_steps_;
+  const auto* bucket = std::lower_bound(std::begin(EngineStats::kIterationTokenBuckets),
+                                        std::end(EngineStats::kIterationTokenBuckets), sched.num_tokens);
+  ++iteration_tokens_counts_[static_cast<size_t>(bucket - std::begin(EngineStats::kIterationTokenBuckets))];
   computed_tokens_ += sched.num_tokens;
   max_running_ = std::max<int64_t>(max_running_, static_cast<int64_t>(scheduler_->running().size()));
 
@@ -450,6 +453,8 @@ EngineStats EngineCore::stats() const {
   s.generated_tokens = generated_tokens_;
   s.computed_tokens = computed_tokens_;
   s.num_steps = num_steps_;
+  s.iteration_tokens_counts = iteration_tokens_counts_;
+  s.iteration_tokens_sum = computed_tokens_;
   s.max_num_running = max_running_;
   s.requests_finished = finished_;
   s.max_model_len = config_.max_model_len;

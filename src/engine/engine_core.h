@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -125,6 +126,8 @@ class EngineCore {
   int64_t generated_tokens_ = 0;
   int64_t computed_tokens_ = 0;
   int64_t num_steps_ = 0;
+  std::vector<int64_t> iteration_tokens_counts_ =
+      std::vector<int64_t>(std::size(EngineStats::kIterationTokenBuckets) + 1, 0);
   int64_t max_running_ = 0;
   int64_t finished_ = 0;
 };

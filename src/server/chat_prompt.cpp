@@ -67,10 +67,10 @@ std::string ChatPrompt::describe() const {
   return tmpl_ ? fmt::format("the Jinja template of {}", source_name_) : unavailable_;
 }
 
-std::string ChatPrompt::render(const json& messages, const json& extra) const {
+std::string ChatPrompt::render(const json& messages, const json& extra, bool add_generation_prompt) const {
   if (!tmpl_) throw ApiError(400, unavailable_, "messages", "chat_template_unavailable");
   try {
-    return tmpl_->render(messages, /*add_generation_prompt=*/true, extra);
+    return tmpl_->render(messages, add_generation_prompt, extra);
   } catch (const Error& e) {
     throw ApiError(400, e.what(), "messages", "chat_template_error");
   }

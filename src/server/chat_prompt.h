@@ -31,7 +31,7 @@ class ChatPrompt {
   // The prompt text for the messages (and `extra` template variables: tools, chat_template_kwargs), ending
   // with the assistant turn's header. Throws ApiError 400 when chat is unavailable or the template rejects
   // the conversation (the message names the template line).
-  std::string render(const json& messages, const json& extra) const;
+  std::string render(const json& messages, const json& extra, bool add_generation_prompt = true) const;
 
   // The model's tool-call format (tool_call_parser.h); never null once loaded.
   const ToolCallParser* tool_parser() const { return tool_parser_.get(); }

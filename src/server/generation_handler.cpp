@@ -193,7 +193,8 @@ void GenerationHandler::record_finished(const Choice& c, Clock::time_point arriv
   const auto first = s.first_token_time();
   metrics_.record_generation({first ? seconds(*first - arrival) : -1.0,
                               seconds(s.finish_time().value_or(Clock::now()) - arrival),
-                              static_cast<int64_t>(s.prompt_token_ids().size()), s.output_tokens()});
+                              static_cast<int64_t>(s.prompt_token_ids().size()), s.output_tokens(),
+                              finish_reason_name(s.result().finish_reason)});
 }
 
 asio::awaitable<void> GenerationHandler::stream(const ResponseWriter& writer, std::vector<Choice>& choices,

@@ -30,23 +30,31 @@ void metric(std::string& out, const char* name, const char* type, const char* he
 Histogram::Histogram(std::vector<double> upper_bounds)
     : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
 
-void Histogram::observe(double value) {
+void Histogram::observe(double value, int64_t times) {
   const auto it = std::lower_bound(bounds_.begin(), bounds_.end(), value);  // le: value <= bound
-  ++counts_[static_cast<size_t>(it - bounds_.begin())];
-  sum_ += value;
-  ++count_;
+  counts_[static_cast<size_t>(it - bounds_.begin())] += times;
+  sum_ += value * static_cast<double>(times);
+  count_ += times;
 }
 
-void Histogram::render(const std::string& name, std::string& out) const {
+void Histogram::render(const std::string& name, std::string& out, const std::string& labels) const {
+  const std::string prefix = labels.empty() ? "" : labels + ",";
+  const std::string own = labels.empty() ? "" : "{" + labels + "}";
   int64_t cumulative = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cumulative += counts_[i];
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
+    out += fmt::format("{}_bucket{{{}le=\"{}\"}} {}\n", name, prefix, bounds_[i], cumulative);
   }
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+  out += fmt::format("{}_bucket{{{}le=\"+Inf\"}} {}\n{}_sum{} {}\n{}_count{} {}\n", name, prefix, count_, name, own,
+                     sum_, name, own, count_);
 }
 
-Metrics::Metrics() : ttft_(kTtftBuckets), tpot_(kTpotBuckets), e2e_(kE2eBuckets) {}
+Metrics::Metrics(std::string model_name)
+    : ttft_(kTtftBuckets),
+      tpot_(kTpotBuckets),
+      e2e_(kE2eBuckets),
+      itl_(kTpotBuckets),
+      model_label_(fmt::format("model_name=\"{}\"", model_name)) {}
 
 void Metrics::record_response(const std::string& route, int status) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -62,8 +70,13 @@ void Metrics::record_generation(const RequestTiming& t) {
   if (t.ttft_s >= 0.0) {
     ttft_.observe(t.ttft_s);
     // Time per output token after the first, as vLLM's TPOT.
-    if (t.output_tokens > 1) tpot_.observe((t.e2e_s - t.ttft_s) / static_cast<double>(t.output_tokens - 1));
+    if (t.output_tokens > 1) {
+      const double gap = (t.e2e_s - t.ttft_s) / static_cast<double>(t.output_tokens - 1);
+      tpot_.observe(gap);
+      itl_.observe(gap, t.output_tokens - 1);
+    }
   }
+  if (!t.finish_reason.empty()) ++finished_by_reason_[t.finish_reason];
 }
 
 void Metrics::record_disconnect() {
@@ -133,7 +146,50 @@ std::string Metrics::render(const EngineStats& s) const {
   metric(out, "minfer_engine_prompt_tokens_total", "counter", "Prompt tokens of requests added to the engine.",
          s.prompt_tokens);
   metric(out, "minfer_engine_generation_tokens_total", "counter", "Tokens the engine has sampled.", s.generated_tokens);
+  render_vllm_names(s, out);
   return out;
+}
+
+// vLLM's metric names (v1 engine), prefix "minfer:", labelled with the served model.
+void Metrics::render_vllm_names(const EngineStats& s, std::string& out) const {
+  const std::string& m = model_label_;
+  auto gauge = [&](const char* name, const char* type, const char* help, auto value) {
+    header(out, name, type, help);
+    out += fmt::format("{}{{{}}} {}\n", name, m, value);
+  };
+  gauge("minfer:num_requests_running", "gauge", "Requests in the running batch.", s.num_running);
+  gauge("minfer:num_requests_waiting", "gauge", "Requests waiting to be scheduled.", s.num_waiting);
+  gauge("minfer:kv_cache_usage_perc", "gauge", "KV-cache usage: 1 means 100 percent.",
+        s.pages_total > 0 ? static_cast<double>(s.pages_used) / static_cast<double>(s.pages_total) : 0.0);
+  gauge("minfer:prefix_cache_queries_total", "counter", "Prefix-cache queries, in tokens.", s.prefix_queried_tokens);
+  gauge("minfer:prefix_cache_hits_total", "counter", "Prefix-cache hits, in tokens.", s.prefix_hit_tokens);
+  gauge("minfer:num_preemptions_total", "counter", "Cumulative preemptions.", s.num_preemptions);
+  gauge("minfer:prompt_tokens_total", "counter", "Prefill tokens processed.", s.prompt_tokens);
+  gauge("minfer:generation_tokens_total", "counter", "Generation tokens processed.", s.generated_tokens);
+  header(out, "minfer:request_success_total", "counter", "Successfully finished requests, by finish reason.");
+  for (const char* reason : {"stop", "length", "abort"}) {
+    const auto it = finished_by_reason_.find(reason);
+    out += fmt::format("minfer:request_success_total{{{},finished_reason=\"{}\"}} {}\n", m, reason,
+                       it == finished_by_reason_.end() ? 0 : it->second);
+  }
+  header(out, "minfer:time_to_first_token_seconds", "histogram", "Time to first token in seconds.");
+  ttft_.render("minfer:time_to_first_token_seconds", out, m);
+  header(out, "minfer:inter_token_latency_seconds", "histogram",
+         "Inter-token latency in seconds (each request's mean gap, counted once per gap).");
+  itl_.render("minfer:inter_token_latency_seconds", out, m);
+  header(out, "minfer:e2e_request_latency_seconds", "histogram", "End-to-end request latency in seconds.");
+  e2e_.render("minfer:e2e_request_latency_seconds", out, m);
+  header(out, "minfer:iteration_tokens_total", "histogram", "Number of tokens per engine step.");
+  int64_t cumulative = 0, count = 0;
+  for (int64_t c : s.iteration_tokens_counts) count += c;
+  for (size_t i = 0; i < std::size(EngineStats::kIterationTokenBuckets); ++i) {
+    cumulative += i < s.iteration_tokens_counts.size() ? s.iteration_tokens_counts[i] : 0;
+    out += fmt::format("minfer:iteration_tokens_total_bucket{{{},le=\"{}\"}} {}\n", m,
+                       EngineStats::kIterationTokenBuckets[i], cumulative);
+  }
+  out += fmt::format("minfer:iteration_tokens_total_bucket{{{},le=\"+Inf\"}} {}\n", m, count);
+  out += fmt::format("minfer:iteration_tokens_total_sum{{{}}} {}\nminfer:iteration_tokens_total_count{{{}}} {}\n", m,
+                     s.iteration_tokens_sum, m, count);
 }
 
 }  // namespace minfer::server

@@ -1,6 +1,9 @@
 // Server metrics in the Prometheus text exposition format (GET /metrics): request counts by route and
 // status, latency histograms (TTFT, TPOT, end-to-end), token counters, open connections, and the engine's
 // gauges (running/waiting, KV pages, prefix cache) read from an EngineStats snapshot at scrape time.
+// The same quantities are also served under vLLM's names with the prefix "minfer:" and a model_name label
+// (minfer:num_requests_running, minfer:kv_cache_usage_perc, minfer:time_to_first_token_seconds, ...), so a
+// dashboard built for vLLM works after replacing "vllm:" with "minfer:".
 // Thread-safe: handlers on any io thread record, a scrape renders.
 #pragma once
 
@@ -18,9 +21,9 @@ namespace minfer::server {
 class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
-  void observe(double value);
-  // Appends the _bucket, _sum and _count lines of `name`.
-  void render(const std::string& name, std::string& out) const;
+  void observe(double value, int64_t times = 1);
+  // Appends the _bucket, _sum and _count lines of `name`; labels ("k=\"v\"") go on every line.
+  void render(const std::string& name, std::string& out, const std::string& labels = "") const;
 
  private:
   std::vector<double> bounds_;
@@ -35,11 +38,12 @@ struct RequestTiming {
   double e2e_s = 0.0;    // arrival to the last output
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
+  std::string finish_reason;  // "stop", "length", "abort"
 };
 
 class Metrics {
  public:
-  Metrics();
+  explicit Metrics(std::string model_name = "");
 
   void record_response(const std::string& route, int status);
   void record_generation(const RequestTiming& timing);
@@ -50,11 +54,16 @@ class Metrics {
   std::string render(const EngineStats& engine) const;
 
  private:
+  void render_vllm_names(const EngineStats& s, std::string& out) const;
+
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, int64_t> responses_;  // (route, status) -> count
   Histogram ttft_;
   Histogram tpot_;
   Histogram e2e_;
+  Histogram itl_;  // vLLM's inter_token_latency_seconds: each request's mean gap, once per gap
+  std::map<std::string, int64_t> finished_by_reason_;
+  std::string model_label_;  // model_name="..." on the vLLM-named series
   int64_t prompt_tokens_ = 0;
   int64_t output_tokens_ = 0;
   int64_t finished_ = 0;

@@ -25,6 +25,7 @@ struct Route {
 constexpr Route kRoutes[] = {
     {"/health", http::verb::get},    {"/metrics", http::verb::get},         {"/v1/models", http::verb::get},
     {"/generate", http::verb::post}, {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
+    {"/tokenize", http::verb::post}, {"/detokenize", http::verb::post},
 };
 
 const Route* find_route(const std::string& path) {
@@ -51,8 +52,13 @@ std::string error_json(int status, const std::string& message) {
   return ApiError(status, message).to_json().dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-Router::Router(AsyncEngine& engine, GenerationHandler& generation, Metrics& metrics, std::string api_key)
-    : engine_(engine), generation_(generation), metrics_(metrics), api_key_(std::move(api_key)) {}
+Router::Router(AsyncEngine& engine, GenerationHandler& generation, const TokenizerRoutes& tokenizer_routes,
+               Metrics& metrics, std::string api_key)
+    : engine_(engine),
+      generation_(generation),
+      tokenizer_routes_(tokenizer_routes),
+      metrics_(metrics),
+      api_key_(std::move(api_key)) {}
 
 bool Router::authorized(const HttpRequest& request) const {
   if (api_key_.empty()) return true;
@@ -112,6 +118,10 @@ asio::awaitable<void> Router::dispatch(const HttpRequest& request, const std::st
                         {"max_model_len", engine_.config().max_model_len}};
     std::string body = json{{"object", "list"}, {"data", json::array({model})}}.dump();
     co_await connection.send(http::status::ok, std::move(body), kJsonType);
+  } else if (path == "/tokenize" || path == "/detokenize") {
+    const json body = parse_json_body(request.body());
+    const json out = path == "/tokenize" ? tokenizer_routes_.tokenize(body) : tokenizer_routes_.detokenize(body);
+    co_await connection.send(http::status::ok, out.dump(-1, ' ', false, json::error_handler_t::replace), kJsonType);
   } else {
     const json body = parse_json_body(request.body());
     GenerationRequest parsed = path == "/generate"         ? parse_generate_request(body)

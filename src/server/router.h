@@ -7,6 +7,7 @@
 //   POST /generate               {"text", "max_new_tokens"=50, sampling fields} -> {"output"}
 //   POST /v1/completions         OpenAI completions (prompt: string, strings, token ids), SSE streaming
 //   POST /v1/chat/completions    OpenAI chat completions through the model's chat template, SSE streaming
+//   POST /tokenize, /detokenize  vLLM's tokenizer routes (tokenizer_routes.h)
 #pragma once
 
 // clang-format off
@@ -18,12 +19,14 @@
 #include "server/generation_handler.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/tokenizer_routes.h"
 
 namespace minfer::server {
 
 class Router {
  public:
-  Router(AsyncEngine& engine, GenerationHandler& generation, Metrics& metrics, std::string api_key);
+  Router(AsyncEngine& engine, GenerationHandler& generation, const TokenizerRoutes& tokenizer_routes, Metrics& metrics,
+         std::string api_key);
 
   asio::awaitable<void> handle(const HttpRequest& request, Connection& connection);
 
@@ -33,6 +36,7 @@ class Router {
 
   AsyncEngine& engine_;
   GenerationHandler& generation_;
+  const TokenizerRoutes& tokenizer_routes_;
   Metrics& metrics_;
   std::string api_key_;  // empty: no authentication
 };

@@ -67,9 +67,10 @@ void run_server(ServeOptions options) {
   } else {
     spdlog::warn("/v1/chat/completions is unavailable: {}", chat.describe());
   }
-  Metrics metrics;
+  Metrics metrics(options.served_model_name);
   GenerationHandler generation(engine, chat, metrics, options.served_model_name);
-  Router router(engine, generation, metrics, options.api_key);
+  const TokenizerRoutes tokenizer_routes(engine, chat);
+  Router router(engine, generation, tokenizer_routes, metrics, options.api_key);
 
   HttpServer http(
       options.http,
