@@ -8,6 +8,8 @@ import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import OpenAI from 'openai';
+import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const binary = process.env.MINFER_BIN || path.resolve(here, '../../../build/release/tools/minfer');
@@ -173,4 +175,47 @@ test('an unknown model surfaces as openai.NotFoundError', async () => {
 test('the server still serves after the errors', async () => {
   const r = await client.completions.create({ model, prompt: 'again', max_tokens: 2, temperature: 0 });
   assert.equal(r.choices.length, 1);
+});
+
+// Structured outputs through the client's own helpers: a zod schema becomes response_format json_schema (strict),
+// and .parse() validates the answer against it.
+test('structured outputs: parse() with a zod schema at temperature 1', async () => {
+  const Person = z.object({ name: z.string().max(16), age: z.number().int().min(0).max(120) });
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.parse({
+      model,
+      messages: [{ role: 'user', content: 'Invent a person.' }],
+      response_format: zodResponseFormat(Person, 'person'),
+      temperature: 1,
+      seed,
+      max_tokens: 100,
+    });
+    const parsed = r.choices[0].message.parsed;
+    assert.ok(parsed, JSON.stringify(r.choices[0]));
+    assert.ok(Number.isInteger(parsed.age) && parsed.age >= 0 && parsed.age <= 120, JSON.stringify(parsed));
+    assert.ok(parsed.name.length <= 16);
+  }
+});
+
+test('tools: tool_choice required with zodFunction, whole and streamed', async () => {
+  const tools = [zodFunction({ name: 'get_weather', parameters: z.object({ city: z.string().max(20) }) })];
+  const params = {
+    model,
+    messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+    tools,
+    tool_choice: 'required',
+    parallel_tool_calls: false,  // one call: a sampled array of calls could run past max_tokens
+    max_tokens: 80,
+    temperature: 1,
+  };
+  const r = await client.chat.completions.parse(params);
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  const call = r.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, 'get_weather');
+  assert.equal(typeof call.function.parsed_arguments.city, 'string');
+  const stream = client.chat.completions.stream(params);
+  const final = await stream.finalChatCompletion();
+  assert.equal(final.choices[0].finish_reason, 'tool_calls');
+  assert.equal(final.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  assert.equal(typeof JSON.parse(final.choices[0].message.tool_calls[0].function.arguments).city, 'string');
 });
