@@ -38,6 +38,7 @@ struct BenchServeArgs {
   int32_t vocab_size = 256;
   uint64_t seed = 0;
   bool no_ignore_eos = false;
+  std::string extra_body;  // JSON object merged into each request
   double timeout_s = 600;
   std::string json_out;
   std::string plot_out;
@@ -139,6 +140,10 @@ void run_bench_serve(const BenchServeArgs& a) {
   config.target = parse_http_url(a.url);
   config.request_rate = parse_rate(a.request_rate);
   config.ignore_eos = !a.no_ignore_eos;
+  if (!a.extra_body.empty()) {
+    config.extra_body = nlohmann::json::parse(a.extra_body, nullptr, /*allow_exceptions=*/false);
+    if (!config.extra_body.is_object()) fail("--extra-body must be a JSON object, got: {}", a.extra_body);
+  }
   config.seed = a.seed;
   config.request_timeout_s = a.timeout_s;
   const ServedModel served = query_served_model(config.target);
@@ -173,6 +178,7 @@ void run_bench_serve(const BenchServeArgs& a) {
                               {"output_len", a.output_len},
                               {"prompt_kind", a.prompt_kind},
                               {"ignore_eos", config.ignore_eos},
+                              {"extra_body", config.extra_body},
                               {"runs", runs}};
   std::string json_path = a.json_out;
   if (json_path.empty() && !a.plot_out.empty())
@@ -216,6 +222,9 @@ void add_bench_serve_command(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--seed", a.seed, "Seed of prompts and arrival times")->capture_default_str();
   cmd->add_flag("--no-ignore-eos", a.no_ignore_eos, "Let requests stop at EOS (output lengths then vary)");
+  cmd->add_option("--extra-body", a.extra_body,
+                  "JSON object merged into every request body, e.g. a structured-output constraint "
+                  "'{\"guided_json\": {...}}'");
   cmd->add_option("--timeout", a.timeout_s, "Seconds one request may take")->capture_default_str();
   cmd->add_option("--json", a.json_out, "Write the metrics and per-request samples as JSON to this file");
   cmd->add_option("--plot", a.plot_out, "Sweep --sweep concurrencies and plot throughput and latency to this PNG");

@@ -93,6 +93,7 @@ json completion_body(const ServeBenchConfig& config, const ServeBenchRequest& re
   json body = {{"model", config.model}, {"prompt", request.prompt}, {"max_tokens", request.output_len},
                {"temperature", 0.0},    {"stream", true},           {"stream_options", {{"include_usage", true}}}};
   if (config.ignore_eos) body["ignore_eos"] = true;
+  for (const auto& [key, value] : config.extra_body.items()) body[key] = value;
   return body;
 }
 

@@ -40,6 +40,8 @@ struct ServeBenchConfig {
   bool ignore_eos = true;
   uint64_t seed = 0;
   double request_timeout_s = 600;
+  // Fields merged into every request body (e.g. a structured-output constraint: {"guided_json": {...}}).
+  nlohmann::json extra_body = nlohmann::json::object();
 };
 
 struct RequestResult {
