@@ -1,14 +1,55 @@
-"""SamplingParams: how tokens are chosen for one request (the vLLM / OpenAI set)."""
+"""SamplingParams: how tokens are chosen for one request (the vLLM / OpenAI set), and StructuredOutputsParams."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence, Tuple, Union
+import json as _json
+from typing import Any, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _checks
 from ._minfer_loader import _minfer
 
 _OWNER = "SamplingParams"
+
+
+@dataclasses.dataclass(frozen=True)
+class StructuredOutputsParams:
+    """Constrains the output to a formal language (vLLM's StructuredOutputsParams), through llguidance: give exactly
+    one of json (a JSON schema: dict or JSON text), regex, choice (strings), grammar (Lark) or json_object=True.
+    An invalid schema, regex or grammar raises minfer.MinferError (a ValueError) with llguidance's message when the
+    request is added."""
+
+    json: Union[None, str, Mapping[str, Any]] = None
+    regex: Optional[str] = None
+    choice: Optional[Sequence[str]] = None
+    grammar: Optional[str] = None
+    json_object: bool = False
+
+    def __post_init__(self):
+        given = [n for n in ("json", "regex", "choice", "grammar") if getattr(self, n) is not None]
+        if self.json_object:
+            given.append("json_object")
+        if len(given) != 1:
+            raise ValueError(f"StructuredOutputsParams: give exactly one of json, regex, choice, grammar, json_object "
+                             f"(got {', '.join(given) or 'none'})")
+
+    def _build_cpp(self) -> "_minfer.StructuredOutputs":
+        so = _minfer.StructuredOutputs()
+        kinds = _minfer.StructuredOutputsKind
+        if self.json is not None:
+            so.kind, so.spec = kinds.json_schema, self.json if isinstance(self.json, str) else _json.dumps(self.json)
+        elif self.regex is not None:
+            so.kind, so.spec = kinds.regex, _checks.as_str("StructuredOutputsParams", "regex", self.regex)
+        elif self.choice is not None:
+            choices = list(self.choice)
+            if not choices or not all(isinstance(c, str) for c in choices):
+                raise TypeError("StructuredOutputsParams: choice must be a non-empty list of str")
+            so.kind, so.spec = kinds.choice, _json.dumps(choices)
+        elif self.grammar is not None:
+            so.kind, so.spec = kinds.grammar, _checks.as_str("StructuredOutputsParams", "grammar", self.grammar)
+        else:
+            so.kind = kinds.json_object
+        return so
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +71,9 @@ class SamplingParams:
         stop: a string or strings that end the output (not included in the text).
         stop_token_ids: token ids that end the output (included in token_ids, not in the text).
         ignore_eos: keep generating after the end-of-sequence token.
+        min_tokens: EOS, stop_token_ids and stop strings cannot end the output before this many tokens.
+        logit_bias: {token id: bias in [-100, 100]} added to the logits (OpenAI's logit_bias).
+        structured_outputs: a StructuredOutputsParams constraining the output (JSON schema, regex, ...).
     """
 
     max_new_tokens: int = 50
@@ -44,6 +88,9 @@ class SamplingParams:
     stop: Union[None, str, Sequence[str]] = None
     stop_token_ids: Sequence[int] = ()
     ignore_eos: bool = False
+    min_tokens: int = 0
+    logit_bias: Optional[Mapping[int, float]] = None
+    structured_outputs: Optional[StructuredOutputsParams] = None
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (frozen dataclass)
@@ -59,6 +106,10 @@ class SamplingParams:
         ids = sorted(self.stop_token_ids) if isinstance(self.stop_token_ids, (set, frozenset)) else self.stop_token_ids
         set_("stop_token_ids", tuple(_checks.as_token_ids(_OWNER, "stop_token_ids", ids)))
         _checks.as_bool(_OWNER, "ignore_eos", self.ignore_eos)
+        set_("min_tokens", _checks.as_int(_OWNER, "min_tokens", self.min_tokens, lo=0, hi=_checks.INT32_MAX))
+        if self.structured_outputs is not None and not isinstance(self.structured_outputs, StructuredOutputsParams):
+            raise TypeError(f"{_OWNER}: structured_outputs must be a StructuredOutputsParams, "
+                            f"got {type(self.structured_outputs).__name__}")
         cpp = self._build_cpp()
         cpp.validate()  # the engine's range checks, with its messages
         object.__setattr__(self, "_cpp", cpp)
@@ -77,6 +128,11 @@ class SamplingParams:
         p.stop = list(self.stop)
         p.stop_token_ids = list(self.stop_token_ids)
         p.ignore_eos = self.ignore_eos
+        p.min_tokens = self.min_tokens
+        p.logit_bias = [(_checks.as_int(_OWNER, "logit_bias", int(k), lo=0, hi=_checks.INT32_MAX), float(v))
+                        for k, v in (self.logit_bias or {}).items()]
+        if self.structured_outputs is not None:
+            p.structured_outputs = self.structured_outputs._build_cpp()
         return p
 
     def replace(self, **changes) -> "SamplingParams":

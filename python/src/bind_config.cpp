@@ -68,6 +68,17 @@ void bind_config(py::module_& m) {
       .def_readwrite("seed", &EngineConfig::seed)
       .def("validate", &EngineConfig::validate);
 
+  py::enum_<StructuredOutputs::Kind>(m, "StructuredOutputsKind")
+      .value("json_schema", StructuredOutputs::Kind::kJsonSchema)
+      .value("json_object", StructuredOutputs::Kind::kJsonObject)
+      .value("regex", StructuredOutputs::Kind::kRegex)
+      .value("choice", StructuredOutputs::Kind::kChoice)
+      .value("grammar", StructuredOutputs::Kind::kGrammar);
+  py::class_<StructuredOutputs>(m, "StructuredOutputs")
+      .def(py::init<>())
+      .def_readwrite("kind", &StructuredOutputs::kind)
+      .def_readwrite("spec", &StructuredOutputs::spec);
+
   py::class_<SamplingParams>(m, "SamplingParams")
       .def(py::init<>())
       .def_readwrite("temperature", &SamplingParams::temperature)
@@ -82,6 +93,9 @@ void bind_config(py::module_& m) {
       .def_readwrite("stop_token_ids", &SamplingParams::stop_token_ids)
       .def_readwrite("stop", &SamplingParams::stop)
       .def_readwrite("ignore_eos", &SamplingParams::ignore_eos)
+      .def_readwrite("min_tokens", &SamplingParams::min_tokens)
+      .def_readwrite("logit_bias", &SamplingParams::logit_bias)
+      .def_readwrite("structured_outputs", &SamplingParams::structured_outputs)
       .def("validate", &SamplingParams::validate);
 }
 
