@@ -165,7 +165,13 @@ ResponseContext GenerationHandler::response_context(const GenerationRequest& req
     ctx.prompt_tokens.push_back(static_cast<int64_t>(prompts[p].size()));
     const PromptInput& in = request.prompts[p];
     std::string echo;
-    if (request.echo) echo = in.is_text ? in.text : ctx.tokenizer ? ctx.tokenizer->decode(in.ids, true) : "";
+    if (request.echo && request.kind == RouteKind::kChat) {
+      // vLLM's chat echo: the last message's content, when it is the assistant's (the reply continues it).
+      const json& last = request.chat.messages.back();
+      if (last["role"] == "assistant" && last["content"].is_string()) echo = last["content"].get<std::string>();
+    } else if (request.echo) {
+      echo = in.is_text ? in.text : ctx.tokenizer ? ctx.tokenizer->decode(in.ids, true) : "";
+    }
     ctx.echo.push_back(std::move(echo));
   }
   return ctx;

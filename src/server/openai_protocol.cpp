@@ -209,6 +209,7 @@ GenerationRequest parse_chat_request(const json& body) {
   if (r.max_tokens_given && r.params.min_tokens > r.params.max_tokens)
     bad_request("min_tokens", "'min_tokens' ({}) must not exceed the maximum output length ({})", r.params.min_tokens,
                 r.params.max_tokens);
+  if (auto v = f.boolean("echo")) r.echo = *v;  // vLLM: the last message, when it is the assistant's, is echoed
   const bool logprobs = f.boolean("logprobs").value_or(false);
   const auto top = f.integer("top_logprobs", 0, kMaxLogprobs);
   if (top && !logprobs) bad_request("top_logprobs", "'top_logprobs' needs 'logprobs': true");

@@ -163,7 +163,7 @@ class ChatWriter : public OpenAiWriter {
     std::string events;
     for (size_t i = 0; i < choices.size(); ++i)
       events += sse_event(chunk(json::array({{{"index", i},
-                                              {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                              {"delta", {{"role", "assistant"}, {"content", ctx_.echo[0]}}},
                                               {"logprobs", nullptr},
                                               {"finish_reason", nullptr}}})));
     return events;
@@ -204,6 +204,7 @@ class ChatWriter : public OpenAiWriter {
     ChatDelta rest = out.finish();
     d.reasoning += rest.reasoning;
     d.content += rest.content;
+    d.content.insert(0, ctx_.echo[0]);  // chat echo ("" without)
     json message = {{"role", "assistant"},
                     {"content", d.content.empty() && !rest.calls.empty() ? json(nullptr) : json(d.content)}};
     if (!d.reasoning.empty()) message["reasoning_content"] = d.reasoning;

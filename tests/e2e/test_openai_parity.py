@@ -255,6 +255,9 @@ def test_fields_clients_send(url, client):
     assert usage and usage[-1].completion_tokens == 3
     max_completion = client.chat.completions.create(model="m", messages=ask("Hi"), max_completion_tokens=2)
     assert max_completion.usage.completion_tokens == 2
+    echo = {"messages": ask("Hi") + [{"role": "assistant", "content": "Well,"}], "max_tokens": 3, "echo": True}
+    status, body = post(url, "/v1/chat/completions", echo)
+    assert status == 200 and body["choices"][0]["message"]["content"].startswith("Well,"), body
 
 
 def test_vllm_named_metrics(url, client):
