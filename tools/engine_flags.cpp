@@ -55,6 +55,16 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& mode
   cmd.add_flag("--no-continuous-batching", flags.no_continuous_batching,
                "Static batching: run a batch to completion before the next");
   cmd.add_option("--seed", e.seed, "Seed of requests that give none (repeatable sampling)");
+  cmd.add_option_function<std::string>(
+         "--task", [&e](const std::string& v) { e.task = v == "embed" ? EngineTask::kEmbed : EngineTask::kGenerate; },
+         "generate (tokens), or embed (one pooled, normalised embedding per prompt: serve's /v1/embeddings)")
+      ->check(CLI::IsMember({"generate", "embed"}))
+      ->default_str("generate");
+  cmd.add_option_function<std::string>(
+         "--pooling", [&e](const std::string& v) { e.pooling = v == "mean" ? PoolingType::kMean : PoolingType::kLast; },
+         "--task embed: the last position's hidden state, or the mean over the prompt")
+      ->check(CLI::IsMember({"last", "mean"}))
+      ->default_str("last");
   add_fusion_flags(cmd, e.fusion_strategy, e.disabled_fusion_passes);
   add_quant_flags(cmd, flags.quant);
 }

@@ -37,6 +37,13 @@ struct QuantConfig {
   bool enabled() const { return weight_bits < 16; }
 };
 
+// What the engine computes per request. kGenerate: tokens (the default). kEmbed: one embedding of the prompt,
+// pooled from the final-normed hidden states (vLLM's pooling runner, `--task embed`); no lm_head, no sampling.
+enum class EngineTask : uint8_t { kGenerate, kEmbed };
+// kEmbed's pooling: the last position's hidden state (decoder embedding models: e5-mistral, Qwen3-Embedding), or
+// the mean over every prompt position.
+enum class PoolingType : uint8_t { kLast, kMean };
+
 struct EngineConfig {
   std::string model_path;  // Hugging Face directory, .gguf file, or llama2.c .bin
   int num_threads = 0;     // 0 = one per hardware thread
@@ -44,6 +51,9 @@ struct EngineConfig {
   // Debugging: fusion passes to skip under kAuto (names as `minfer bench ops` lists them, e.g. "qkv").
   std::vector<std::string> disabled_fusion_passes;
   QuantConfig quant;
+  EngineTask task = EngineTask::kGenerate;
+  PoolingType pooling = PoolingType::kLast;  // kEmbed
+  bool normalize_embeddings = true;          // kEmbed: L2-normalised, as vLLM's embed pooler
 
   // KV cache. page_size: tokens per page, a power of two in [8, 256].
   int64_t page_size = 16;

@@ -43,6 +43,8 @@ struct RequestOutput {
   // With SamplingParams.prompt_logits: the logits of every prompt position, [prompt_tokens, vocab] row-major (row
   // i predicts prompt token i + 1), in the output that carries the first generated token.
   std::vector<float> prompt_logits;
+  // EngineTask::kEmbed: the prompt's pooled embedding [hidden_size] (in the one, finished output).
+  std::vector<float> embedding;
 };
 // Text: detokenized incrementally with special tokens skipped. Text that could be the start of a stop
 // string is held back until it cannot be; a matched stop string is not part of the text, and no text is
@@ -61,6 +63,7 @@ struct CompletionOutput {
   std::string error;  // set when the engine failed the request (finish_reason is then kAbort)
   int64_t cached_tokens = 0;
   std::vector<float> prompt_logits;  // with SamplingParams.prompt_logits
+  std::vector<float> embedding;      // EngineTask::kEmbed
 };
 
 }  // namespace minfer

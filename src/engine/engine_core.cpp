@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 
 #include "base/error.h"
@@ -78,9 +79,10 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
                     avail >> 20, activation_bytes(config_, m) >> 20);
   }
   create_kv_groups(req, contiguous, pages_per_seq);
-  runner_ = std::make_unique<ModelRunner>(weights_, pool_,
-                                          graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes},
-                                          config_.max_model_len, window_layers_);
+  runner_ = std::make_unique<ModelRunner>(
+      weights_, pool_, graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes},
+      config_.max_model_len, window_layers_,
+      config_.task == EngineTask::kEmbed ? DecoderHead::kHiddenStates : DecoderHead::kLogits);
 
   SchedulerOptions so;
   so.max_num_seqs = config_.max_num_seqs;
@@ -213,6 +215,9 @@ void EngineCore::add_request(RequestId id, std::vector<int32_t> prompt, const Sa
   seq->params = params;
   if (!seq->params.seed && config_.seed) seq->params.seed = *config_.seed + id;
   seq->sampler = std::make_unique<Sampler>(seq->params);
+  // Every prompt position must be computed (no prefix-cache hit may skip one) when each gives a row: prompt
+  // logits, and mean-pooled embeddings.
+  seq->every_prompt_row = params.prompt_logits || (embedding() && config_.pooling == PoolingType::kMean);
   const bool has_text = tokenizer_ && std::any_of(seq->tokens.begin(), seq->tokens.end(), [this](int32_t t) {
                           return t < tokenizer_->vocab_size() && !tokenizer_->is_special(t);
                         });
@@ -291,9 +296,17 @@ std::vector<RequestOutput> EngineCore::step() {
   computed_tokens_ += sched.num_tokens;
   max_running_ = std::max<int64_t>(max_running_, static_cast<int64_t>(scheduler_->running().size()));
 
-  const size_t vocab = static_cast<size_t>(runner_->vocab_size());
+  const size_t vocab = static_cast<size_t>(runner_->output_width());
   size_t row = 0;
   for (size_t i = 0; i < chunks_.size(); ++i) {
+    if (embedding()) {
+      const size_t rows = chunks_[i].sample_all ? chunks_[i].tokens.size() : chunks_[i].sample ? 1 : 0;
+      // A chunk from position 0 starts the pooling over (a preempted request is recomputed from the start).
+      if (chunks_[i].start_position == 0) chunk_seqs_[i]->pooled.clear();
+      on_hidden_rows(*chunk_seqs_[i], logits.subspan(row * vocab, rows * vocab), outputs);
+      row += rows;
+      continue;
+    }
     if (!chunks_[i].sample) continue;
     const int64_t position = chunks_[i].start_position + static_cast<int64_t>(chunks_[i].tokens.size()) - 1;
     on_logits_row(*chunk_seqs_[i], position, logits.subspan(row * vocab, vocab), outputs);
@@ -313,6 +326,7 @@ void EngineCore::add_chunks(Sequence& s, int64_t num_tokens) {
   if (full_.pages) chunk.page_table = full_.pages->page_table(s.id);
   if (window_.pages) chunk.local_page_table = window_.pages->page_table(s.id);
   chunk.sample = s.num_computed + num_tokens == s.num_tokens();
+  chunk.sample_all = embedding() && config_.pooling == PoolingType::kMean;
   if (!s.params.prompt_logits || s.num_computed >= s.prompt_len) {
     chunks_.push_back(chunk);
     chunk_seqs_.push_back(&s);
@@ -359,6 +373,36 @@ void EngineCore::on_logits_row(Sequence& seq, int64_t position, std::span<const 
   if (seq.num_output() == 1) o.prompt_logits = std::move(seq.prompt_logits);
   outputs.push_back(std::move(o));
   if (st.finish != FinishReason::kNone) seqs_.erase(seq.id);
+}
+
+// An embedding request's rows of final-normed hidden states: summed (mean pooling) or the last kept; once the
+// whole prompt is computed, the pooled vector (L2-normalised unless configured off) is the request's one output.
+void EngineCore::on_hidden_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs) {
+  const size_t width = static_cast<size_t>(runner_->output_width());
+  if (seq.pooled.empty()) seq.pooled.assign(width, 0.0f);
+  for (size_t r = 0; r * width < rows.size(); ++r) {
+    const std::span<const float> h = rows.subspan(r * width, width);
+    if (config_.pooling == PoolingType::kMean) {
+      for (size_t j = 0; j < width; ++j) seq.pooled[j] += h[j];
+    } else {
+      std::copy(h.begin(), h.end(), seq.pooled.begin());
+    }
+  }
+  if (seq.num_computed < seq.prompt_len) return;  // more prompt chunks to come
+  std::vector<float> embedding = std::move(seq.pooled);
+  if (config_.pooling == PoolingType::kMean)
+    for (float& v : embedding) v /= static_cast<float>(seq.prompt_len);
+  if (config_.normalize_embeddings) {
+    double norm = 0.0;
+    for (float v : embedding) norm += static_cast<double>(v) * v;
+    const float scale = norm > 0.0 ? static_cast<float>(1.0 / std::sqrt(norm)) : 0.0f;
+    for (float& v : embedding) v *= scale;
+  }
+  finish(&seq, FinishReason::kStop);
+  RequestOutput o = make_output(seq);
+  o.embedding = std::move(embedding);
+  outputs.push_back(std::move(o));
+  seqs_.erase(seq.id);
 }
 
 // The sampled token of a row: grammar mask, then logit_bias and min_tokens, then the sampler (penalties,

@@ -83,6 +83,8 @@ class EngineCore {
   void add_chunks(Sequence& seq, int64_t num_tokens);
   void on_logits_row(Sequence& seq, int64_t position, std::span<const float> logits, std::vector<RequestOutput>& out);
   int32_t sample_token(Sequence& seq, std::span<const float> logits);
+  void on_hidden_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs);
+  bool embedding() const { return config_.task == EngineTask::kEmbed; }
   void start_grammar_masks();
 
   EngineConfig config_;

@@ -13,9 +13,10 @@ namespace {
 
 // The graph, with the time its passes took (weight packing and re-layout: most of a model's start-up after the
 // files are mapped) in the log.
-graph::Graph compile_logged(const ModelWeights& weights, const graph::FusionOptions& fusion, ThreadPool& pool) {
+graph::Graph compile_logged(const ModelWeights& weights, const graph::FusionOptions& fusion, ThreadPool& pool,
+                            DecoderHead head) {
   const auto start = std::chrono::steady_clock::now();
-  graph::Graph g = compile_decoder_graph(weights, fusion, nullptr, &pool);
+  graph::Graph g = compile_decoder_graph(weights, fusion, nullptr, &pool, head);
   spdlog::info("model graph compiled in {:.2f} s ({} threads)",
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), pool.size());
   return g;
@@ -24,8 +25,10 @@ graph::Graph compile_logged(const ModelWeights& weights, const graph::FusionOpti
 }  // namespace
 
 ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion,
-                         int64_t max_model_len, std::vector<uint8_t> local_layers)
-    : config_(weights.config), graph_(compile_logged(weights, fusion, pool)), local_layers_(std::move(local_layers)) {
+                         int64_t max_model_len, std::vector<uint8_t> local_layers, DecoderHead head)
+    : config_(weights.config),
+      graph_(compile_logged(weights, fusion, pool, head)),
+      local_layers_(std::move(local_layers)) {
   MINFER_CHECK(local_layers_.empty() || static_cast<int64_t>(local_layers_.size()) == config_.num_layers,
                "local layer flags for {} of {} layers", local_layers_.size(), config_.num_layers);
   executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_tables(config_, max_model_len));
@@ -79,7 +82,12 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
       tokens_.push_back(c.tokens[i]);
       positions_.push_back(static_cast<int32_t>(c.start_position + static_cast<int64_t>(i)));
     }
-    if (c.sample) sample_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
+    if (c.sample_all) {
+      for (size_t i = 0; i < c.tokens.size(); ++i)
+        sample_rows_.push_back(static_cast<int32_t>(tokens_.size() - c.tokens.size() + i));
+    } else if (c.sample) {
+      sample_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
+    }
   }
   for (int32_t t : tokens_)
     if (t < 0 || t >= config_.vocab_size)
@@ -114,7 +122,7 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
     views_.push_back(pool->layers()[static_cast<size_t>(local ? local_index++ : full_index++)]);
   }
   const float* logits = executor_->run(step, views_);
-  return {logits, sample_rows_.size() * static_cast<size_t>(vocab_size())};
+  return {logits, sample_rows_.size() * static_cast<size_t>(output_width())};
 }
 
 }  // namespace minfer

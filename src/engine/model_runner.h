@@ -13,6 +13,7 @@
 #include "graph/graph.h"
 #include "graph/passes/fusion_passes.h"
 #include "kv/kv_cache.h"
+#include "model/decoder_graph.h"
 #include "model/model_weights.h"
 
 namespace minfer {
@@ -22,6 +23,7 @@ struct SequenceChunk {
   int32_t start_position = 0;           // position of tokens[0] (= tokens already in the cache)
   std::span<const int32_t> page_table;  // the sequence's pages, covering start_position + tokens.size()
   bool sample = true;                   // return logits for the chunk's last token
+  bool sample_all = false;              // return a row for every token of the chunk (mean pooling)
   // Its pages in the local KV group (sliding-window layers; pages behind every window are the null page 0).
   std::span<const int32_t> local_page_table;
 };
@@ -38,10 +40,13 @@ class ModelRunner {
   // The weights must outlive the runner. `fusion` picks the fusion passes the graph is compiled with.
   // max_model_len: the engine's context (longrope picks its RoPE factors by it; 0 = the model's short ones).
   // local_layers: [num_layers] 1 for the layers whose KV lives in the local pool (empty: none; all in the full pool).
+  // head: kHiddenStates for an embedding engine (rows of final-normed hidden states instead of logits).
   ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion = {},
-              int64_t max_model_len = 0, std::vector<uint8_t> local_layers = {});
+              int64_t max_model_len = 0, std::vector<uint8_t> local_layers = {},
+              DecoderHead head = DecoderHead::kLogits);
 
-  // Logits [number of sampling chunks, vocab], in chunk order; valid until the next call.
+  // Rows [sampled rows, output_width()] (logits, or hidden states), in chunk order; valid until the next call.
+  // A chunk gives one row (its last token's) when it samples, or one per token with sample_all.
   std::span<const float> execute(std::span<const SequenceChunk> chunks, const KvPools& pools);
   std::span<const float> execute(std::span<const SequenceChunk> chunks, const KvCache& cache) {
     return execute(chunks, KvPools{&cache, nullptr});
@@ -49,6 +54,7 @@ class ModelRunner {
 
   const ModelConfig& config() const { return config_; }
   int64_t vocab_size() const { return executor_->output_width(); }
+  int64_t output_width() const { return executor_->output_width(); }
   int64_t dispatches_per_step() const { return executor_->dispatches_per_step(); }
   int64_t dispatches_total() const { return executor_->dispatches_total(); }
   const graph::Graph& graph() const { return graph_; }

@@ -25,6 +25,7 @@ void RequestState::apply(RequestOutput delta) {
     r.text += delta.text_delta;
     r.cached_tokens = delta.cached_tokens;
     if (!delta.prompt_logits.empty()) r.prompt_logits = std::move(delta.prompt_logits);
+    if (!delta.embedding.empty()) r.embedding = std::move(delta.embedding);
     if (delta.finished) {
       finished_ = true;
       finish_ = Clock::now();

@@ -97,7 +97,7 @@ bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
   size_t hit_pages = SIZE_MAX;
   for (const KvGroupPages& g : groups_) {
     // A request for the logits of every prompt position computes every position.
-    prefixes.push_back(seq->params.prompt_logits ? std::vector<int32_t>() : g.pages->lookup_prefix(seq->tokens));
+    prefixes.push_back(seq->every_prompt_row ? std::vector<int32_t>() : g.pages->lookup_prefix(seq->tokens));
     hit_pages = std::min(hit_pages, prefixes.back().size());
   }
   for (std::vector<int32_t>& p : prefixes) p.resize(hit_pages);

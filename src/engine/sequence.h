@@ -36,6 +36,8 @@ struct Sequence {
   // params.structured_outputs: the grammar's state and this step's mask of allowed tokens.
   std::unique_ptr<GrammarMatcher> grammar;
   std::vector<uint32_t> grammar_mask;
+  bool every_prompt_row = false;  // no prefix-cache hit may skip a prompt position (each gives a row)
+  std::vector<float> pooled;      // EngineTask::kEmbed: the rows pooled so far
   // params.prompt_logits: the logits of the prompt positions computed so far ([rows, vocab]).
   std::vector<float> prompt_logits;
   int64_t prompt_logit_rows = 0;

@@ -5,7 +5,22 @@
 
 namespace minfer {
 
-graph::Graph build_decoder_graph(const ModelWeights& weights) {
+namespace {
+
+// Cuts the head after the final norm ("x_final", DecoderBuilder::head): its output becomes the graph's.
+void end_at_final_norm(graph::Graph& g) {
+  std::vector<graph::Node>& nodes = g.mutable_nodes();
+  for (size_t i = nodes.size(); i-- > 0;) {
+    if (nodes[i].output != graph::kNoValue && g.value(nodes[i].output).name == "x_final") {
+      g.set_output(nodes[i].output);
+      nodes.erase(nodes.begin() + static_cast<std::ptrdiff_t>(i) + 1, nodes.end());
+      return;
+    }
+  }
+  fail("the decoder graph has no final norm to end at");
+}
+
+graph::Graph build_family_graph(const ModelWeights& weights) {
   switch (weights.config.arch) {
     case Architecture::kLlama:
     case Architecture::kMistral:
@@ -19,9 +34,17 @@ graph::Graph build_decoder_graph(const ModelWeights& weights) {
   fail("no graph builder for architecture {}", weights.config.arch_name());
 }
 
+}  // namespace
+
+graph::Graph build_decoder_graph(const ModelWeights& weights, DecoderHead head) {
+  graph::Graph g = build_family_graph(weights);
+  if (head == DecoderHead::kHiddenStates) end_at_final_norm(g);
+  return g;
+}
+
 graph::Graph compile_decoder_graph(const ModelWeights& weights, const graph::FusionOptions& options,
-                                   graph::FusionReport* report, ThreadPool* pool) {
-  graph::Graph g = build_decoder_graph(weights);
+                                   graph::FusionReport* report, ThreadPool* pool, DecoderHead head) {
+  graph::Graph g = build_decoder_graph(weights, head);
   graph::FusionReport r = graph::run_fusion_passes(g, options, pool);
   if (report) *report = std::move(r);
   return g;

@@ -14,13 +14,16 @@ namespace minfer {
 //   rmsnorm, gate matmul, up matmul, silu_mul, down matmul, add
 // then final rmsnorm on the sampled rows only and the lm_head matmul).
 // The weights must outlive the graph (nodes point at them).
-graph::Graph build_decoder_graph(const ModelWeights& weights);
+// kHiddenStates ends at the final norm (rows [sampled, hidden_size]): the graph of an embedding engine.
+enum class DecoderHead : uint8_t { kLogits, kHiddenStates };
+graph::Graph build_decoder_graph(const ModelWeights& weights, DecoderHead head = DecoderHead::kLogits);
 
 // The graph a model runs: the decoder graph rewritten by the fusion passes `options` enables (none for
 // FusionStrategy::kNone). Fused GEMM weights are packed here, once, and owned by the graph; the weight copies of
 // the layout passes are split across `pool` when given.
 graph::Graph compile_decoder_graph(const ModelWeights& weights, const graph::FusionOptions& options,
-                                   graph::FusionReport* report = nullptr, ThreadPool* pool = nullptr);
+                                   graph::FusionReport* report = nullptr, ThreadPool* pool = nullptr,
+                                   DecoderHead head = DecoderHead::kLogits);
 
 // The RoPE tables the graph's rope nodes index: the global one, then the sliding layers' own where they have one.
 // max_model_len picks longrope's factors (0: the short ones).

@@ -25,7 +25,7 @@ struct Route {
 constexpr Route kRoutes[] = {
     {"/health", http::verb::get},    {"/metrics", http::verb::get},         {"/v1/models", http::verb::get},
     {"/generate", http::verb::post}, {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
-    {"/tokenize", http::verb::post}, {"/detokenize", http::verb::post},
+    {"/tokenize", http::verb::post}, {"/detokenize", http::verb::post},     {"/v1/embeddings", http::verb::post},
 };
 
 const Route* find_route(const std::string& path) {
@@ -53,10 +53,11 @@ std::string error_json(int status, const std::string& message) {
 }
 
 Router::Router(AsyncEngine& engine, GenerationHandler& generation, const TokenizerRoutes& tokenizer_routes,
-               Metrics& metrics, std::string api_key)
+               EmbeddingsHandler& embeddings, Metrics& metrics, std::string api_key)
     : engine_(engine),
       generation_(generation),
       tokenizer_routes_(tokenizer_routes),
+      embeddings_(embeddings),
       metrics_(metrics),
       api_key_(std::move(api_key)) {}
 
@@ -118,6 +119,14 @@ asio::awaitable<void> Router::dispatch(const HttpRequest& request, const std::st
                         {"max_model_len", engine_.config().max_model_len}};
     std::string body = json{{"object", "list"}, {"data", json::array({model})}}.dump();
     co_await connection.send(http::status::ok, std::move(body), kJsonType);
+  } else if (path == "/v1/embeddings") {
+    if (engine_.config().task != EngineTask::kEmbed)
+      throw ApiError(400, "this server generates text: start it with --task embed to serve /v1/embeddings", "",
+                     "embeddings_unavailable");
+    co_await embeddings_.handle(parse_json_body(request.body()), connection);
+  } else if (engine_.config().task == EngineTask::kEmbed && path != "/tokenize" && path != "/detokenize") {
+    throw ApiError(400, fmt::format("this server computes embeddings (--task embed): {} is unavailable", path), "",
+                   "generation_unavailable");
   } else if (path == "/tokenize" || path == "/detokenize") {
     const json body = parse_json_body(request.body());
     const json out = path == "/tokenize" ? tokenizer_routes_.tokenize(body) : tokenizer_routes_.detokenize(body);

@@ -8,6 +8,7 @@
 //   POST /v1/completions         OpenAI completions (prompt: string, strings, token ids), SSE streaming
 //   POST /v1/chat/completions    OpenAI chat completions through the model's chat template, SSE streaming
 //   POST /tokenize, /detokenize  vLLM's tokenizer routes (tokenizer_routes.h)
+//   POST /v1/embeddings          OpenAI embeddings, on an engine started with --task embed (embeddings_handler.h)
 #pragma once
 
 // clang-format off
@@ -16,6 +17,7 @@
 #include <string>
 
 #include "minfer/engine.h"
+#include "server/embeddings_handler.h"
 #include "server/generation_handler.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -25,8 +27,8 @@ namespace minfer::server {
 
 class Router {
  public:
-  Router(AsyncEngine& engine, GenerationHandler& generation, const TokenizerRoutes& tokenizer_routes, Metrics& metrics,
-         std::string api_key);
+  Router(AsyncEngine& engine, GenerationHandler& generation, const TokenizerRoutes& tokenizer_routes,
+         EmbeddingsHandler& embeddings, Metrics& metrics, std::string api_key);
 
   asio::awaitable<void> handle(const HttpRequest& request, Connection& connection);
 
@@ -37,6 +39,7 @@ class Router {
   AsyncEngine& engine_;
   GenerationHandler& generation_;
   const TokenizerRoutes& tokenizer_routes_;
+  EmbeddingsHandler& embeddings_;
   Metrics& metrics_;
   std::string api_key_;  // empty: no authentication
 };

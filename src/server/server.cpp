@@ -70,7 +70,8 @@ void run_server(ServeOptions options) {
   Metrics metrics(options.served_model_name);
   GenerationHandler generation(engine, chat, metrics, options.served_model_name);
   const TokenizerRoutes tokenizer_routes(engine, chat);
-  Router router(engine, generation, tokenizer_routes, metrics, options.api_key);
+  EmbeddingsHandler embeddings(engine, metrics, options.served_model_name);
+  Router router(engine, generation, tokenizer_routes, embeddings, metrics, options.api_key);
 
   HttpServer http(
       options.http,
