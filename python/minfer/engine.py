@@ -132,6 +132,9 @@ class Engine:
         kv_cache_dtype: "auto" (bf16 for a bf16 model, else f32), "f32" or "bf16".
         seed: seed of the requests that give none (each gets seed + its request id: a repeatable run whose
             requests still differ); None = such requests draw from the OS's entropy.
+        task: "generate" (text), or "embed" (Engine.embed: one pooled, L2-normalised final hidden state per
+            prompt; vLLM's pooling runner).
+        pooling: with task="embed", "last" (the last position's hidden state) or "mean" (over the prompt).
 
     Raises:
         TypeError: an unknown keyword, or a value of the wrong type.
@@ -147,7 +150,8 @@ class Engine:
                  quant_config: Optional[QuantConfig] = None, num_threads: Optional[int] = None,
                  kv_cache_memory: Union[None, int, str] = None, kv_cache_memory_fraction: float = 0.5,
                  enable_prefix_caching: bool = True, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048,
-                 kv_layout: str = "paged", kv_cache_dtype: str = "auto", seed: Optional[int] = None):
+                 kv_layout: str = "paged", kv_cache_dtype: str = "auto", seed: Optional[int] = None,
+                 task: str = "generate", pooling: str = "last"):
         self._engine = None  # so __del__ and close() work when the constructor fails
         _checks.as_str(_OWNER, "device", device)
         if device.lower() != "cpu":
@@ -160,6 +164,8 @@ class Engine:
         c.fusion_strategy = _choice("fusion_strategy", fusion_strategy, ("auto", "none"))
         c.kv_layout = _choice("kv_layout", kv_layout, ("paged", "contiguous"))
         c.kv_cache_dtype = _choice("kv_cache_dtype", kv_cache_dtype, ("auto", "f32", "bf16"))
+        c.task = _choice("task", task, ("generate", "embed"))
+        c.pooling = _choice("pooling", pooling, ("last", "mean"))
         c.enable_continuous_batching = _checks.as_bool(_OWNER, "enable_continuous_batching",
                                                        enable_continuous_batching)
         c.enable_prefix_caching = _checks.as_bool(_OWNER, "enable_prefix_caching", enable_prefix_caching)
@@ -190,6 +196,24 @@ class Engine:
         self._quant_config = quant_config or QuantConfig()
         self._engine = _minfer.Engine(c)
         self._tokenizer = Tokenizer(self._engine)
+
+    # ---- embeddings ------------------------------------------------------------------------------------
+
+    def embed(self, prompts: Union[Prompt, Sequence[Prompt]]) -> Union[List[float], List[List[float]]]:
+        """The embedding of one prompt (a list of floats) or of each of a batch, on an engine made with
+        task="embed": the prompt's final hidden states pooled (the engine's pooling) and L2-normalised.
+
+        Raises:
+            minfer.MinferError: the engine generates text (task="generate"), or a prompt cannot be served.
+        """
+        engine = self._live_engine()
+        if engine.config.task != "embed":
+            raise _minfer.MinferError("Engine.embed: this engine generates text; make it with task='embed'")
+        items, single = _prompt_list(prompts)
+        ids = [self._prompt_ids(p) for p in items]
+        outs = engine.generate(ids, [SamplingParams(max_new_tokens=1)._cpp] * len(ids))
+        vectors = [list(o.embedding) for o in outs]
+        return vectors[0] if single else vectors
 
     # ---- generation ------------------------------------------------------------------------------------
 

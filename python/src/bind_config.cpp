@@ -66,6 +66,17 @@ void bind_config(py::module_& m) {
       .def_readwrite("max_num_batched_tokens", &EngineConfig::max_num_batched_tokens)
       .def_readwrite("enable_continuous_batching", &EngineConfig::enable_continuous_batching)
       .def_readwrite("seed", &EngineConfig::seed)
+      .def_property(
+          "task", [](const EngineConfig& c) { return c.task == EngineTask::kEmbed ? "embed" : "generate"; },
+          [](EngineConfig& c, const std::string& name) {
+            c.task = name == "embed" ? EngineTask::kEmbed : EngineTask::kGenerate;
+          })
+      .def_property(
+          "pooling", [](const EngineConfig& c) { return c.pooling == PoolingType::kMean ? "mean" : "last"; },
+          [](EngineConfig& c, const std::string& name) {
+            c.pooling = name == "mean" ? PoolingType::kMean : PoolingType::kLast;
+          })
+      .def_readwrite("normalize_embeddings", &EngineConfig::normalize_embeddings)
       .def("validate", &EngineConfig::validate);
 
   py::enum_<StructuredOutputs::Kind>(m, "StructuredOutputsKind")

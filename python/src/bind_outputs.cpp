@@ -36,7 +36,8 @@ void bind_outputs(py::module_& m) {
       .def_property_readonly("text", [](const CompletionOutput& o) { return utf8_text(o.text); })
       .def_property_readonly("finish_reason", [](const CompletionOutput& o) { return reason(o.finish_reason); })
       .def_property_readonly("stop_reason", [](const CompletionOutput& o) { return utf8_text(o.stop_reason); })
-      .def_readonly("cached_tokens", &CompletionOutput::cached_tokens);
+      .def_readonly("cached_tokens", &CompletionOutput::cached_tokens)
+      .def_readonly("embedding", &CompletionOutput::embedding);
 }
 
 }  // namespace minfer::python

@@ -1,5 +1,6 @@
 """Structured outputs, logit_bias and min_tokens through the Python API (vLLM's spelling: SamplingParams with
-structured_outputs=StructuredOutputsParams(...)), on the real stories260K model at temperature 1."""
+structured_outputs=StructuredOutputsParams(...)), on the real stories260K model at temperature 1, and Engine.embed
+(task="embed")."""
 
 from __future__ import annotations
 
@@ -42,3 +43,15 @@ def test_logit_bias_and_min_tokens(engine):
     eos_first = SamplingParams(max_new_tokens=20, temperature=0, logit_bias={2: 100.0})
     assert len(engine.generate("Once", eos_first).token_ids) == 1
     assert len(engine.generate("Once", eos_first.replace(min_tokens=4)).token_ids) == 5
+
+
+def test_embed_engine(stories_model):
+    with minfer.Engine(model_path=stories_model, task="embed", pooling="mean", num_threads=1,
+                       kv_cache_memory="8MiB") as e:
+        one = e.embed("Once upon a time")
+        batch = e.embed(["Once upon a time", "The dog ran"])
+        assert len(one) == 64 and abs(sum(v * v for v in one) - 1.0) < 1e-4
+        assert max(abs(a - b) for a, b in zip(one, batch[0])) < 1e-5
+    with minfer.Engine(model_path=stories_model, num_threads=1, kv_cache_memory="8MiB") as g:
+        with pytest.raises(minfer.MinferError, match="task='embed'"):
+            g.embed("x")
