@@ -219,3 +219,33 @@ test('tools: tool_choice required with zodFunction, whole and streamed', async (
   assert.equal(final.choices[0].message.tool_calls[0].function.name, 'get_weather');
   assert.equal(typeof JSON.parse(final.choices[0].message.tool_calls[0].function.arguments).city, 'string');
 });
+
+// Reasoning: a second server with Qwen3's chat template (it knows <think> blocks); the output is held to a
+// reasoning block and an answer by a regex, so the small model's text is fixed and the split is what is tested.
+test('reasoning_content split from <think>, whole and streamed', async () => {
+  const template = path.resolve(here, '../../data/chat_templates/qwen3.jinja');
+  const started = await startServer(['--chat-template', template]);
+  try {
+    const c = new OpenAI({ baseURL: `${started.url}/v1`, apiKey: 'not-needed', maxRetries: 0, timeout: 120_000 });
+    const params = {
+      model: (await c.models.list()).data[0].id,
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 100,
+      structured_outputs: { regex: '<think>\\nLet me think\\.\\n</think>\\n\\nHello!' },
+    };
+    const whole = await c.chat.completions.create(params);
+    assert.equal(whole.choices[0].message.content, 'Hello!');
+    assert.equal(whole.choices[0].message.reasoning_content.trim(), 'Let me think.');
+    let reasoning = '';
+    let content = '';
+    for await (const chunk of await c.chat.completions.create({ ...params, stream: true })) {
+      const delta = chunk.choices[0]?.delta ?? {};
+      reasoning += delta.reasoning_content ?? '';
+      content += delta.content ?? '';
+    }
+    assert.equal(reasoning.trim(), 'Let me think.');
+    assert.equal(content, 'Hello!');
+  } finally {
+    await stopServer(started.proc);
+  }
+});
