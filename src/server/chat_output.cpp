@@ -15,17 +15,17 @@ size_t partial_tail(std::string_view text, std::string_view marker) {
   return 0;
 }
 
-std::vector<ToolCall> forced_calls(std::string_view text, const std::string& function) {
+std::vector<ToolCall> forced_calls(std::string_view text, const std::string& function, bool mistral_ids) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   std::vector<ToolCall> calls;
   if (!function.empty()) {
-    if (j.is_object()) calls.push_back({make_tool_call_id(false), function, j.dump()});
+    if (j.is_object()) calls.push_back({make_tool_call_id(mistral_ids), function, j.dump()});
     return calls;
   }
   if (!j.is_array()) return calls;
   for (const json& c : j)
     if (c.is_object() && c.contains("name") && c["name"].is_string())
-      calls.push_back({make_tool_call_id(false), c["name"].get<std::string>(),
+      calls.push_back({make_tool_call_id(mistral_ids), c["name"].get<std::string>(),
                        c.contains("parameters") ? c["parameters"].dump() : "{}"});
   return calls;
 }
@@ -121,7 +121,7 @@ ChatDelta ChatOutput::finish() {
     emit_reasoning(out, /*final=*/true);
   }
   if (options_.forced_calls) {
-    out.calls = forced_calls(content_held_, options_.forced_function);
+    out.calls = forced_calls(content_held_, options_.forced_function, options_.mistral_ids);
     if (out.calls.empty()) out.content += content_held_;  // cut short: show what there is
   } else if (options_.tools && !content_held_.empty()) {
     ParsedToolCalls parsed = options_.tools->parse(content_held_);

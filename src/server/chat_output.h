@@ -29,6 +29,7 @@ struct ChatOutputOptions {
   // {"name", "parameters"}, or the named function's arguments).
   bool forced_calls = false;
   std::string forced_function;  // the named function; empty for "required"
+  bool mistral_ids = false;     // forced calls get Mistral's 9-character ids (its template checks them)
 };
 
 class ChatOutput {

@@ -190,6 +190,7 @@ ChatOutputOptions GenerationHandler::chat_output_options(const GenerationRequest
   const ToolChoice& choice = request.chat.tool_choice;
   o.forced_calls = choice.kind == Kind::kRequired || choice.kind == Kind::kFunction;
   o.forced_function = choice.kind == Kind::kFunction ? choice.function : "";
+  o.mistral_ids = std::string_view(chat_.tool_parser()->name()) == "mistral";
   if (request.chat.tools_enabled() && !o.forced_calls) o.tools = chat_.tool_parser();
   return o;
 }

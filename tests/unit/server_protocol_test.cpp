@@ -122,3 +122,87 @@ TEST(ServerMetrics, HistogramIsCumulative) {
 
 }  // namespace
 }  // namespace minfer::server
+
+namespace minfer::server {
+namespace {
+
+TEST(ServerProtocol, StructuredOutputsFromEverySpelling) {
+  const struct {
+    const char* body;
+    StructuredOutputs::Kind kind;
+    const char* field;
+  } cases[] = {
+      {R"({"response_format": {"type": "json_object"}})", StructuredOutputs::Kind::kJsonObject, "response_format"},
+      {R"({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}}})",
+       StructuredOutputs::Kind::kJsonSchema, "response_format.json_schema.schema"},
+      {R"({"structured_outputs": {"regex": "a+"}})", StructuredOutputs::Kind::kRegex, "structured_outputs.regex"},
+      {R"({"structured_outputs": {"choice": ["a", "b"]}})", StructuredOutputs::Kind::kChoice,
+       "structured_outputs.choice"},
+      {R"({"guided_json": "{\"type\": \"object\"}"})", StructuredOutputs::Kind::kJsonSchema, "guided_json"},
+      {R"({"guided_grammar": "start: \"a\""})", StructuredOutputs::Kind::kGrammar, "guided_grammar"},
+      {R"({"grammar": "start: \"a\""})", StructuredOutputs::Kind::kGrammar, "grammar"},
+  };
+  for (const auto& c : cases) {
+    json body = json::parse(c.body);
+    body["messages"] = json::parse(R"([{"role": "user", "content": "x"}])");
+    const GenerationRequest r = parse_chat_request(body);
+    ASSERT_TRUE(r.params.structured_outputs.has_value()) << c.body;
+    EXPECT_EQ(r.params.structured_outputs->kind, c.kind) << c.body;
+    EXPECT_EQ(r.structured_field, c.field) << c.body;
+  }
+  // A schema keeps the client's key order (it is the order of the output's keys).
+  const GenerationRequest ordered = parse_chat_request(json::parse(
+      R"({"messages": [{"role": "user", "content": "x"}], "guided_json": {"type": "object", "properties": {"z": {}, "a": {}}}})"));
+  EXPECT_LT(ordered.params.structured_outputs->spec.find("\"z\""),
+            ordered.params.structured_outputs->spec.find("\"a\""));
+}
+
+TEST(ServerProtocol, ToolsAndNewFieldsNameTheirField) {
+  const struct {
+    const char* extra;
+    const char* param;
+  } cases[] = {
+      {R"("tools": {})", "tools"},
+      {R"("tools": [{"type": "function"}])", "tools[0].function"},
+      {R"("tools": [{"type": "function", "function": {"description": "x"}}])", "tools[0].function.name"},
+      {R"("tool_choice": "required")", "tool_choice"},
+      {R"("tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": {"type": "function", "function": {"name": "g"}})",
+       "tool_choice.function.name"},
+      {R"("tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}])", "tool_choice"},
+      {R"("logit_bias": {"abc": 1})", "logit_bias"},
+      {R"("logit_bias": {"5": 101})", "logit_bias"},
+      {R"("min_tokens": 9, "max_tokens": 3)", "min_tokens"},
+      {R"("chat_template_kwargs": {"messages": []})", "chat_template_kwargs"},
+      {R"("response_format": {"type": "xml"})", "response_format.type"},
+      {R"("guided_regex": "a", "grammar": "start: \"b\"")", "grammar"},
+      {R"("guided_choice": [1])", "guided_choice"},
+  };
+  for (const auto& c : cases) {
+    const std::string body = std::string(R"({"messages": [{"role": "user", "content": "x"}], )") + c.extra + "}";
+    const ApiError e = parse_error([&] { parse_chat_request(json::parse(body)); });
+    EXPECT_EQ(e.status(), 400) << body;
+    EXPECT_EQ(e.param(), c.param) << body << ": " << e.what();
+  }
+  const GenerationRequest forced = parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
+      "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+      "tool_choice": "required", "parallel_tool_calls": false, "logit_bias": {"7": -100}, "min_tokens": 2})"));
+  ASSERT_TRUE(forced.params.structured_outputs.has_value());
+  const json schema = json::parse(forced.params.structured_outputs->spec);
+  EXPECT_EQ(schema["type"], "array");
+  EXPECT_EQ(schema["maxItems"], 1);
+  EXPECT_EQ(forced.params.logit_bias.size(), 1u);
+  EXPECT_EQ(forced.params.min_tokens, 2);
+}
+
+TEST(ServerProtocol, OverflowingNumbersAre400sNamingTheField) {
+  try {
+    parse_json_body(R"({"prompt": "x", "max_tokens": 1e400})");
+    FAIL() << "expected an error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "max_tokens");
+  }
+}
+
+}  // namespace
+}  // namespace minfer::server

@@ -1,0 +1,139 @@
+// ChatOutput and the tool-call parsers: model output text -> reasoning_content, content and tool_calls, the same
+// whether the text comes whole or one character at a time (streaming holds back partial markers).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "server/chat_output.h"
+#include "server/json.h"
+#include "server/tool_call_parser.h"
+
+namespace minfer::server {
+namespace {
+
+struct Split {
+  std::string reasoning, content;
+  std::vector<ToolCall> calls;
+};
+
+Split run(const ChatOutputOptions& options, const std::string& text, size_t piece) {
+  ChatOutput out(options);
+  Split s;
+  for (size_t i = 0; i < text.size(); i += piece) {
+    const ChatDelta d = out.push(std::string_view(text).substr(i, piece));
+    EXPECT_TRUE(d.calls.empty());
+    s.reasoning += d.reasoning;
+    s.content += d.content;
+  }
+  ChatDelta d = out.finish();
+  s.reasoning += d.reasoning;
+  s.content += d.content;
+  s.calls = std::move(d.calls);
+  return s;
+}
+
+// Streamed in pieces of 1, 2, 3 and 7 characters, and whole: the same split every time.
+Split split(const ChatOutputOptions& options, const std::string& text) {
+  const Split whole = run(options, text, text.size() + 1);
+  for (size_t piece : {1u, 2u, 3u, 7u}) {
+    const Split s = run(options, text, piece);
+    EXPECT_EQ(s.reasoning, whole.reasoning) << "piece " << piece << ": " << text;
+    EXPECT_EQ(s.content, whole.content) << "piece " << piece << ": " << text;
+    EXPECT_EQ(s.calls.size(), whole.calls.size()) << "piece " << piece << ": " << text;
+  }
+  return whole;
+}
+
+TEST(ChatOutput, ReasoningBlocks) {
+  ChatOutputOptions o;
+  o.reasoning = true;
+  Split s = split(o, "<think>\nadd them\n</think>\n\nIt is 4.");
+  EXPECT_EQ(s.reasoning, "\nadd them\n");
+  EXPECT_EQ(s.content, "It is 4.");
+  s = split(o, "No block here, <think> later is text");
+  EXPECT_EQ(s.reasoning, "");
+  EXPECT_EQ(s.content, "No block here, <think> later is text");
+  s = split(o, "<think>cut short");  // max_tokens inside the block
+  EXPECT_EQ(s.reasoning, "cut short");
+  EXPECT_EQ(s.content, "");
+  o.starts_in_reasoning = true;  // the prompt opened the block (DeepSeek-R1)
+  s = split(o, "hmm</think>Answer");
+  EXPECT_EQ(s.reasoning, "hmm");
+  EXPECT_EQ(s.content, "Answer");
+  o.reasoning = false;
+  s = split(o, "<think>x</think>y");
+  EXPECT_EQ(s.content, "<think>x</think>y");
+}
+
+TEST(ChatOutput, HermesCalls) {
+  const auto parser = ToolCallParser::make("hermes", "");
+  ChatOutputOptions o;
+  o.tools = parser.get();
+  Split s = split(o,
+                  "Checking. <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call>"
+                  "<tool_call>{\"name\": \"g\", \"arguments\": {}}</tool_call>");
+  EXPECT_EQ(s.content, "Checking. ");
+  ASSERT_EQ(s.calls.size(), 2u);
+  EXPECT_EQ(s.calls[0].name, "f");
+  EXPECT_EQ(json::parse(s.calls[0].arguments), json::parse(R"({"a": 1})"));
+  EXPECT_EQ(s.calls[1].name, "g");
+  EXPECT_TRUE(s.calls[0].id.starts_with("call_") && s.calls[0].id.size() == 29);
+  s = split(o, "A <tool_ which is not a call");  // a partial marker that turns out to be text
+  EXPECT_EQ(s.content, "A <tool_ which is not a call");
+  EXPECT_TRUE(s.calls.empty());
+  s = split(o, "<tool_call>not json</tool_call>");  // unparsable: stays content
+  EXPECT_EQ(s.content, "<tool_call>not json</tool_call>");
+  EXPECT_TRUE(s.calls.empty());
+}
+
+TEST(ChatOutput, Llama3JsonAndMistralCalls) {
+  const auto llama = ToolCallParser::make("llama3_json", "");
+  ChatOutputOptions o;
+  o.tools = llama.get();
+  Split s = split(o, "<|python_tag|>{\"name\": \"f\", \"parameters\": {\"x\": \"y\"}}");
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].name, "f");
+  EXPECT_EQ(json::parse(s.calls[0].arguments), json::parse(R"({"x": "y"})"));
+  s = split(o, "{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"g\", \"parameters\": {\"k\": 2}}");
+  ASSERT_EQ(s.calls.size(), 2u);
+  EXPECT_EQ(s.calls[1].name, "g");
+  s = split(o, "Just text.");
+  EXPECT_EQ(s.content, "Just text.");
+  s = split(o, "{\"not\": \"a call\"}");
+  EXPECT_EQ(s.content, "{\"not\": \"a call\"}");
+  EXPECT_TRUE(s.calls.empty());
+
+  const auto mistral = ToolCallParser::make("mistral", "");
+  o.tools = mistral.get();
+  s = split(o, "[TOOL_CALLS] [{\"name\": \"f\", \"arguments\": {\"a\": [1, 2]}}]");
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].id.size(), 9u);  // Mistral's template checks 9-character ids
+  EXPECT_EQ(json::parse(s.calls[0].arguments), json::parse(R"({"a": [1, 2]})"));
+}
+
+TEST(ChatOutput, ForcedCalls) {
+  ChatOutputOptions o;
+  o.forced_calls = true;
+  Split s = split(o, R"([{"name": "f", "parameters": {"a": 1}}, {"name": "g", "parameters": {}}])");
+  ASSERT_EQ(s.calls.size(), 2u);
+  EXPECT_EQ(s.content, "");
+  o.forced_function = "h";
+  s = split(o, R"({"city": "Paris"})");
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].name, "h");
+  s = split(o, R"({"city": "Par)");  // cut by max_tokens: shown as content, no call
+  EXPECT_TRUE(s.calls.empty());
+  EXPECT_EQ(s.content, R"({"city": "Par)");
+}
+
+TEST(ToolCallParser, AutoPicksFromTheTemplate) {
+  EXPECT_STREQ(ToolCallParser::make("auto", "... [TOOL_CALLS] ...")->name(), "mistral");
+  EXPECT_STREQ(ToolCallParser::make("auto", "... <tool_call> ...")->name(), "hermes");
+  EXPECT_STREQ(ToolCallParser::make("auto", "Environment: ipython")->name(), "llama3_json");
+  EXPECT_STREQ(ToolCallParser::make("auto", "plain")->name(), "hermes");
+  EXPECT_EQ(ToolCallParser::make("pythonic", ""), nullptr);
+}
+
+}  // namespace
+}  // namespace minfer::server
