@@ -67,6 +67,18 @@ std::string ChatPrompt::describe() const {
   return tmpl_ ? fmt::format("the Jinja template of {}", source_name_) : unavailable_;
 }
 
+std::string ChatPrompt::render(const ChatFields& chat) const {
+  std::string text = render(chat.messages, chat.template_variables(), chat.add_generation_prompt);
+  if (!chat.continue_final_message) return text;
+  const json& content = chat.messages.back()["content"];
+  const std::string last = content.is_string() ? content.get<std::string>() : "";
+  const size_t at = last.empty() ? std::string::npos : text.rfind(last);
+  if (at == std::string::npos)
+    bad_request("continue_final_message", "the chat template does not print the last message's content verbatim");
+  text.resize(at + last.size());
+  return text;
+}
+
 std::string ChatPrompt::render(const json& messages, const json& extra, bool add_generation_prompt) const {
   if (!tmpl_) throw ApiError(400, unavailable_, "messages", "chat_template_unavailable");
   try {

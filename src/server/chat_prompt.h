@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "minfer/engine.h"
+#include "server/chat_request.h"
 #include "server/json.h"
 #include "server/tool_call_parser.h"
 #include "tokenizer/chat_template.h"
@@ -32,6 +33,9 @@ class ChatPrompt {
   // with the assistant turn's header. Throws ApiError 400 when chat is unavailable or the template rejects
   // the conversation (the message names the template line).
   std::string render(const json& messages, const json& extra, bool add_generation_prompt = true) const;
+  // A chat request's prompt: its messages, tools and kwargs rendered; with continue_final_message cut right after
+  // the last message's content (vLLM's rule), so the reply continues it rather than starting a new turn.
+  std::string render(const ChatFields& chat) const;
 
   // The model's tool-call format (tool_call_parser.h); never null once loaded.
   const ToolCallParser* tool_parser() const { return tool_parser_.get(); }

@@ -170,6 +170,12 @@ ChatFields parse_chat_fields(const Fields& f) {
   if (const json* tools = f.get("tools")) chat.tools = parse_tools(*tools);
   if (const json* choice = f.get("tool_choice")) chat.tool_choice = parse_tool_choice(*choice, chat.tools);
   if (auto v = f.boolean("parallel_tool_calls")) chat.parallel_tool_calls = *v;
+  chat.continue_final_message = f.boolean("continue_final_message").value_or(false);
+  chat.add_generation_prompt = f.boolean("add_generation_prompt").value_or(!chat.continue_final_message);
+  if (chat.continue_final_message && chat.add_generation_prompt)
+    bad_request("continue_final_message", "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+  if (chat.continue_final_message && chat.messages.back()["role"] != "assistant")
+    bad_request("continue_final_message", "'continue_final_message' needs the last message to be the assistant's");
   if (const json* kwargs = f.get("chat_template_kwargs")) {
     if (!kwargs->is_object())
       bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object, got {}", type_name(*kwargs));

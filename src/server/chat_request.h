@@ -27,6 +27,10 @@ struct ChatFields {
   json tools;  // the `tools` array, or null
   ToolChoice tool_choice;
   bool parallel_tool_calls = true;
+  // vLLM: add_generation_prompt (the assistant turn's header, default on); continue_final_message (the reply
+  // continues the last, assistant message: the prompt ends right after its content).
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
   // chat_template_kwargs (e.g. enable_thinking) as template variables.
   json template_kwargs = json::object();
 

@@ -105,8 +105,7 @@ std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& 
     throw ApiError(404,
                    fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, model_name_),
                    "model", "model_not_found");
-  if (request.kind == RouteKind::kChat)
-    request.prompts = {{true, chat_.render(request.chat.messages, request.chat.template_variables()), {}}};
+  if (request.kind == RouteKind::kChat) request.prompts = {{true, chat_.render(request.chat), {}}};
   request.params.logprobs = request.logprobs;
   std::vector<std::vector<int32_t>> prompts;
   for (const PromptInput& p : request.prompts) {

@@ -18,9 +18,7 @@ json TokenizerRoutes::tokenize(const json& body) const {
   std::vector<int32_t> ids;
   if (f.get("messages")) {
     const ChatFields chat = parse_chat_fields(f);
-    json vars = chat.template_variables();
-    const bool add_generation_prompt = f.boolean("add_generation_prompt").value_or(true);
-    const std::string text = chat_.render(chat.messages, vars, add_generation_prompt);
+    const std::string text = chat_.render(chat);
     // The template writes BOS itself; add_special_tokens (default false here, as vLLM) adds the tokenizer's.
     ids = tokenizer("messages").encode(text, f.boolean("add_special_tokens").value_or(false));
   } else {

@@ -270,6 +270,12 @@ def test_fields_clients_send(url, client):
     assert usage and usage[-1].completion_tokens == 3
     max_completion = client.chat.completions.create(model="m", messages=ask("Hi"), max_completion_tokens=2)
     assert max_completion.usage.completion_tokens == 2
+    status, cont = post(url, "/tokenize", {"messages": ask("Hi") + [{"role": "assistant", "content": "Well,"}],
+                                           "continue_final_message": True, "add_generation_prompt": False})
+    status, text = post(url, "/detokenize", {"tokens": cont["tokens"]})
+    assert text["prompt"].endswith("assistant\nWell,"), text  # the reply continues the assistant's message
+    status, body = post(url, "/v1/chat/completions", {"messages": ask("Hi"), "continue_final_message": True})
+    assert status == 400 and body["error"]["param"] == "continue_final_message", body
     echo = {"messages": ask("Hi") + [{"role": "assistant", "content": "Well,"}], "max_tokens": 3, "echo": True}
     status, body = post(url, "/v1/chat/completions", echo)
     assert status == 200 and body["choices"][0]["message"]["content"].startswith("Well,"), body
