@@ -280,14 +280,16 @@ std::vector<RequestOutput> EngineCore::step() {
   start_grammar_masks();
   const auto t0 = std::chrono::steady_clock::now();
   std::span<const float> logits;
+  Clock::time_point run_end;
   {
     // The masks are joined even when the model throws: the worker must be done with the matchers before the
     // failed sequences are destroyed.
     GrammarMaskWorker::Join join(mask_worker_.get());
     logits = runner_->execute(chunks_, KvPools{full_.cache.get(), window_.cache.get()});
+    run_end = std::chrono::steady_clock::now();
     join.wait();
   }
-  const auto run_end = std::chrono::steady_clock::now();
+  mask_wait_ = std::chrono::steady_clock::now() - run_end;
   scheduler_->on_step_done(sched);
   ++num_steps_;
   const auto* bucket = std::lower_bound(std::begin(EngineStats::kIterationTokenBuckets),
@@ -428,12 +430,14 @@ int32_t EngineCore::sample_token(Sequence& seq, std::span<const float> logits) {
 // The masks of the constrained sequences that sample this step, computed on the worker while the model runs.
 void EngineCore::start_grammar_masks() {
   std::vector<GrammarMaskWorker::Job> jobs;
+  step_masks_ = 0;
   for (size_t i = 0; i < chunks_.size(); ++i) {
     Sequence& s = *chunk_seqs_[i];
     const int64_t last = chunks_[i].start_position + static_cast<int64_t>(chunks_[i].tokens.size());
     if (chunks_[i].sample && s.grammar && last == s.num_tokens()) jobs.push_back({s.grammar.get(), &s.grammar_mask});
   }
   if (jobs.empty()) return;
+  step_masks_ = static_cast<int64_t>(jobs.size());
   if (!mask_worker_) mask_worker_ = std::make_unique<GrammarMaskWorker>();
   mask_worker_->start(std::move(jobs));
 }
@@ -452,9 +456,12 @@ void EngineCore::log_step(const SchedulerOutput& sched, Clock::time_point start,
   const auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   spdlog::debug(
       "step {}: {} tokens, {} decodes, {} prefill chunks, {} sampled, {} attention pairs, {:.1f} ms model, "
-      "{:.1f} ms step",
+      "{:.1f} ms step{}",
       num_steps_, sched.num_tokens, decodes, static_cast<int64_t>(chunks_.size()) - decodes, sampled, pairs,
-      ms(run_end - run_start), ms(Clock::now() - start));
+      ms(run_end - run_start), ms(Clock::now() - start),
+      step_masks_ > 0 ? fmt::format(", {} grammar masks {:.1f} ms (waited {:.1f} ms after the model)",
+                                    mask_worker_->last_jobs(), 1e3 * mask_worker_->last_seconds(), ms(mask_wait_))
+                      : std::string());
 }
 
 EngineStats EngineCore::stats() const {

@@ -121,6 +121,8 @@ class EngineCore {
   mutable std::once_flag grammar_once_;
   mutable std::unique_ptr<GrammarCompiler> grammar_compiler_;
   std::unique_ptr<GrammarMaskWorker> mask_worker_;
+  int64_t step_masks_ = 0;       // constrained sequences whose masks this step computes
+  Clock::duration mask_wait_{};  // this step's wait for the masks after the model finished (--log-level debug)
   mutable std::vector<int32_t> page_fill_;
 
   // Counters.

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <llguidance.h>
 
+#include <chrono>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -201,6 +202,7 @@ void GrammarMaskWorker::run() {
     if (stop_) return;
     std::vector<Job> jobs = std::move(jobs_);
     lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
     std::string error;
     for (const Job& job : jobs) {
       try {
@@ -209,7 +211,10 @@ void GrammarMaskWorker::run() {
         if (error.empty()) error = e.what();
       }
     }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     lock.lock();
+    last_jobs_ = jobs.size();
+    last_seconds_ = seconds;
     error_ = std::move(error);
     busy_ = false;
     cv_.notify_all();

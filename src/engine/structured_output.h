@@ -75,6 +75,9 @@ class GrammarMaskWorker {
   void start(std::vector<Job> jobs);
   // Blocks until the jobs are done; rethrows the first job's error.
   void wait();
+  // The last batch's size and compute time (read after wait()).
+  size_t last_jobs() const { return last_jobs_; }
+  double last_seconds() const { return last_seconds_; }
 
   // Waits for the worker (if any) at wait() or, when an exception leaves the scope first, in the destructor.
   class Join {
@@ -96,6 +99,8 @@ class GrammarMaskWorker {
   bool busy_ = false;
   bool stop_ = false;
   std::string error_;
+  size_t last_jobs_ = 0;
+  double last_seconds_ = 0.0;
   std::thread thread_;  // last: started once the rest is initialised
 };
 
