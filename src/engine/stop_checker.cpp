@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "base/text.h"
 
 namespace minfer {
 
@@ -28,14 +29,7 @@ std::string StopChecker::release(size_t n) {
 size_t StopChecker::held_suffix() const {
   // The longest proper prefix of any stop string that is a suffix of pending_.
   size_t best = 0;
-  for (const std::string& s : params_.stop) {
-    const size_t max_len = std::min(s.size() - 1, pending_.size());
-    for (size_t len = max_len; len > best; --len)
-      if (pending_.compare(pending_.size() - len, len, s, 0, len) == 0) {
-        best = len;
-        break;
-      }
-  }
+  for (const std::string& s : params_.stop) best = std::max(best, partial_marker_at_end(pending_, s));
   return best;
 }
 

@@ -1,5 +1,6 @@
 #include "server/chat_output.h"
 
+#include "base/text.h"
 #include "server/json.h"
 
 namespace minfer::server {
@@ -7,13 +8,6 @@ namespace {
 
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
-
-// Length of the longest tail of text that is a proper prefix of marker.
-size_t partial_tail(std::string_view text, std::string_view marker) {
-  for (size_t n = std::min(marker.size() - 1, text.size()); n > 0; --n)
-    if (text.substr(text.size() - n) == marker.substr(0, n)) return n;
-  return 0;
-}
 
 std::vector<ToolCall> forced_calls(std::string_view text, const std::string& function, bool mistral_ids) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -69,7 +63,7 @@ ChatDelta ChatOutput::push(std::string_view text) {
 void ChatOutput::emit_reasoning(ChatDelta& out, bool final) {
   const size_t close = pending_.find(kThinkClose);
   if (close == std::string::npos) {
-    const size_t keep = final ? 0 : partial_tail(pending_, kThinkClose);
+    const size_t keep = final ? 0 : partial_marker_at_end(pending_, kThinkClose);
     out.reasoning += pending_.substr(0, pending_.size() - keep);
     pending_.erase(0, pending_.size() - keep);
     return;

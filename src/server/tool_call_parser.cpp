@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "base/text.h"
 #include "server/json.h"
 
 namespace minfer::server {
@@ -11,9 +12,8 @@ namespace {
 size_t marker_start(std::string_view text, std::string_view marker, bool partial_ok) {
   const size_t at = text.find(marker);
   if (at != std::string_view::npos || !partial_ok) return at;
-  for (size_t n = std::min(marker.size() - 1, text.size()); n > 0; --n)
-    if (text.substr(text.size() - n) == marker.substr(0, n)) return text.size() - n;
-  return std::string_view::npos;
+  const size_t tail = partial_marker_at_end(text, marker);
+  return tail > 0 ? text.size() - tail : std::string_view::npos;
 }
 
 // {"name": ..., <args_key>: {...}} -> a call; nullopt when it is not one.
