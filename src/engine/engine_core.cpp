@@ -459,8 +459,8 @@ void EngineCore::log_step(const SchedulerOutput& sched, Clock::time_point start,
       "{:.1f} ms step{}",
       num_steps_, sched.num_tokens, decodes, static_cast<int64_t>(chunks_.size()) - decodes, sampled, pairs,
       ms(run_end - run_start), ms(Clock::now() - start),
-      step_masks_ > 0 ? fmt::format(", {} grammar masks {:.1f} ms (waited {:.1f} ms after the model)",
-                                    mask_worker_->last_jobs(), 1e3 * mask_worker_->last_seconds(), ms(mask_wait_))
+      step_masks_ > 0 ? fmt::format(", {} grammar masks {:.1f} ms (waited {:.1f} ms after the model)", step_masks_,
+                                    1e3 * mask_worker_->last_seconds(), ms(mask_wait_))
                       : std::string());
 }
 

@@ -25,23 +25,7 @@ constexpr const char* constraint_type(StructuredOutputs::Kind kind) {
   return "lark";
 }
 
-// A Lark string literal: JSON string escaping is valid Lark.
-std::string lark_literal(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      out += fmt::format("\\u{:04x}", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
-
-// guided_choice ["a", "b"] -> start: "a" | "b"
+// guided_choice ["a", "b"] -> start: "a" | "b" (a JSON string literal is a valid Lark one)
 std::string choice_grammar(const std::string& spec) {
   const nlohmann::json choices = nlohmann::json::parse(spec, nullptr, /*allow_exceptions=*/false);
   if (!choices.is_array() || choices.empty())
@@ -51,7 +35,7 @@ std::string choice_grammar(const std::string& spec) {
     if (!choices[i].is_string())
       throw Error("structured outputs: choice must be a non-empty array of strings", ErrorCode::kInvalidArgument);
     if (i) grammar += " | ";
-    grammar += lark_literal(choices[i].get<std::string>());
+    grammar += choices[i].dump();
   }
   return grammar;
 }
@@ -90,7 +74,7 @@ void GrammarMatcher::accept(int32_t token) {
 
 bool GrammarMatcher::is_stopped() const { return llg_matcher_is_stopped(matcher_); }
 
-GrammarCompiler::GrammarCompiler(const Tokenizer& tokenizer, std::span<const int32_t> eos_ids) : tokenizer_(tokenizer) {
+GrammarCompiler::GrammarCompiler(const Tokenizer& tokenizer, std::span<const int32_t> eos_ids) {
   const int32_t vocab = tokenizer.vocab_size();
   std::vector<uint32_t> lens(static_cast<size_t>(vocab));
   std::string bytes;
@@ -178,10 +162,14 @@ void GrammarMaskWorker::start(std::vector<Job> jobs) {
   cv_.notify_all();
 }
 
-void GrammarMaskWorker::wait() {
+std::string GrammarMaskWorker::wait_idle() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return !busy_; });
-  if (!error_.empty()) throw Error(error_);
+  return error_;
+}
+
+void GrammarMaskWorker::wait() {
+  if (std::string error = wait_idle(); !error.empty()) throw Error(error);
 }
 
 void GrammarMaskWorker::Join::wait() {
@@ -190,9 +178,7 @@ void GrammarMaskWorker::Join::wait() {
 }
 
 GrammarMaskWorker::Join::~Join() {
-  if (!worker_) return;
-  std::unique_lock<std::mutex> lock(worker_->mu_);
-  worker_->cv_.wait(lock, [this] { return !worker_->busy_; });
+  if (worker_) worker_->wait_idle();  // an exception is already on its way: the masks' own error is dropped
 }
 
 void GrammarMaskWorker::run() {
@@ -213,7 +199,6 @@ void GrammarMaskWorker::run() {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     lock.lock();
-    last_jobs_ = jobs.size();
     last_seconds_ = seconds;
     error_ = std::move(error);
     busy_ = false;

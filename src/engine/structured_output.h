@@ -54,7 +54,6 @@ class GrammarCompiler {
   std::unique_ptr<GrammarMatcher> compile(const StructuredOutputs& spec) const;
 
  private:
-  const Tokenizer& tokenizer_;
   LlgTokenizer* llg_ = nullptr;
 };
 
@@ -75,8 +74,7 @@ class GrammarMaskWorker {
   void start(std::vector<Job> jobs);
   // Blocks until the jobs are done; rethrows the first job's error.
   void wait();
-  // The last batch's size and compute time (read after wait()).
-  size_t last_jobs() const { return last_jobs_; }
+  // The last batch's compute time (read after wait()).
   double last_seconds() const { return last_seconds_; }
 
   // Waits for the worker (if any) at wait() or, when an exception leaves the scope first, in the destructor.
@@ -92,6 +90,7 @@ class GrammarMaskWorker {
 
  private:
   void run();
+  std::string wait_idle();  // until the jobs are done; their first error, "" for none
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -99,7 +98,6 @@ class GrammarMaskWorker {
   bool busy_ = false;
   bool stop_ = false;
   std::string error_;
-  size_t last_jobs_ = 0;
   double last_seconds_ = 0.0;
   std::thread thread_;  // last: started once the rest is initialised
 };
