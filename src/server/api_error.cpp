@@ -11,6 +11,16 @@ const char* ApiError::type() const {
   }
 }
 
+ApiError api_error(const Error& e, const std::string& field) {
+  switch (e.code()) {
+    case ErrorCode::kInvalidArgument: return ApiError(400, e.what(), field);
+    case ErrorCode::kUnavailable: return ApiError(503, e.what());
+    case ErrorCode::kLoad:
+    case ErrorCode::kInternal: break;
+  }
+  return ApiError(500, e.what());
+}
+
 json ApiError::to_json() const {
   json error = {{"message", what()}, {"type", type()}, {"param", nullptr}, {"code", nullptr}};
   if (!param_.empty()) error["param"] = param_;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "minfer/error.h"
 #include "server/json.h"
 
 namespace minfer::server {
@@ -29,6 +30,10 @@ class ApiError : public std::runtime_error {
   std::string param_;
   std::string code_;
 };
+
+// The status an engine error gets: the caller's fault (400, naming `field`), the engine's state (503), or a bug
+// (500).
+ApiError api_error(const Error& e, const std::string& field);
 
 // A 400 invalid_request_error naming the field.
 template <typename... Args>

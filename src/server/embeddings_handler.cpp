@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/choice.h"
 #include "server/json_fields.h"
 #include "server/response_writer.h"
 #include "server/strand_wakeup.h"
@@ -97,28 +98,18 @@ asio::awaitable<void> EmbeddingsHandler::handle(const json& body, Connection& co
 
   auto wakeup = std::make_shared<StrandWakeup>(connection.executor());
   std::vector<Choice> requests;
-  struct AbortLeft {
-    AsyncEngine& engine;
-    std::vector<Choice>& requests;
-    ~AbortLeft() {
-      for (const Choice& c : requests)
-        if (!c.state->finished()) engine.abort(c.state->id());
-    }
-  } abort_left{engine_, requests};
+  AbortUnfinished abort_left{engine_, requests};
   for (size_t i = 0; i < prompts.size(); ++i) {
     SamplingParams params;
     params.max_tokens = 1;
     try {
       requests.push_back({i, engine_.add_request(prompts[i], params, {.on_update = [wakeup] { wakeup->notify(); }})});
     } catch (const Error& e) {
-      throw ApiError(e.code() == ErrorCode::kUnavailable ? 503 : 400, e.what(), "input");
+      throw api_error(e, "input");
     }
   }
   connection.watch_peer([wakeup] { wakeup->wake(); });
-  for (;;) {
-    bool all = true;
-    for (const Choice& c : requests) all = all && c.state->finished();
-    if (all) break;
+  while (!all_finished(requests)) {
     co_await wakeup->wait();
     if (connection.peer_gone()) {
       metrics_.record_disconnect();

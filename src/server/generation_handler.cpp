@@ -15,39 +15,6 @@ const char* prompt_field(RouteKind kind) {
   return kind == RouteKind::kChat ? "messages" : kind == RouteKind::kGenerate ? "text" : "prompt";
 }
 
-// Aborts the engine requests still running when the handler leaves early (client gone, write failed).
-struct AbortUnfinished {
-  AsyncEngine& engine;
-  std::vector<Choice>& choices;
-  ~AbortUnfinished() {
-    for (const Choice& c : choices)
-      if (c.state && !c.state->finished()) engine.abort(c.state->id());
-  }
-};
-
-bool all_finished(const std::vector<Choice>& choices) {
-  for (const Choice& c : choices)
-    if (!c.state->finished()) return false;
-  return true;
-}
-
-bool all_done(const std::vector<Choice>& choices) {
-  for (const Choice& c : choices)
-    if (!c.state->done()) return false;
-  return true;
-}
-
-// The status an engine error gets: the caller's fault (400), the engine's state (503), or a bug (500).
-ApiError api_error(const Error& e, const char* field) {
-  switch (e.code()) {
-    case ErrorCode::kInvalidArgument: return ApiError(400, e.what(), field);
-    case ErrorCode::kUnavailable: return ApiError(503, e.what());
-    case ErrorCode::kLoad:
-    case ErrorCode::kInternal: break;
-  }
-  return ApiError(500, e.what());
-}
-
 // The prompt and its max_tokens must fit in max_model_len together.
 void check_context(const GenerationRequest& request, int64_t prompt_len, int64_t max_model_len) {
   const char* field = prompt_field(request.kind);

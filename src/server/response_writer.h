@@ -12,18 +12,12 @@
 #include "minfer/request_state.h"
 #include "minfer/tokenizer.h"
 #include "server/chat_output.h"
+#include "server/choice.h"
 #include "server/json.h"
 #include "server/openai_protocol.h"
 #include "server/token_json.h"
 
 namespace minfer::server {
-
-// One choice of the response: one engine request.
-struct Choice {
-  size_t prompt_index = 0;
-  std::shared_ptr<RequestState> state;
-  size_t text_offset = 0;  // completions logprobs: where the next token's text starts
-};
 
 struct ResponseContext {
   const GenerationRequest* request = nullptr;
