@@ -148,10 +148,8 @@ ChatOutputOptions GenerationHandler::chat_output_options(const GenerationRequest
   o.reasoning = chat_.reasoning();
   // Templates that open the reasoning block themselves (DeepSeek-R1; Qwen3 with thinking) leave the output
   // inside it.
-  const std::string& prompt = request.prompts[0].text;
-  const size_t end = prompt.find_last_not_of(" \t\r\n");
-  o.starts_in_reasoning = o.reasoning && end != std::string::npos && end + 1 >= 7 &&
-                          std::string_view(prompt).substr(end + 1 - 7, 7) == "<think>";
+  const std::string_view prompt = request.prompts[0].text;
+  o.starts_in_reasoning = o.reasoning && prompt.substr(0, prompt.find_last_not_of(" \t\r\n") + 1).ends_with("<think>");
   using Kind = ToolChoice::Kind;
   const ToolChoice& choice = request.chat.tool_choice;
   o.forced_calls = choice.kind == Kind::kRequired || choice.kind == Kind::kFunction;

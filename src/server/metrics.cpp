@@ -37,6 +37,16 @@ void Histogram::observe(double value, int64_t times) {
   count_ += times;
 }
 
+Histogram Histogram::of_counts(std::vector<double> upper_bounds, const std::vector<int64_t>& counts, double sum) {
+  Histogram h(std::move(upper_bounds));
+  for (size_t i = 0; i < counts.size() && i < h.counts_.size(); ++i) {
+    h.counts_[i] = counts[i];
+    h.count_ += counts[i];
+  }
+  h.sum_ = sum;
+  return h;
+}
+
 void Histogram::render(const std::string& name, std::string& out, const std::string& labels) const {
   const std::string prefix = labels.empty() ? "" : labels + ",";
   const std::string own = labels.empty() ? "" : "{" + labels + "}";
@@ -180,16 +190,10 @@ void Metrics::render_vllm_names(const EngineStats& s, std::string& out) const {
   header(out, "minfer:e2e_request_latency_seconds", "histogram", "End-to-end request latency in seconds.");
   e2e_.render("minfer:e2e_request_latency_seconds", out, m);
   header(out, "minfer:iteration_tokens_total", "histogram", "Number of tokens per engine step.");
-  int64_t cumulative = 0, count = 0;
-  for (int64_t c : s.iteration_tokens_counts) count += c;
-  for (size_t i = 0; i < std::size(EngineStats::kIterationTokenBuckets); ++i) {
-    cumulative += i < s.iteration_tokens_counts.size() ? s.iteration_tokens_counts[i] : 0;
-    out += fmt::format("minfer:iteration_tokens_total_bucket{{{},le=\"{}\"}} {}\n", m,
-                       EngineStats::kIterationTokenBuckets[i], cumulative);
-  }
-  out += fmt::format("minfer:iteration_tokens_total_bucket{{{},le=\"+Inf\"}} {}\n", m, count);
-  out += fmt::format("minfer:iteration_tokens_total_sum{{{}}} {}\nminfer:iteration_tokens_total_count{{{}}} {}\n", m,
-                     s.iteration_tokens_sum, m, count);
+  const std::vector<double> bounds(std::begin(EngineStats::kIterationTokenBuckets),
+                                   std::end(EngineStats::kIterationTokenBuckets));
+  Histogram::of_counts(bounds, s.iteration_tokens_counts, static_cast<double>(s.iteration_tokens_sum))
+      .render("minfer:iteration_tokens_total", out, m);
 }
 
 }  // namespace minfer::server

@@ -21,6 +21,8 @@ namespace minfer::server {
 class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
+  // One counted elsewhere (the engine's tokens per step): per-bucket counts (one more for +Inf) and the sum.
+  static Histogram of_counts(std::vector<double> upper_bounds, const std::vector<int64_t>& counts, double sum);
   void observe(double value, int64_t times = 1);
   // Appends the _bucket, _sum and _count lines of `name`; labels ("k=\"v\"") go on every line.
   void render(const std::string& name, std::string& out, const std::string& labels = "") const;

@@ -169,7 +169,7 @@ class ChatWriter : public OpenAiWriter {
     return events;
   }
 
-  std::string delta(size_t index, Choice& c, const RequestOutput& o) const override {
+  std::string delta(size_t index, Choice&, const RequestOutput& o) const override {
     ChatOutput& out = output(index);
     ChatDelta d = out.push(o.text_delta);
     if (o.finished) {
@@ -190,7 +190,6 @@ class ChatWriter : public OpenAiWriter {
                                      : d.calls.empty() ? finish_reason_json(o)
                                                        : json("tool_calls")},
                    {"stop_reason", stop_reason_json(o.finished ? o.stop_reason : "")}};
-    (void)c;
     return sse_event(chunk(json::array({std::move(choice)})));
   }
 
