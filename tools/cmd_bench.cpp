@@ -24,6 +24,7 @@
 #include "minfer/engine.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
+#include "tools/tensor_parallel.h"
 
 namespace minfer::tools {
 namespace {
@@ -223,6 +224,7 @@ void print_run_table(const std::vector<RunResult>& runs) {
 }
 
 void run_bench(const BenchArgs& a) {
+  if (take_tensor_parallel_role(base_config(a))) return;
   if (a.log_steps) spdlog::set_level(spdlog::level::debug);
   int64_t vocab = 0;
   ModelConfig model_config;

@@ -20,6 +20,7 @@
 #include "model/quant/quantize_model.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
+#include "tools/tensor_parallel.h"
 
 namespace minfer::tools {
 namespace {
@@ -86,6 +87,7 @@ void write_outputs(const GenerateArgs& args, const CompletionOutput& result) {
 // One sequence on the Engine: echoes the prompt text, then streams the continuation as it becomes final.
 void run_generate(GenerateArgs& args) {
   EngineConfig config = args.engine.resolve();
+  if (take_tensor_parallel_role(config)) return;
   config.model_path = model_path(config.model_path);
   config.max_num_seqs = 1;
   Engine engine(config);

@@ -7,6 +7,7 @@
 #include "server/server.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
+#include "tools/tensor_parallel.h"
 
 namespace minfer::tools {
 namespace {
@@ -20,6 +21,7 @@ struct ServeArgs {
 
 void run_serve(ServeArgs& args) {
   args.options.engine = args.engine.resolve();
+  if (take_tensor_parallel_role(args.options.engine)) return;
   if (args.options.http.io_threads < 1) fail("--io-threads must be >= 1, got {}", args.options.http.io_threads);
   if (args.max_body_bytes < 1024) fail("--max-body-bytes must be >= 1024, got {}", args.max_body_bytes);
   if (args.drain_timeout_s < 0) fail("--drain-timeout must be >= 0 seconds, got {}", args.drain_timeout_s);

@@ -55,6 +55,15 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& mode
   cmd.add_flag("--no-continuous-batching", flags.no_continuous_batching,
                "Static batching: run a batch to completion before the next");
   cmd.add_option("--seed", e.seed, "Seed of requests that give none (repeatable sampling)");
+  cmd.add_option("--tensor-parallel-size,--tp", e.tensor_parallel_size,
+                 "Split the model over N processes (started by mpirun, or by minfer itself without it; -t threads "
+                 "each)")
+      ->capture_default_str();
+  cmd.add_flag("--enable-expert-parallel", e.enable_expert_parallel,
+               "MoE layers: whole experts per rank, tokens exchanged by all-to-all (needs --tensor-parallel-size)");
+  cmd.add_option("--distributed-timeout", e.distributed_timeout_s,
+                 "Seconds a rank waits for the others before the group is declared broken")
+      ->capture_default_str();
   cmd.add_option_function<std::string>(
          "--task", [&e](const std::string& v) { e.task = v == "embed" ? EngineTask::kEmbed : EngineTask::kGenerate; },
          "generate (tokens), or embed (one pooled, normalised embedding per prompt: serve's /v1/embeddings)")

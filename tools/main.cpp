@@ -6,7 +6,9 @@
 #include <exception>
 #include <string>
 
+#include "dist/communicator.h"
 #include "tools/commands.h"
+#include "tools/tensor_parallel.h"
 
 int main(int argc, char** argv) {
   // Logs go to stderr: stdout carries only a command's output (generated text, ids, JSON, tables).
@@ -30,13 +32,20 @@ int main(int argc, char** argv) {
   minfer::tools::add_make_test_model_command(app);
   minfer::tools::add_serve_command(app);
   minfer::tools::add_tokenize_command(app);
+  // Under mpirun (tensor parallel) every rank gets here; MPI stays untouched otherwise.
+  minfer::dist::Communicator::init(&argc, &argv);
+  minfer::tools::set_command_line(argc, argv);
+  int code = 0;
   try {
     app.parse(argc, argv);
+    minfer::tools::end_tensor_parallel_run();
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    code = app.exit(e);
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return 1;
+    code = 1;
   }
-  return 0;
+  // A failed rank (or an interrupted group) ends every rank: the others may be waiting for it.
+  minfer::dist::Communicator::finalize(code == 0 && !minfer::dist::Communicator::world().interrupted());
+  return code;
 }

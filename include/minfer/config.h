@@ -77,6 +77,14 @@ struct EngineConfig {
   // before forming the next (static batching, kept to measure the difference).
   bool enable_continuous_batching = true;
 
+  // Tensor parallel (vLLM's --tensor-parallel-size): the model split over this many processes started by mpirun,
+  // rank 0 scheduling and serving; 1 = one process. enable_expert_parallel: MoE layers hold whole experts per rank
+  // and exchange tokens by all-to-all instead of splitting every expert. distributed_timeout_s: how long a rank
+  // waits for the others in a collective before the group is declared broken.
+  int tensor_parallel_size = 1;
+  bool enable_expert_parallel = false;
+  double distributed_timeout_s = 60.0;
+
   // Seed of the requests that give none: each then gets seed + its request id, so a run is repeatable while
   // requests still differ (vLLM's --seed). Unset: such requests draw from the OS's entropy.
   std::optional<uint64_t> seed;

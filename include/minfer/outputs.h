@@ -37,6 +37,9 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;
   std::string stop_reason;  // the stop string that matched, if one did
   std::string error;        // set when the engine failed the request
+  // With error: the engine can serve nothing more (a tensor-parallel rank died or a link dropped), not a bug; the
+  // server answers 503.
+  bool error_unavailable = false;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;  // generated so far, including new_token_ids
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache at admission
@@ -60,7 +63,8 @@ struct CompletionOutput {
   std::string text;
   FinishReason finish_reason = FinishReason::kNone;
   std::string stop_reason;
-  std::string error;  // set when the engine failed the request (finish_reason is then kAbort)
+  std::string error;               // set when the engine failed the request (finish_reason is then kAbort)
+  bool error_unavailable = false;  // RequestOutput::error_unavailable
   int64_t cached_tokens = 0;
   std::vector<float> prompt_logits;  // with SamplingParams.prompt_logits
   std::vector<float> embedding;      // EngineTask::kEmbed

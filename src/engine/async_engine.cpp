@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "dist/communicator.h"
 #include "engine/engine_core.h"
 #include "minfer/engine.h"
 
@@ -97,7 +98,10 @@ struct AsyncEngine::Impl {
         } catch (const std::exception& e) {
           // A failed step leaves the sequences in an unknown state: end them all and refuse new work.
           spdlog::error("engine step failed: {}", e.what());
-          std::vector<RequestOutput> rest = core.abort_all(e.what());
+          const auto* error = dynamic_cast<const Error*>(&e);
+          const bool unavailable = error && error->code() == ErrorCode::kUnavailable;
+          std::vector<RequestOutput> rest = core.abort_all(e.what(), unavailable);
+          if (unavailable && dist::Communicator::world().distributed()) end_group_soon();
           outputs.insert(outputs.end(), std::make_move_iterator(rest.begin()), std::make_move_iterator(rest.end()));
           std::lock_guard<std::mutex> lock(mu);
           failed = e.what();
@@ -119,6 +123,16 @@ struct AsyncEngine::Impl {
     // Anything left (only requests added after an abort-shutdown began) ends as aborted.
     std::vector<RequestOutput> rest = core.abort_all();
     deliver(rest);
+  }
+
+  // A broken tensor-parallel group cannot recover: once the failed requests have had their 503s (a moment for the
+  // server to write them), every rank ends with exit code 1 (mpirun exits with it).
+  static void end_group_soon() {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      spdlog::error("tensor parallel: the group is broken; ending every rank");
+      dist::Communicator::world().abort_group(1);
+    }).detach();
   }
 
   EngineCore core;

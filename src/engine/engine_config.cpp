@@ -21,6 +21,12 @@ void EngineConfig::validate() const {
   if (max_num_batched_tokens < 1)
     fail("EngineConfig.max_num_batched_tokens must be >= 1, got {}", max_num_batched_tokens);
   if (num_threads < 0) fail("EngineConfig.num_threads must be >= 0 (0 = all cores), got {}", num_threads);
+  if (tensor_parallel_size < 1 || tensor_parallel_size > 1024)
+    fail("EngineConfig.tensor_parallel_size must be in [1, 1024], got {}", tensor_parallel_size);
+  if (enable_expert_parallel && tensor_parallel_size < 2)
+    fail("EngineConfig.enable_expert_parallel needs tensor_parallel_size >= 2 (the experts are spread over its ranks)");
+  if (!(distributed_timeout_s > 0.0))
+    fail("EngineConfig.distributed_timeout_s must be > 0 seconds, got {}", distributed_timeout_s);
 }
 
 bool parse_kv_cache_dtype(std::string_view name, KvCacheDtype* out) {

@@ -12,6 +12,7 @@
 #include "kv/kv_budget.h"
 #include "model/model_tokenizer.h"
 #include "model/quant/quantize_model.h"
+#include "model/shard_weights.h"
 
 namespace minfer {
 namespace {
@@ -40,7 +41,9 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
       page_(PageGeometry::of(config.page_size)),
       weights_(std::move(weights)),
       pool_(config.num_threads) {
-  if (config_.quant.enabled()) quantize_model(weights_, config_.quant, pool_.size());  // int8 at load (issue 5)
+  start_tensor_parallel();
+  // int8 at load (issue 5); under tensor parallel, of this rank's shard.
+  if (config_.quant.enabled()) quantize_model(shard_ ? *shard_ : weights_, config_.quant, pool_.size());
   try {
     tokenizer_ = load_tokenizer(weights_);
   } catch (const Error& e) {
@@ -61,7 +64,7 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
   KvPoolRequest req;
   req.shape.dtype = config_.kv_cache_dtype == KvCacheDtype::kBf16 ? DType::BF16 : DType::F32;
   req.shape.num_layers = m.num_layers;
-  req.shape.kv_heads = m.num_kv_heads;
+  req.shape.kv_heads = runner_weights().config.num_kv_heads;  // this rank's, under tensor parallel
   req.shape.head_dim = m.head_dim;
   req.shape.page = page_;
   req.max_model_len = config_.max_model_len;
@@ -77,12 +80,29 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
     req.budget_source =
         fmt::format("{:.0f}% of {} MiB available, less {} MiB for activations", 100 * config_.kv_cache_memory_fraction,
                     avail >> 20, activation_bytes(config_, m) >> 20);
+    if (const int local = dist::Communicator::local_size(); channel_ && local > 1) {
+      req.budget_bytes /= local;  // the other ranks on this machine plan the same pages
+      req.budget_source += fmt::format(", shared by {} ranks on this machine", local);
+    }
   }
   create_kv_groups(req, contiguous, pages_per_seq);
+  if (channel_) {
+    // The other ranks build the same pools (their pages are the ones this rank's scheduler hands out).
+    WorkerSetup setup{.config = config_, .window_layers = window_layers_};
+    if (full_.cache) setup.full = full_.cache->shape();
+    if (window_.cache) setup.window = window_.cache->shape();
+    channel_->send_setup(setup);
+  }
   runner_ = std::make_unique<ModelRunner>(
-      weights_, pool_, graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes},
+      runner_weights(), pool_, graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes},
       config_.max_model_len, window_layers_,
       config_.task == EngineTask::kEmbed ? DecoderHead::kHiddenStates : DecoderHead::kLogits);
+  if (channel_) {
+    spdlog::info("tensor parallel: rank 0 of {} ({} of {} heads, {} KV heads per rank{}); waiting for the other ranks",
+                 config_.tensor_parallel_size, runner_weights().config.num_heads, m.num_heads,
+                 runner_weights().config.num_kv_heads, config_.enable_expert_parallel ? ", experts spread" : "");
+    dist::Communicator::world().barrier(/*idle=*/true);
+  }
 
   SchedulerOptions so;
   so.max_num_seqs = config_.max_num_seqs;
@@ -164,7 +184,29 @@ void EngineCore::create_kv_groups(const KvPoolRequest& request, bool contiguous,
   config_.kv_cache_memory = plan.bytes + window_pages * per_layer_page * windowed;
 }
 
-EngineCore::~EngineCore() = default;
+// Checks the group mpirun started matches the config, and takes this rank's shard of the weights.
+void EngineCore::start_tensor_parallel() {
+  dist::Communicator& comm = dist::Communicator::world();
+  if (config_.tensor_parallel_size == 1 && !comm.distributed()) return;
+  if (comm.size() != config_.tensor_parallel_size)
+    fail(
+        "--tensor-parallel-size {} but this group has {} process(es): start it as `mpirun -np {} minfer ...` (minfer "
+        "serve, generate and bench start mpirun themselves when run without it)",
+        config_.tensor_parallel_size, comm.size(), config_.tensor_parallel_size);
+  MINFER_CHECK(comm.rank() == 0, "the engine runs on rank 0; rank {} runs the worker loop", comm.rank());
+  comm.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(config_.distributed_timeout_s * 1000)));
+  shard_ = std::make_unique<ModelWeights>(shard_weights(weights_, 0, comm.size(), config_.enable_expert_parallel));
+  channel_ = std::make_unique<StepChannel>(comm);
+}
+
+EngineCore::~EngineCore() {
+  if (!channel_) return;
+  try {
+    channel_->send_end_engine();
+  } catch (const std::exception& e) {
+    spdlog::warn("tensor parallel: could not end the other ranks' run: {}", e.what());
+  }
+}
 
 std::vector<int32_t> EngineCore::encode(std::string_view text) const {
   if (!tokenizer_) fail("this model has no tokenizer: give the prompt as token ids");
@@ -254,13 +296,14 @@ bool EngineCore::abort(RequestId id) {
   return true;
 }
 
-std::vector<RequestOutput> EngineCore::abort_all(const std::string& error) {
+std::vector<RequestOutput> EngineCore::abort_all(const std::string& error, bool unavailable) {
   std::vector<RequestOutput> out = std::move(pending_);
   pending_.clear();
   for (auto& [id, seq] : seqs_) {
     finish(seq.get(), FinishReason::kAbort);
     out.push_back(make_output(*seq));
     out.back().error = error;
+    out.back().error_unavailable = unavailable && !error.empty();
   }
   seqs_.clear();
   return out;
@@ -285,6 +328,7 @@ std::vector<RequestOutput> EngineCore::step() {
     // The masks are joined even when the model throws: the worker must be done with the matchers before the
     // failed sequences are destroyed.
     GrammarMaskWorker::Join join(mask_worker_.get());
+    if (channel_) channel_->send_step(chunks_);
     logits = runner_->execute(chunks_, KvPools{full_.cache.get(), window_.cache.get()});
     run_end = std::chrono::steady_clock::now();
     join.wait();
@@ -509,7 +553,7 @@ EngineStats EngineCore::stats() const {
   s.max_num_running = max_running_;
   s.requests_finished = finished_;
   s.max_model_len = config_.max_model_len;
-  s.weight_bytes = static_cast<int64_t>(weight_bytes(weights_));
+  s.weight_bytes = static_cast<int64_t>(weight_bytes(runner_weights()));  // this rank's, under tensor parallel
   return s;
 }
 

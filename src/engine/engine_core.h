@@ -18,6 +18,7 @@
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/step_channel.h"
 #include "kv/kv_budget.h"
 #include "kv/kv_cache.h"
 #include "kv/page_manager.h"
@@ -63,7 +64,8 @@ class EngineCore {
   std::vector<RequestOutput> step();
   bool has_unfinished() const { return scheduler_->has_unfinished() || !pending_.empty(); }
   // Ends every request with finish_reason abort (and `error`, when the engine failed).
-  std::vector<RequestOutput> abort_all(const std::string& error = "");
+  // unavailable: the error is the engine's state, not a bug (RequestOutput::error_unavailable).
+  std::vector<RequestOutput> abort_all(const std::string& error = "", bool unavailable = false);
   EngineStats stats() const;
 
   // The full-attention layers' pages (the only ones, or the window pool's when every layer slides).
@@ -103,6 +105,12 @@ class EngineCore {
   void create_kv_groups(const KvPoolRequest& request, bool contiguous, int64_t pages_per_seq);
   void create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages, bool contiguous, int64_t pages_per_seq);
   std::unique_ptr<ModelRunner> runner_;
+  // Tensor parallel (config_.tensor_parallel_size > 1): this rank's shard of weights_, which the runner computes
+  // with, and the channel that sends each step to the other ranks (engine/tp_worker.h).
+  std::unique_ptr<ModelWeights> shard_;
+  std::unique_ptr<StepChannel> channel_;
+  const ModelWeights& runner_weights() const { return shard_ ? *shard_ : weights_; }
+  void start_tensor_parallel();
   KvGroup full_, window_;
   std::vector<uint8_t> window_layers_;  // [num_layers] 1: the layer's KV is in window_
   int64_t kv_pages_ = 0;                // pages of the full pool (or of the window pool when there is no full one)

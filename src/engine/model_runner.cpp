@@ -25,13 +25,14 @@ graph::Graph compile_logged(const ModelWeights& weights, const graph::FusionOpti
 }  // namespace
 
 ModelRunner::ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion,
-                         int64_t max_model_len, std::vector<uint8_t> local_layers, DecoderHead head)
+                         int64_t max_model_len, std::vector<uint8_t> local_layers, DecoderHead head,
+                         dist::Communicator* comm)
     : config_(weights.config),
       graph_(compile_logged(weights, fusion, pool, head)),
       local_layers_(std::move(local_layers)) {
   MINFER_CHECK(local_layers_.empty() || static_cast<int64_t>(local_layers_.size()) == config_.num_layers,
                "local layer flags for {} of {} layers", local_layers_.size(), config_.num_layers);
-  executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_tables(config_, max_model_len));
+  executor_ = std::make_unique<graph::Executor>(graph_, pool, rope_tables(config_, max_model_len), comm);
 }
 
 namespace {

@@ -41,9 +41,11 @@ class ModelRunner {
   // max_model_len: the engine's context (longrope picks its RoPE factors by it; 0 = the model's short ones).
   // local_layers: [num_layers] 1 for the layers whose KV lives in the local pool (empty: none; all in the full pool).
   // head: kHiddenStates for an embedding engine (rows of final-normed hidden states instead of logits).
+  // comm: the group a sharded model's collectives run in (null: the process's). In a tensor-parallel group every
+  // rank runs the same steps; only rank 0's rows are the logits.
   ModelRunner(const ModelWeights& weights, ThreadPool& pool, const graph::FusionOptions& fusion = {},
               int64_t max_model_len = 0, std::vector<uint8_t> local_layers = {},
-              DecoderHead head = DecoderHead::kLogits);
+              DecoderHead head = DecoderHead::kLogits, dist::Communicator* comm = nullptr);
 
   // Rows [sampled rows, output_width()] (logits, or hidden states), in chunk order; valid until the next call.
   // A chunk gives one row (its last token's) when it samples, or one per token with sample_all.

@@ -32,6 +32,7 @@ void RequestState::apply(RequestOutput delta) {
       r.finish_reason = delta.finish_reason;
       r.stop_reason = delta.stop_reason;
       r.error = delta.error;
+      r.error_unavailable = delta.error_unavailable;
     }
     if (stream_) queue_.push_back(std::move(delta));
   }

@@ -10,8 +10,9 @@
 
 namespace minfer::graph {
 
-Executor::Executor(const Graph& graph, ThreadPool& pool, RopeTables ropes)
-    : graph_(graph), pool_(pool), ropes_(std::move(ropes)), angles_(ropes_.size()) {
+Executor::Executor(const Graph& graph, ThreadPool& pool, RopeTables ropes, dist::Communicator* comm)
+    : graph_(graph), pool_(pool), ropes_(std::move(ropes)), comm_(comm ? comm : &dist::Communicator::world()) {
+  angles_.resize(ropes_.size());
   graph_.verify();
   for (const Node& n : graph_.nodes()) {
     const bool rotates = n.kind == OpKind::kRope ||
@@ -117,15 +118,7 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
   auto width = [&](ValueId v) { return graph_.value(v).width; };
   auto rows_of = [&](ValueId v) { return graph_.value(v).rows == RowSpace::kTokens ? tokens : sampled; };
   switch (node.kind) {
-    case OpKind::kEmbedding: {
-      float* y = buffer(node.output);
-      kernels::embedding(step.tokens.data(), tokens, *node.weight, y);
-      if (node.scale != 0.0f) {
-        const int64_t n = tokens * width(node.output);
-        for (int64_t i = 0; i < n; ++i) y[i] *= node.scale;
-      }
-      return;
-    }
+    case OpKind::kEmbedding: run_embedding(node, step, tokens); return;
     case OpKind::kRmsNorm: {
       // A per-head norm is the row norm over rows of head_dim: the heads of a row are contiguous.
       const int64_t dim = node.head_dim > 0 ? node.head_dim : width(node.output);
@@ -212,9 +205,22 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     case OpKind::kFusedMatMul: run_fused_matmul(node, step, kv_layers, tokens, sampled); return;
     case OpKind::kMoe: {
       const kernels::MoeWeights moe{node.weight, node.experts, node.top_k, node.renormalize, node.block};
-      kernels::moe_ffn(in(0), rows_of(node.output), width(node.output), moe, buffer(node.output), pool_, moe_scratch_);
+      if (node.expert_parallel)
+        dist::moe_ffn_expert_parallel(in(0), rows_of(node.output), width(node.output), moe, node.expert_begin,
+                                      buffer(node.output), pool_, moe_scratch_, ep_scratch_, *comm_);
+      else
+        kernels::moe_ffn(in(0), rows_of(node.output), width(node.output), moe, buffer(node.output), pool_,
+                         moe_scratch_);
       return;
     }
+    case OpKind::kAllReduce: {
+      const int64_t n = rows_of(node.output) * width(node.output);
+      float* y = buffer(node.output);
+      std::copy(in(0), in(0) + n, y);
+      comm_->all_reduce_sum(y, n);
+      return;
+    }
+    case OpKind::kGatherVocab: run_gather_vocab(node, sampled); return;
     case OpKind::kGatherRows: {
       const int64_t w = width(node.output);
       const float* x = in(0);
@@ -281,6 +287,50 @@ void Executor::run_fused_matmul(const Node& node, const StepInputs& step,
     op.head_norm_eps = node.head_norm_eps;
   }
   kernels::fused::fused_matmul(kernels::active_kernels(), op, pool_);
+}
+
+void Executor::run_embedding(const Node& node, const StepInputs& step, int64_t tokens) {
+  float* y = buffer(node.output);
+  const int64_t w = graph_.value(node.output).width;
+  if (node.vocab_stride == 0) {
+    kernels::embedding(step.tokens.data(), tokens, *node.weight, y);
+  } else {
+    // A vocab shard: its own tokens' rows, zeros for the others' (the all-reduce after this adds theirs).
+    const int64_t rows = node.weight->dim(0);
+    for (int64_t t = 0; t < tokens; ++t) {
+      const int32_t local = step.tokens[static_cast<size_t>(t)] - static_cast<int32_t>(node.row_offset);
+      if (local >= 0 && local < rows)
+        kernels::embedding(&local, 1, *node.weight, y + t * w);
+      else
+        std::fill(y + t * w, y + (t + 1) * w, 0.0f);
+    }
+  }
+  if (node.scale != 0.0f) {
+    for (int64_t i = 0; i < tokens * w; ++i) y[i] *= node.scale;
+  }
+}
+
+// Each rank's logits columns, padded to the common stride, gathered on rank 0 and laid side by side.
+void Executor::run_gather_vocab(const Node& node, int64_t sampled) {
+  const int64_t local = graph_.value(node.inputs[0]).width, stride = node.vocab_stride;
+  const int64_t width = graph_.value(node.output).width, ranks = comm_->size();
+  const float* x = buffer(node.inputs[0]);
+  float* send = grow(gather_send_, sampled * stride);
+  for (int64_t r = 0; r < sampled; ++r) {
+    std::copy(x + r * local, x + (r + 1) * local, send + r * stride);
+    std::fill(send + r * stride + local, send + (r + 1) * stride, 0.0f);
+  }
+  float* recv = grow(gather_recv_, ranks * sampled * stride);
+  comm_->gather_to_root(send, sampled * stride * static_cast<int64_t>(sizeof(float)), recv);
+  if (comm_->rank() != 0) return;
+  float* y = buffer(node.output);
+  for (int64_t p = 0; p < ranks; ++p) {
+    const int64_t first = p * stride, cols = std::min(stride, width - first);
+    for (int64_t r = 0; r < sampled && cols > 0; ++r) {
+      const float* src = recv + (p * sampled + r) * stride;
+      std::copy(src, src + cols, y + r * width + first);
+    }
+  }
 }
 
 float* Executor::grow(std::vector<float>& scratch, int64_t floats) {

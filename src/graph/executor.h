@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "dist/communicator.h"
+#include "dist/expert_parallel.h"
 #include "graph/graph.h"
 #include "kernels/kernels.h"
 #include "kernels/moe.h"
@@ -48,7 +50,9 @@ using RopeTables = std::vector<RopeTable>;
 
 class Executor {
  public:
-  Executor(const Graph& graph, ThreadPool& pool, RopeTables ropes);
+  // comm: the group the graph's collectives run in (a tensor-parallel graph's shards); null: the process's
+  // (dist::Communicator::world()).
+  Executor(const Graph& graph, ThreadPool& pool, RopeTables ropes, dist::Communicator* comm = nullptr);
 
   // Runs every node; returns the graph output ([sample_rows.size(), width] f32), valid until the next run;
   // null when the step samples no rows.
@@ -81,6 +85,8 @@ class Executor {
                 int64_t tokens, int64_t sampled);
   void run_fused_matmul(const Node& node, const StepInputs& step, std::span<const kernels::KvLayerView> kv_layers,
                         int64_t tokens, int64_t sampled);
+  void run_embedding(const Node& node, const StepInputs& step, int64_t tokens);
+  void run_gather_vocab(const Node& node, int64_t sampled);
   // Grows a scratch buffer to at least `floats` (once per new largest batch) and returns it.
   static float* grow(std::vector<float>& scratch, int64_t floats);
 
@@ -98,6 +104,9 @@ class Executor {
   // and the GEMM result an epilogue reads (gate/up, q/k/v).
   std::vector<float> prologue_scratch_, gemm_scratch_;
   kernels::MoeScratch moe_scratch_;
+  dist::Communicator* comm_;
+  dist::ExpertParallelScratch ep_scratch_;
+  std::vector<float> gather_send_, gather_recv_;  // GatherVocab's padded slices
   // Per RoPE table, cos / sin of the step's angles, [tokens, half_rot] (kernels::rope_angles), made once per step.
   struct RopeAngles {
     std::vector<float> cos, sin;

@@ -20,6 +20,8 @@ const char* op_name(OpKind kind) {
     case OpKind::kSoftcap: return "softcap";
     case OpKind::kMoe: return "moe";
     case OpKind::kGatherRows: return "gather_rows";
+    case OpKind::kAllReduce: return "all_reduce";
+    case OpKind::kGatherVocab: return "gather_vocab";
     case OpKind::kAddRmsNorm: return "add_rmsnorm";
     case OpKind::kFusedMatMul: return "fused_matmul";
   }
@@ -100,8 +102,9 @@ void Graph::verify() const {
       const int64_t width = value(n.inputs.at(0)).width;
       MINFER_CHECK(n.weight && n.weight->rank() == 2 && n.weight->dim(1) == width && value(n.output).width == width,
                    "moe node {}: router and widths", i);
-      MINFER_CHECK(static_cast<int64_t>(n.experts.size()) == (n.block > 0 ? 2 : 3) * n.weight->dim(0) && n.top_k >= 1 &&
-                       n.top_k <= n.weight->dim(0),
+      const int64_t experts = static_cast<int64_t>(n.experts.size()) / (n.block > 0 ? 2 : 3);
+      MINFER_CHECK((n.expert_parallel ? n.expert_begin + experts <= n.weight->dim(0) : experts == n.weight->dim(0)) &&
+                       n.top_k >= 1 && n.top_k <= n.weight->dim(0),
                    "moe node {}: {} expert matrices, top_k {}, for {} experts", i, n.experts.size(), n.top_k,
                    n.weight->dim(0));
     }

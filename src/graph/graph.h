@@ -31,6 +31,9 @@ enum class OpKind : uint8_t {
   kSoftcap,      // out = softcap * tanh(in0 / softcap) (Gemma's final_logit_softcapping)
   kMoe,          // out = mixture-of-experts FFN of in0: router (weight), experts, top_k (kernels/moe.h)
   kGatherRows,   // out = the rows of in0 that sample (the last position of each sequence)
+  // Collectives of a tensor-parallel group (dist/communicator.h).
+  kAllReduce,    // out = the sum over ranks of in0 (after a row-parallel projection)
+  kGatherVocab,  // out (rank 0) = every rank's column slice of in0 side by side (vocab-parallel logits)
   // Fused ops (graph/passes/ rewrite the primitives above into these).
   kAddRmsNorm,   // aux_output = in0 + in1; out = rmsnorm(aux_output) * weight
   kFusedMatMul,  // out = epilogue(prologue(in0) @ weight^T + bias); see kernels/fused/fused_matmul.h
@@ -60,6 +63,11 @@ struct Node {
   int64_t head_dim = 0;  // Rope, Attention; RmsNorm per head when set
   float eps = 0.0f;      // RmsNorm
   float scale = 0.0f;    // Attention: usually 1/sqrt(head_dim); Embedding: the multiplier (0: none)
+  // Embedding of a vocab-parallel shard: the weight holds rows [row_offset, row_offset + rows); other tokens give
+  // zero rows (an all-reduce follows). GatherVocab: the full width's columns per rank (the last rank's slice may be
+  // narrower than this, the ranks' common stride).
+  int64_t row_offset = 0;
+  int64_t vocab_stride = 0;
   int64_t window = 0;    // Attention: sliding window (kernels::AttentionParams), 0 = whole context
   float softcap = 0.0f;  // Attention: score soft-capping, 0 = none; Softcap: the cap
   // Fused ops.
@@ -74,6 +82,10 @@ struct Node {
   std::vector<const Tensor*> experts;
   int64_t top_k = 0;
   bool renormalize = false;
+  // Moe under expert parallel: `experts` holds this rank's experts only, from expert_begin on (of the router's
+  // rows); tokens go to the ranks holding their experts and come back by all-to-all (dist/expert_parallel.h).
+  bool expert_parallel = false;
+  int64_t expert_begin = 0;
   // FusedMatMul kRopeKvWrite: the per-head q/k RMSNorms folded in (Qwen3), with their eps.
   const Tensor* q_norm = nullptr;
   const Tensor* k_norm = nullptr;

@@ -35,6 +35,16 @@ struct MoeScratch {
 void moe_route(const float* logits, int64_t rows, int64_t experts, int64_t top_k, bool renormalize, int32_t* choice,
                float* prob);
 
+// out [n, hidden] = down_e(silu(gate_e(x)) * up_e(x)) for expert e of moe.experts (its index there), over rows
+// x [n, hidden]: the expert's weights read once for all n rows.
+void moe_expert_ffn(const MoeWeights& moe, int64_t e, const float* x, int64_t n, int64_t hidden, float* out,
+                    ThreadPool& pool, MoeScratch& scratch);
+
+// out [rows, hidden] = each row's expert outputs slot_out [rows * top_k, hidden] (row r's at r * top_k + slot),
+// weighted by prob and summed in expert order (choice and prob [rows, top_k] as moe_route gives them).
+void moe_combine(int64_t rows, int64_t top_k, int64_t hidden, const int32_t* choice, const float* prob,
+                 const float* slot_out, float* out, ThreadPool& pool);
+
 // out [rows, hidden] = sum over each row's chosen experts e of prob_e * down_e(silu(gate_e(x)) * up_e(x)), summed in
 // expert order (as transformers' index_add over experts does), so a row's result does not depend on the other rows
 // beyond the last bits of the GEMMs' row blocking.

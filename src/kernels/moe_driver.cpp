@@ -84,10 +84,18 @@ void moe_route(const float* logits, int64_t rows, int64_t experts, int64_t top_k
   }
 }
 
+void moe_expert_ffn(const MoeWeights& m, int64_t e, const float* x, int64_t n, int64_t hidden, float* out,
+                    ThreadPool& pool, MoeScratch& s) {
+  const int64_t per_expert = m.gate_up_block > 0 ? 2 : 3;
+  const int64_t ff = expert_gate_up(m, e, x, n, hidden, pool, s);
+  const Tensor& down = *m.experts[static_cast<size_t>(per_expert * e + per_expert - 1)];
+  gemm(s.gate.data(), n, ff, down, nullptr, out, pool);
+}
+
 void moe_ffn(const float* x, int64_t rows, int64_t hidden, const MoeWeights& m, float* out, ThreadPool& pool,
              MoeScratch& s) {
   check_weights(m, hidden);
-  const int64_t experts = m.router->dim(0), k = m.top_k, per_expert = m.gate_up_block > 0 ? 2 : 3;
+  const int64_t experts = m.router->dim(0), k = m.top_k;
   gemm(x, rows, hidden, *m.router, nullptr, grow(s.logits, rows * experts), pool);
   s.choice.resize(static_cast<size_t>(rows * k));
   s.prob.resize(static_cast<size_t>(rows * k));
@@ -115,30 +123,29 @@ void moe_ffn(const float* x, int64_t rows, int64_t hidden, const MoeWeights& m, 
       const int64_t row = s.by_expert[static_cast<size_t>(begin + i)] / k;
       std::copy(x + row * hidden, x + (row + 1) * hidden, xe + i * hidden);
     }
-    const int64_t ff = expert_gate_up(m, e, xe, n, hidden, pool, s);
-    const float* g = s.gate.data();
-    const Tensor& down = *m.experts[static_cast<size_t>(per_expert * e + per_expert - 1)];
     float* d = grow(s.expert_out, n * hidden);
-    gemm(g, n, ff, down, nullptr, d, pool);
+    moe_expert_ffn(m, e, xe, n, hidden, d, pool, s);
     for (int64_t i = 0; i < n; ++i) {
       const int64_t slot = s.by_expert[static_cast<size_t>(begin + i)];
       std::copy(d + i * hidden, d + (i + 1) * hidden, slot_out + slot * hidden);
     }
   }
 
-  // Combine: each row's slots in expert order, weighted.
+  moe_combine(rows, k, hidden, s.choice.data(), s.prob.data(), slot_out, out, pool);
+}
+
+void moe_combine(int64_t rows, int64_t k, int64_t hidden, const int32_t* choice, const float* prob,
+                 const float* slot_out, float* out, ThreadPool& pool) {
   pool.parallel_for(static_cast<size_t>(rows), 1, [&](size_t r0, size_t r1) {
     std::vector<int32_t> slots(static_cast<size_t>(k));
     for (size_t r = r0; r < r1; ++r) {
       const auto row = static_cast<int64_t>(r);
       std::iota(slots.begin(), slots.end(), static_cast<int32_t>(row * k));
-      std::sort(slots.begin(), slots.end(), [&](int32_t a, int32_t b) {
-        return s.choice[static_cast<size_t>(a)] < s.choice[static_cast<size_t>(b)];
-      });
+      std::sort(slots.begin(), slots.end(), [&](int32_t a, int32_t b) { return choice[a] < choice[b]; });
       float* y = out + row * hidden;
       std::fill(y, y + hidden, 0.0f);
       for (int32_t slot : slots) {
-        const float w = s.prob[static_cast<size_t>(slot)];
+        const float w = prob[slot];
         const float* v = slot_out + static_cast<int64_t>(slot) * hidden;
         for (int64_t h = 0; h < hidden; ++h) y[h] += w * v[h];
       }

@@ -39,6 +39,17 @@ struct TokenizerSource {
   std::string llama2c_tokenizer_bin;
 };
 
+// This process's part of a tensor-parallel group's weights (model/shard_weights.h). size 1: the whole model.
+struct WeightShard {
+  int rank = 0;
+  int size = 1;
+  bool expert_parallel = false;  // MoE layers hold whole experts [expert_begin, ...) instead of slices of all
+  int64_t vocab_begin = 0;       // embed and lm_head hold vocabulary rows [vocab_begin, vocab_begin + rows)
+  int64_t vocab_stride = 0;      // rows per rank (the last rank may hold fewer)
+  int64_t expert_begin = 0, expert_end = 0;
+  bool sharded() const { return size > 1; }
+};
+
 struct ModelWeights {
   CheckpointFormat format = CheckpointFormat::kHuggingFace;
   std::string path;  // the directory or file given by the user
@@ -47,6 +58,7 @@ struct ModelWeights {
   TokenizerSource tokenizer;
   // How the weights are quantized (model/quant/): disabled for float weights (and for GGUF Q8_0 run as is).
   QuantConfig quant;
+  WeightShard shard;
 
   // Throws Error naming the missing weight and the checkpoint.
   const Tensor& get(const std::string& name) const;

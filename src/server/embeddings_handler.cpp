@@ -120,7 +120,8 @@ asio::awaitable<void> EmbeddingsHandler::handle(const json& body, Connection& co
   int64_t tokens = 0;
   for (size_t i = 0; i < requests.size(); ++i) {
     const CompletionOutput r = requests[i].state->result();
-    if (!r.error.empty()) throw ApiError(500, fmt::format("the engine failed the request: {}", r.error));
+    if (!r.error.empty())
+      throw ApiError(r.error_unavailable ? 503 : 500, fmt::format("the engine failed the request: {}", r.error));
     if (r.embedding.empty()) throw ApiError(503, "the request was aborted: the server is shutting down");
     // The hidden size is known once an embedding exists; a wrong `dimensions` fails the whole request.
     if (auto dims = f.integer("dimensions", 1, std::numeric_limits<int32_t>::max());

@@ -185,7 +185,8 @@ asio::awaitable<void> GenerationHandler::stream(const ResponseWriter& writer, st
     for (size_t i = 0; i < choices.size(); ++i) {
       for (const RequestOutput& o : choices[i].state->take()) {
         if (o.finished) record_finished(choices[i], arrival);
-        events += o.error.empty() ? writer.delta(i, choices[i], o) : sse_event(ApiError(500, o.error).to_json());
+        events += o.error.empty() ? writer.delta(i, choices[i], o)
+                                  : sse_event(ApiError(o.error_unavailable ? 503 : 500, o.error).to_json());
       }
     }
   }
@@ -205,7 +206,8 @@ asio::awaitable<void> GenerationHandler::answer_whole(const ResponseWriter& writ
   for (const Choice& c : choices) {
     record_finished(c, arrival);
     const CompletionOutput r = c.state->result();
-    if (!r.error.empty()) throw ApiError(500, fmt::format("the engine failed the request: {}", r.error));
+    if (!r.error.empty())
+      throw ApiError(r.error_unavailable ? 503 : 500, fmt::format("the engine failed the request: {}", r.error));
     if (r.finish_reason == FinishReason::kAbort)
       throw ApiError(503, "the request was aborted: the server is shutting down");
   }

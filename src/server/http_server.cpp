@@ -170,6 +170,7 @@ void HttpServer::run() {
   signals_.async_wait([this](const beast::error_code& ec, int signal) {
     if (ec) return;
     spdlog::info("signal {}: draining running requests (a second signal stops at once)", signal);
+    if (on_signal) on_signal(signal);
     begin_drain();
     signals_.async_wait([this](const beast::error_code& ec2, int) {
       if (ec2) return;

@@ -97,6 +97,8 @@ class HttpServer {
   void stop();  // thread-safe: begins the drain as a signal would
 
   // Connection open/close hooks (for metrics).
+  // Called at the first SIGINT/SIGTERM, before draining starts (null: nothing).
+  std::function<void(int signal)> on_signal;
   std::function<void()> on_connection_open;
   std::function<void()> on_connection_close;
 

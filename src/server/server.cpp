@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "dist/communicator.h"
 #include "minfer/engine.h"
 #include "model/default_model.h"
 #include "server/chat_prompt.h"
@@ -79,6 +80,12 @@ void run_server(ServeOptions options) {
       error_json);
   http.on_connection_open = [&metrics] { metrics.connection_opened(); };
   http.on_connection_close = [&metrics] { metrics.connection_closed(); };
+  // Under tensor parallel a signal usually means mpirun is ending the group (a rank died): running requests cannot
+  // drain, so the collectives stop waiting and they end at once with 503.
+  http.on_signal = [](int signal) {
+    if (dist::Communicator::world().distributed())
+      dist::Communicator::world().interrupt(fmt::format("signal {} (mpirun ends the group when a rank dies)", signal));
+  };
   http.bind();
   spdlog::info("serving '{}' (max_model_len {}, {} io thread(s)){}", options.served_model_name, config.max_model_len,
                options.http.io_threads, options.api_key.empty() ? "" : ", API key required on /v1 routes");

@@ -39,6 +39,31 @@ Tensor row_slice(const Tensor& t, int64_t begin, int64_t end) {
   return out;
 }
 
+Tensor column_slice(const Tensor& t, int64_t begin, int64_t end) {
+  const int64_t block = dtype_block(t.dtype).elements;
+  MINFER_CHECK(t.rank() == 2 && t.layout == TensorLayout::kRowMajor && !t.quant && 0 <= begin && begin <= end &&
+                   end <= t.dim(1) && begin % block == 0 && end % block == 0,
+               "column_slice [{}, {}) of a {} {} tensor", begin, end, dtype_name(t.dtype), t.shape_string());
+  Tensor out = Tensor::allocate(t.dtype, {t.dim(0), end - begin});
+  const size_t row = dtype_bytes(t.dtype, static_cast<size_t>(t.dim(1)));
+  const size_t skip = dtype_bytes(t.dtype, static_cast<size_t>(begin));
+  const size_t take = dtype_bytes(t.dtype, static_cast<size_t>(end - begin));
+  const auto* src = static_cast<const unsigned char*>(t.data);
+  auto* dst = out.mutable_as<unsigned char>();
+  for (int64_t r = 0; r < t.dim(0); ++r)
+    std::memcpy(dst + static_cast<size_t>(r) * take, src + static_cast<size_t>(r) * row + skip, take);
+  return out;
+}
+
+Tensor vector_slice(const Tensor& t, int64_t begin, int64_t end) {
+  MINFER_CHECK(t.rank() == 1 && !is_block_type(t.dtype) && !t.quant && 0 <= begin && begin <= end && end <= t.dim(0),
+               "vector_slice [{}, {}) of a {} tensor", begin, end, t.shape_string());
+  Tensor out = t;
+  out.shape = {end - begin};
+  out.data = static_cast<const unsigned char*>(t.data) + dtype_bytes(t.dtype, static_cast<size_t>(begin));
+  return out;
+}
+
 std::string Tensor::shape_string() const {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

@@ -66,6 +66,12 @@ struct Tensor {
 // Rows [begin, end) of a row-major 2-D tensor (any element or block type), viewing the same data.
 Tensor row_slice(const Tensor& t, int64_t begin, int64_t end);
 
+// Columns [begin, end) of a row-major 2-D tensor, copied into a new tensor of the same type. For a block type,
+// begin and end must fall on block boundaries (the caller checks: Error otherwise).
+Tensor column_slice(const Tensor& t, int64_t begin, int64_t end);
+// Elements [begin, end) of a 1-D tensor of a float type, viewing the same data.
+Tensor vector_slice(const Tensor& t, int64_t begin, int64_t end);
+
 // Converts any float tensor (f32/f16/bf16) to a new f32 tensor; used by references and tests.
 Tensor to_f32(const Tensor& t);
 // Converts an f32 tensor to f32, f16 or bf16 (round to nearest even).

@@ -8,10 +8,20 @@ using graph::RowSpace;
 using graph::ValueId;
 
 ValueId DecoderBuilder::embed() {
-  Node n{.kind = OpKind::kEmbedding, .output = g_.add_value("x", c_.hidden_size)};
+  const bool sharded = w_.shard.sharded();
+  Node n{.kind = OpKind::kEmbedding, .output = g_.add_value(sharded ? "x_shard" : "x", c_.hidden_size)};
   n.weight = &w_.get("embed");
   n.scale = c_.embedding_scale;
-  return g_.add_node(n);
+  if (!sharded) return g_.add_node(n);
+  n.row_offset = w_.shard.vocab_begin;  // vocab-parallel: this rank's rows, then the sum of every rank's
+  n.vocab_stride = w_.shard.vocab_stride;
+  return all_reduce(g_.add_node(n), "x");
+}
+
+ValueId DecoderBuilder::all_reduce(ValueId x, const std::string& out) {
+  if (!w_.shard.sharded()) return x;
+  return g_.add_node(Node{
+      .kind = OpKind::kAllReduce, .inputs = {x}, .output = g_.add_value(out, g_.value(x).width, g_.value(x).rows)});
 }
 
 ValueId DecoderBuilder::matmul(ValueId x, const std::string& weight, const std::string& bias, const std::string& out) {
@@ -75,7 +85,7 @@ ValueId DecoderBuilder::attention(int64_t layer, ValueId h) {
             .scale = c_.attention_score_scale()};
   attn.window = sliding ? c_.sliding_window : 0;
   attn.softcap = static_cast<float>(c_.attn_softcap);
-  return matmul(g_.add_node(attn), p + "wo", "", p + "o");
+  return all_reduce(matmul(g_.add_node(attn), p + "wo", "", p + "o_shard"), p + "o");
 }
 
 ValueId DecoderBuilder::gated_mlp(int64_t layer, ValueId h) {
@@ -85,20 +95,26 @@ ValueId DecoderBuilder::gated_mlp(int64_t layer, ValueId h) {
   const OpKind act = c_.hidden_act == Activation::kGeluTanh ? OpKind::kGeluTanhMul : OpKind::kSiluMul;
   const ValueId gated =
       g_.add_node(Node{.kind = act, .inputs = {gate, up}, .output = g_.add_value(p + "act", g_.value(gate).width)});
-  return matmul(gated, p + "w_down", "", p + "down");
+  return all_reduce(matmul(gated, p + "w_down", "", p + "down_shard"), p + "down");
 }
 
 ValueId DecoderBuilder::moe(int64_t layer, ValueId h) {
   const std::string p = prefix(layer);
-  Node n{.kind = OpKind::kMoe, .inputs = {h}, .output = g_.add_value(p + "moe", c_.hidden_size)};
+  const bool ep = w_.shard.expert_parallel;
+  Node n{.kind = OpKind::kMoe, .inputs = {h}, .output = g_.add_value(p + (ep ? "moe" : "moe_shard"), c_.hidden_size)};
   n.weight = &w_.get(p + "router");
-  for (int64_t e = 0; e < c_.num_experts; ++e) {
+  // Expert parallel: this rank's experts, whole (the node exchanges rows with the others); tensor parallel: a slice
+  // of every expert, all-reduced after.
+  n.expert_parallel = ep;
+  n.expert_begin = ep ? w_.shard.expert_begin : 0;
+  const int64_t end = ep ? w_.shard.expert_end : c_.num_experts;
+  for (int64_t e = n.expert_begin; e < end; ++e) {
     const std::string x = p + "experts." + std::to_string(e) + ".";
     for (const char* w : {"w_gate", "w_up", "w_down"}) n.experts.push_back(&w_.get(x + w));
   }
   n.top_k = c_.num_experts_per_tok;
   n.renormalize = c_.norm_topk_prob;
-  return g_.add_node(n);
+  return ep ? g_.add_node(n) : all_reduce(g_.add_node(n), p + "moe");
 }
 
 void DecoderBuilder::head(ValueId x) {
@@ -108,6 +124,13 @@ void DecoderBuilder::head(ValueId x) {
                                         .output = g_.add_value("x_last", c_.hidden_size, RowSpace::kSampled)});
   const ValueId normed = rmsnorm(last, "final_norm", "x_final");
   ValueId logits = matmul(normed, w_.find("lm_head") ? "lm_head" : "embed", "", "logits");
+  if (w_.shard.sharded()) {  // vocab-parallel: each rank's columns, side by side on rank 0
+    Node gather{.kind = OpKind::kGatherVocab,
+                .inputs = {logits},
+                .output = g_.add_value("logits_all", c_.vocab_size, RowSpace::kSampled)};
+    gather.vocab_stride = w_.shard.vocab_stride;
+    logits = g_.add_node(gather);
+  }
   if (c_.final_softcap > 0) {
     Node cap{.kind = OpKind::kSoftcap,
              .inputs = {logits},

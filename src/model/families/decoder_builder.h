@@ -25,6 +25,8 @@ class DecoderBuilder {
   // RMSNorm of each row, or with head_dim > 0 of each head of that width (q/k norms).
   graph::ValueId rmsnorm(graph::ValueId x, const std::string& weight, const std::string& out, int64_t head_dim = 0);
   graph::ValueId add(graph::ValueId a, graph::ValueId b, const std::string& out);
+  // The sum over the tensor-parallel ranks of a row-parallel projection's partial output; x itself unsharded.
+  graph::ValueId all_reduce(graph::ValueId x, const std::string& out);
   // Layer `layer`'s attention from its normalised input h, through the output projection: q/k/v (+ bias when the
   // config has it), q/k norms (config().qk_norm), RoPE (the layer's table), the KV write and paged attention (the
   // layer's window, the config's scale and soft-cap).
