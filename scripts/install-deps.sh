@@ -15,6 +15,8 @@ packages=(
   python3-jinja2  # the chat-template oracle (tests/data/chat_templates, test_gemma3_oracle.py)
   python3-dev pybind11-dev
   python3-matplotlib
+  openmpi-bin libopenmpi-dev  # tensor / expert parallel (src/dist/): mpirun and MPI's C API
+  iproute2                    # `ip netns`: the two-host tensor-parallel test (tests/e2e/test_tensor_parallel.py)
   nodejs
   bible-kjv bible-kjv-text  # public-domain evaluation text (bench/quant_corpus.sh)
 )
