@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "dist/communicator.h"
 #include "engine/engine_access.h"
 #include "kernels/kernels.h"
 #include "minfer/engine.h"
@@ -154,6 +155,26 @@ RunResult run_workload(const std::string& name, const EngineConfig& config, cons
   return res;
 }
 
+int64_t num_layers_of(Engine& engine) { return EngineAccess::core(engine).model_config().num_layers; }
+
+// What rank 0 of a tensor-parallel group sent in the timed steps, per token and layer, and the share of the steps'
+// time spent in collectives (waiting for the other ranks included).
+void print_comm_stats(const dist::CommStats& s, int64_t tokens, int steps, double seconds, int64_t layers) {
+  const dist::CommStats::Op* ops[] = {&s.all_reduce, &s.all_gather, &s.gather, &s.all_to_all, &s.broadcast};
+  const char* names[] = {"all_reduce", "all_gather", "gather", "all_to_all", "broadcast"};
+  double comm_s = 0;
+  std::string parts;
+  for (size_t i = 0; i < std::size(ops); ++i) {
+    if (ops[i]->calls == 0) continue;
+    comm_s += ops[i]->seconds;
+    parts += fmt::format("{}{} {:.1f}/step {:.0f} B/token/layer {:.1f} us each", parts.empty() ? "" : "; ", names[i],
+                         static_cast<double>(ops[i]->calls) / steps,
+                         static_cast<double>(ops[i]->bytes) / static_cast<double>(tokens * layers),
+                         1e6 * ops[i]->seconds / static_cast<double>(ops[i]->calls));
+  }
+  std::printf("  rank 0 collectives: %s; %.0f%% of the step time\n", parts.c_str(), 100 * comm_s / seconds);
+}
+
 // c sequences with 16-token prompts; after every one has its first token, time decode_steps steps.
 double decode_throughput(const BenchArgs& a, int64_t vocab, int c) {
   EngineConfig config = base_config(a);
@@ -168,10 +189,13 @@ double decode_throughput(const BenchArgs& a, int64_t vocab, int c) {
   // Prefill everything (one token out each).
   while (engine.stats().generated_tokens < c) engine.step();
   const int64_t before = engine.stats().generated_tokens;
+  dist::Communicator& comm = dist::Communicator::world();
+  comm.reset_stats();
   const double t0 = now_s();
   for (int i = 0; i < a.decode_steps; ++i) engine.step();
   const double dt = now_s() - t0;
   const int64_t made = engine.stats().generated_tokens - before;
+  if (comm.distributed()) print_comm_stats(comm.stats(), made, a.decode_steps, dt, num_layers_of(engine));
   return static_cast<double>(made) / dt;
 }
 
@@ -189,15 +213,20 @@ std::pair<double, double> prefill_throughput(const BenchArgs& a, int64_t vocab, 
   BenchArgs w = a;
   w.num_requests = 1;
   w.prompt_min = w.prompt_max = tokens;
-  double best = 1e30;
+  double best = 1e30, total = 0;
+  dist::Communicator& comm = dist::Communicator::world();
+  comm.reset_stats();
   for (int r = 0; r < rounds; ++r) {
     w.engine.config.seed = seed(a) + 200 + static_cast<uint64_t>(r);  // a fresh prompt: no prefix-cache hit
     engine.add_request(make_workload(w, vocab)[0].prompt, params_for(1));
     const double t0 = now_s();
     engine.step();
     best = std::min(best, now_s() - t0);
+    total += now_s() - t0;
     while (engine.has_unfinished()) engine.step();
   }
+  if (comm.distributed())
+    print_comm_stats(comm.stats(), int64_t{tokens} * rounds, rounds, total, num_layers_of(engine));
   return {tokens / best, flops / best * 1e-9};
 }
 

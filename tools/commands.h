@@ -10,6 +10,8 @@ void add_bench_command(CLI::App& app);
 void add_bench_ops_command(CLI::App& bench);
 // `minfer bench serve`: the serving benchmark against a running server, added under `bench` by main.
 void add_bench_serve_command(CLI::App& bench);
+// `minfer bench comm`: collective latencies between the ranks of an mpirun group.
+void add_bench_comm_command(CLI::App& bench);
 void add_dump_tensor_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 // Quantization (issue 5): eval-ppl, eval-quant, quantize.

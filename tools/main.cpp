@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
       ->default_str("info");
   minfer::tools::add_bench_command(app);
   minfer::tools::add_bench_serve_command(*app.get_subcommand("bench"));
+  minfer::tools::add_bench_comm_command(*app.get_subcommand("bench"));
   minfer::tools::add_dump_tensor_command(app);
   minfer::tools::add_generate_command(app);
   minfer::tools::add_eval_ppl_command(app);

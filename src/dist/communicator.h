@@ -14,6 +14,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 
@@ -99,11 +100,16 @@ class Communicator {
   // Polls `request` (an MPI_Request) until it completes; throws CommError past the timeout unless idle.
   void wait(void* request, const char* what, int64_t bytes, bool idle);
   void check(int rc, const char* what) const;
+  // An f32 all-reduce from kScatterGatherBytes on: a reduce-scatter (all-to-all, then the sum) and an all-gather.
+  static constexpr int64_t kScatterGatherBytes = 64 << 10;
+  void all_reduce_scatter_gather(float* data, int64_t n);
 
   int rank_ = 0;
   int size_ = 1;
   std::chrono::milliseconds timeout_{60000};
   CommStats stats_;
+  std::vector<int> rs_counts_, rs_displs_;
+  std::vector<float> rs_scratch_;
   std::atomic<bool> interrupted_{false};
   std::mutex reason_mu_;
   std::string interrupt_reason_;
