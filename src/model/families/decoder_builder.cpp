@@ -9,7 +9,7 @@ using graph::ValueId;
 
 ValueId DecoderBuilder::embed() {
   const bool sharded = w_.shard.sharded();
-  Node n{.kind = OpKind::kEmbedding, .output = g_.add_value(sharded ? "x_shard" : "x", c_.hidden_size)};
+  Node n{.kind = OpKind::kEmbedding, .output = g_.add_value(shard_name("x"), c_.hidden_size)};
   n.weight = &w_.get("embed");
   n.scale = c_.embedding_scale;
   if (!sharded) return g_.add_node(n);
@@ -85,7 +85,7 @@ ValueId DecoderBuilder::attention(int64_t layer, ValueId h) {
             .scale = c_.attention_score_scale()};
   attn.window = sliding ? c_.sliding_window : 0;
   attn.softcap = static_cast<float>(c_.attn_softcap);
-  return all_reduce(matmul(g_.add_node(attn), p + "wo", "", p + "o_shard"), p + "o");
+  return all_reduce(matmul(g_.add_node(attn), p + "wo", "", p + shard_name("o")), p + "o");
 }
 
 ValueId DecoderBuilder::gated_mlp(int64_t layer, ValueId h) {
@@ -95,13 +95,15 @@ ValueId DecoderBuilder::gated_mlp(int64_t layer, ValueId h) {
   const OpKind act = c_.hidden_act == Activation::kGeluTanh ? OpKind::kGeluTanhMul : OpKind::kSiluMul;
   const ValueId gated =
       g_.add_node(Node{.kind = act, .inputs = {gate, up}, .output = g_.add_value(p + "act", g_.value(gate).width)});
-  return all_reduce(matmul(gated, p + "w_down", "", p + "down_shard"), p + "down");
+  return all_reduce(matmul(gated, p + "w_down", "", p + shard_name("down")), p + "down");
 }
 
 ValueId DecoderBuilder::moe(int64_t layer, ValueId h) {
   const std::string p = prefix(layer);
   const bool ep = w_.shard.expert_parallel;
-  Node n{.kind = OpKind::kMoe, .inputs = {h}, .output = g_.add_value(p + (ep ? "moe" : "moe_shard"), c_.hidden_size)};
+  Node n{.kind = OpKind::kMoe,
+         .inputs = {h},
+         .output = g_.add_value(p + (ep ? "moe" : shard_name("moe")), c_.hidden_size)};
   n.weight = &w_.get(p + "router");
   // Expert parallel: this rank's experts, whole (the node exchanges rows with the others); tensor parallel: a slice
   // of every expert, all-reduced after.

@@ -41,6 +41,9 @@ class DecoderBuilder {
   void head(graph::ValueId x);
 
   static std::string prefix(int64_t layer) { return "layers." + std::to_string(layer) + "."; }
+  // The name of a value an all-reduce completes: `name` itself in one process, name + "_shard" (the rank's partial
+  // sum) in a tensor-parallel group, where the all-reduce's output takes `name`.
+  std::string shard_name(const std::string& name) const { return w_.shard.sharded() ? name + "_shard" : name; }
 
  private:
   graph::ValueId rope(graph::ValueId x, int64_t heads, int32_t table, const std::string& out);
