@@ -86,23 +86,12 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
     }
   }
   create_kv_groups(req, contiguous, pages_per_seq);
-  if (channel_) {
-    // The other ranks build the same pools (their pages are the ones this rank's scheduler hands out).
-    WorkerSetup setup{.config = config_, .window_layers = window_layers_};
-    if (full_.cache) setup.full = full_.cache->shape();
-    if (window_.cache) setup.window = window_.cache->shape();
-    channel_->send_setup(setup);
-  }
+  if (channel_) send_worker_setup();  // the other ranks load while this one compiles its graph
   runner_ = std::make_unique<ModelRunner>(
       runner_weights(), pool_, graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes},
       config_.max_model_len, window_layers_,
       config_.task == EngineTask::kEmbed ? DecoderHead::kHiddenStates : DecoderHead::kLogits);
-  if (channel_) {
-    spdlog::info("tensor parallel: rank 0 of {} ({} of {} heads, {} KV heads per rank{}); waiting for the other ranks",
-                 config_.tensor_parallel_size, runner_weights().config.num_heads, m.num_heads,
-                 runner_weights().config.num_kv_heads, config_.enable_expert_parallel ? ", experts spread" : "");
-    dist::Communicator::world().barrier(/*idle=*/true);
-  }
+  if (channel_) dist::Communicator::world().barrier(/*idle=*/true);  // every rank has its model
 
   SchedulerOptions so;
   so.max_num_seqs = config_.max_num_seqs;
@@ -197,6 +186,17 @@ void EngineCore::start_tensor_parallel() {
   comm.set_timeout(std::chrono::milliseconds(static_cast<int64_t>(config_.distributed_timeout_s * 1000)));
   shard_ = std::make_unique<ModelWeights>(shard_weights(weights_, 0, comm.size(), config_.enable_expert_parallel));
   channel_ = std::make_unique<StepChannel>(comm);
+}
+
+// The other ranks build the same pools (their pages are the ones this rank's scheduler hands out).
+void EngineCore::send_worker_setup() {
+  WorkerSetup setup{.config = config_, .window_layers = window_layers_};
+  if (full_.cache) setup.full = full_.cache->shape();
+  if (window_.cache) setup.window = window_.cache->shape();
+  channel_->send_setup(setup);
+  spdlog::info("tensor parallel: rank 0 of {} ({} of {} heads, {} KV heads per rank{}); waiting for the other ranks",
+               config_.tensor_parallel_size, runner_weights().config.num_heads, weights_.config.num_heads,
+               runner_weights().config.num_kv_heads, config_.enable_expert_parallel ? ", experts spread" : "");
 }
 
 EngineCore::~EngineCore() {

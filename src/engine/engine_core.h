@@ -111,6 +111,7 @@ class EngineCore {
   std::unique_ptr<StepChannel> channel_;
   const ModelWeights& runner_weights() const { return shard_ ? *shard_ : weights_; }
   void start_tensor_parallel();
+  void send_worker_setup();
   KvGroup full_, window_;
   std::vector<uint8_t> window_layers_;  // [num_layers] 1: the layer's KV is in window_
   int64_t kv_pages_ = 0;                // pages of the full pool (or of the window pool when there is no full one)

@@ -13,7 +13,6 @@ namespace {
 
 // How one rank's slices sit in the full tensors.
 struct Split {
-  const ModelWeights& full;
   int rank = 0, ranks = 1;
   bool expert_parallel = false;
   int64_t head_dim = 0;
@@ -91,7 +90,7 @@ ModelWeights shard_weights(const ModelWeights& full, int rank, int ranks, bool e
   if (stride * (ranks - 1) >= c.vocab_size)
     fail("--tensor-parallel-size {}: the vocabulary of {} tokens is too small to split", ranks, c.vocab_size);
 
-  Split s{.full = full, .rank = rank, .ranks = ranks, .expert_parallel = expert_parallel, .head_dim = c.head_dim};
+  Split s{.rank = rank, .ranks = ranks, .expert_parallel = expert_parallel, .head_dim = c.head_dim};
   s.heads = c.num_heads / ranks;
   s.first_head = rank * s.heads;
   s.kv_heads = std::max<int64_t>(1, c.num_kv_heads / ranks);
