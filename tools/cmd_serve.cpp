@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "base/error.h"
 #include "server/server.h"
@@ -17,6 +18,7 @@ struct ServeArgs {
   EngineFlags engine;
   int64_t max_body_bytes = 8 << 20;
   int drain_timeout_s = 300;
+  int idle_timeout_s = 120, header_timeout_s = 15, body_timeout_s = 60;
 };
 
 void run_serve(ServeArgs& args) {
@@ -27,6 +29,10 @@ void run_serve(ServeArgs& args) {
   if (args.drain_timeout_s < 0) fail("--drain-timeout must be >= 0 seconds, got {}", args.drain_timeout_s);
   args.options.http.max_body_bytes = static_cast<uint64_t>(args.max_body_bytes);
   args.options.http.drain_timeout = std::chrono::seconds(args.drain_timeout_s);
+  args.options.http.idle_timeout = std::chrono::seconds(args.idle_timeout_s);
+  args.options.http.header_timeout = std::chrono::seconds(args.header_timeout_s);
+  args.options.http.body_timeout = std::chrono::seconds(args.body_timeout_s);
+  server::add_env_api_keys(args.options.access.api_keys);
   server::run_server(args.options);
 }
 
@@ -45,7 +51,36 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--host", o.http.host, "Address to bind (0.0.0.0 to accept remote clients)")->capture_default_str();
   cmd->add_option("--port", o.http.port, "Port (0 = any free port; the line 'listening on ...' tells which)")
       ->capture_default_str();
-  cmd->add_option("--api-key", o.api_key, "Require 'Authorization: Bearer KEY' on every /v1 route");
+  cmd->add_option("--api-key", o.access.api_keys,
+                  "Require 'Authorization: Bearer KEY' on every route that runs or tokenizes for the model "
+                  "(repeatable: several keys; MINFER_API_KEY=K1,K2 adds keys)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_flag("--metrics-require-key", o.access.metrics_require_key, "Put /metrics behind the API key too");
+  for (auto [flag, list, help] :
+       {std::tuple{"--allowed-origins", &o.access.allowed_origins,
+                   "CORS: origins whose browser pages may call the API (repeatable or comma-separated; * = any; "
+                   "default none)"},
+        {"--allowed-methods", &o.access.allowed_methods, "CORS: methods allowed cross-origin (default *)"},
+        {"--allowed-headers", &o.access.allowed_headers, "CORS: request headers allowed cross-origin (default *)"}}) {
+    cmd->add_option(flag, *list, help)
+        ->delimiter(',')
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+  cmd->add_option("--max-connections", o.http.max_connections,
+                  "Open connections above which new ones get 503 with Retry-After")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-queued-requests", o.max_queued_requests,
+                  "Model requests waiting beyond --max-num-seqs above which new ones get 503 with Retry-After")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  for (auto [flag, seconds, help] :
+       {std::tuple{"--timeout-keep-alive", &args->idle_timeout_s, "Seconds an idle keep-alive connection is kept"},
+        {"--header-timeout", &args->header_timeout_s, "Seconds a client has to send a request's header"},
+        {"--body-timeout", &args->body_timeout_s, "Seconds a client has to send a request's body"}})
+    cmd->add_option(flag, *seconds, help)->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--served-model-name", o.served_model_name, "Model id of the API (default: the model's file name)");
   cmd->add_option("--chat-template", o.chat_template_file, "Jinja chat template file (default: the model's own)");
   cmd->add_option("--tool-call-parser", o.tool_call_parser,

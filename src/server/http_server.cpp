@@ -80,7 +80,8 @@ void Connection::watch_peer(std::function<void()> on_gone) {
 asio::awaitable<void> Connection::send(http::status status, std::string body, std::string_view content_type) {
   http::response<http::string_body> res{status, version_};
   res.set(http::field::server, "minfer");
-  res.set(http::field::content_type, std::string(content_type));
+  if (!content_type.empty()) res.set(http::field::content_type, std::string(content_type));
+  for (const auto& [name, value] : headers_) res.set(name, value);
   res.keep_alive(keep_alive_);
   res.body() = std::move(body);
   res.prepare_payload();
@@ -97,6 +98,7 @@ asio::awaitable<bool> Connection::start_stream(std::string_view content_type) {
   res.set(http::field::server, "minfer");
   res.set(http::field::content_type, std::string(content_type));
   res.set(http::field::cache_control, "no-cache");
+  for (const auto& [name, value] : headers_) res.set(name, value);
   status_ = 200;
   chunked_ = version_ >= 11;
   if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the end of the connection ends the body
@@ -231,11 +233,51 @@ asio::awaitable<void> HttpServer::accept_loop() {
     }
     socket.set_option(tcp::no_delay(true), ec);
     auto executor = socket.get_executor();
-    asio::co_spawn(executor, session(std::move(socket)), asio::detached);
+    const bool over_capacity = open_connections_.load() >= config_.max_connections;
+    asio::co_spawn(executor, session(std::move(socket), over_capacity), asio::detached);
   }
 }
 
-asio::awaitable<void> HttpServer::session(tcp::socket socket) {
+asio::awaitable<beast::error_code> HttpServer::read_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                                            http::request_parser<http::string_body>& parser) {
+  beast::error_code ec;
+  if (buffer.size() == 0) {  // keep-alive: the next request's first bytes
+    stream.expires_after(config_.idle_timeout);
+    const size_t n = co_await stream.async_read_some(buffer.prepare(4096), with_error(ec));
+    buffer.commit(n);
+    if (ec) co_return ec;
+  }
+  stream.expires_after(config_.header_timeout);
+  co_await http::async_read_header(stream, buffer, parser, with_error(ec));
+  if (!ec && !parser.is_done()) {
+    stream.expires_after(config_.body_timeout);
+    co_await http::async_read(stream, buffer, parser, with_error(ec));
+  }
+  stream.expires_never();
+  co_return ec;
+}
+
+// A request we cannot take: say why (413, 400), then close (the rest of its bytes are unread).
+asio::awaitable<void> HttpServer::answer_unreadable(beast::tcp_stream& stream, const beast::error_code& ec) {
+  const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
+  const int status = too_big ? 413 : 400;
+  const std::string message =
+      ec == http::error::body_limit
+          ? fmt::format("the request body is larger than the limit of {} bytes", config_.max_body_bytes)
+          : fmt::format("cannot parse the HTTP request: {}", ec.message());
+  http::response<http::string_body> res{static_cast<http::status>(status), 11};
+  res.set(http::field::server, "minfer");
+  res.set(http::field::content_type, "application/json");
+  res.keep_alive(false);
+  res.body() = error_body_(status, message);
+  res.prepare_payload();
+  beast::error_code write_ec;
+  stream.expires_after(config_.write_timeout);
+  co_await http::async_write(stream, res, with_error(write_ec));
+}
+
+asio::awaitable<void> HttpServer::session(tcp::socket socket, bool over_capacity) {
+  ++open_connections_;
   if (on_connection_open) on_connection_open();
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
@@ -243,27 +285,11 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(config_.max_body_bytes);
     parser.header_limit(64 * 1024);
-    beast::error_code ec;
-    stream.expires_after(config_.idle_timeout);
-    co_await http::async_read(stream, buffer, parser, with_error(ec));
-    stream.expires_never();
+    const beast::error_code ec = co_await read_request(stream, buffer, parser);
     if (ec) {
-      if (is_disconnect(ec)) break;
-      // A request we cannot take: say why, then close (the rest of its bytes are unread).
-      const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
-      const int status = too_big ? 413 : 400;
-      const std::string message =
-          ec == http::error::body_limit
-              ? fmt::format("the request body is larger than the limit of {} bytes", config_.max_body_bytes)
-              : fmt::format("cannot parse the HTTP request: {}", ec.message());
-      http::response<http::string_body> res{static_cast<http::status>(status), 11};
-      res.set(http::field::server, "minfer");
-      res.set(http::field::content_type, "application/json");
-      res.keep_alive(false);
-      res.body() = error_body_(status, message);
-      res.prepare_payload();
-      stream.expires_after(config_.write_timeout);
-      co_await http::async_write(stream, res, with_error(ec));
+      // A client gone, idle past the keep-alive timeout, or slow past the header/body timeout (the stream is
+      // closed then): nothing to answer.
+      if (!is_disconnect(ec)) co_await answer_unreadable(stream, ec);
       break;
     }
     const HttpRequest& request = parser.get();
@@ -275,6 +301,13 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
         if (draining_) {
           co_await connection.send(http::status::service_unavailable, error_body_(503, "the server is shutting down"),
                                    "application/json");
+        } else if (over_capacity) {
+          connection.add_header("Retry-After", "1");
+          co_await connection.send(
+              http::status::service_unavailable,
+              error_body_(503, fmt::format("the server has {} open connections (--max-connections): retry shortly",
+                                           config_.max_connections)),
+              "application/json");
         } else {
           co_await handler_(request, connection);
         }
@@ -282,13 +315,14 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket) {
         // Handlers answer their own errors; reaching here is a bug, and the connection's state is unknown.
         spdlog::error("request handler failed: {}", e.what());
       }
-      keep_alive = connection.keep_alive() && !connection.peer_gone() && !draining_;
+      keep_alive = connection.keep_alive() && !connection.peer_gone() && !draining_ && !over_capacity;
     }
     --active_requests_;
     if (!keep_alive) break;
   }
   beast::error_code ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  --open_connections_;
   if (on_connection_close) on_connection_close();
 }
 

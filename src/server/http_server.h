@@ -14,8 +14,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
 #include <cstdint>
@@ -23,6 +25,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace minfer::server {
 
@@ -37,9 +41,15 @@ struct HttpServerConfig {
   uint16_t port = 8000;  // 0 = any free port (see HttpServer::port())
   int io_threads = 1;
   uint64_t max_body_bytes = 8u << 20;
-  std::chrono::seconds idle_timeout{120};   // a keep-alive connection waiting for its next request
-  std::chrono::seconds write_timeout{120};  // one write to a client that does not read
+  // A connection is closed when it holds still too long: waiting between requests (keep-alive), sending a
+  // request's header, sending its body, or not reading a response (one write).
+  std::chrono::seconds idle_timeout{120};
+  std::chrono::seconds header_timeout{15};
+  std::chrono::seconds body_timeout{60};
+  std::chrono::seconds write_timeout{120};
   std::chrono::seconds drain_timeout{300};  // on SIGTERM: longest wait for running requests
+  // Open connections above which a new one gets 503 with Retry-After (after its request is read) and is closed.
+  int64_t max_connections = 512;
 };
 
 // One request's side of its connection, handed to the handler: write a whole response, or stream one in
@@ -52,6 +62,8 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   asio::awaitable<void> send(http::status status, std::string body, std::string_view content_type);
+  // A header every response of this request carries (CORS, Retry-After); call before send or start_stream.
+  void add_header(std::string name, std::string value) { headers_.emplace_back(std::move(name), std::move(value)); }
 
   // Streaming (chunked transfer encoding; HTTP/1.0 clients get a body that ends with the connection).
   // Each returns false once a write failed: the client is gone and the handler should stop.
@@ -76,6 +88,7 @@ class Connection {
   bool chunked_ = true;
   int status_ = 0;
   std::shared_ptr<PeerWatch> watch_;
+  std::vector<std::pair<std::string, std::string>> headers_;
 };
 
 using HttpHandler = std::function<asio::awaitable<void>(const HttpRequest&, Connection&)>;
@@ -104,7 +117,11 @@ class HttpServer {
 
  private:
   asio::awaitable<void> accept_loop();
-  asio::awaitable<void> session(asio::ip::tcp::socket socket);
+  asio::awaitable<void> session(asio::ip::tcp::socket socket, bool over_capacity);
+  // Reads the next request into `parser` within the idle, header and body timeouts; the error of the read.
+  asio::awaitable<beast::error_code> read_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                                  http::request_parser<http::string_body>& parser);
+  asio::awaitable<void> answer_unreadable(beast::tcp_stream& stream, const beast::error_code& ec);
   void begin_drain();
   void poll_drain();
 
@@ -118,6 +135,7 @@ class HttpServer {
   std::chrono::steady_clock::time_point drain_deadline_;
   uint16_t port_ = 0;
   std::atomic<bool> draining_{false};
+  std::atomic<int64_t> open_connections_{0};
   std::atomic<int64_t> active_requests_{0};
 };
 

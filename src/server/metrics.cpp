@@ -94,6 +94,16 @@ void Metrics::record_disconnect() {
   ++disconnects_;
 }
 
+void Metrics::record_auth_failure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++auth_failures_;
+}
+
+void Metrics::record_rejected() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++rejected_;
+}
+
 void Metrics::connection_opened() {
   std::lock_guard<std::mutex> lock(mu_);
   ++connections_open_;
@@ -117,6 +127,10 @@ std::string Metrics::render(const EngineStats& s) const {
   metric(out, "minfer_requests_finished_total", "counter", "Generation requests that ran to the end.", finished_);
   metric(out, "minfer_requests_disconnected_total", "counter",
          "Generation requests aborted because the client disconnected.", disconnects_);
+  metric(out, "minfer_auth_failures_total", "counter", "Requests refused (401) for a missing or wrong API key.",
+         auth_failures_);
+  metric(out, "minfer_requests_rejected_total", "counter",
+         "Requests turned away with 503 because the queue was full (--max-queued-requests).", rejected_);
   metric(out, "minfer_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", prompt_tokens_);
   metric(out, "minfer_generation_tokens_total", "counter", "Tokens generated for finished requests.", output_tokens_);
   header(out, "minfer_time_to_first_token_seconds", "histogram", "Arrival to first generated token.");

@@ -49,7 +49,9 @@ class Metrics {
 
   void record_response(const std::string& route, int status);
   void record_generation(const RequestTiming& timing);
-  void record_disconnect();  // a client went away before its request finished (the request was aborted)
+  void record_disconnect();    // a client went away before its request finished (the request was aborted)
+  void record_auth_failure();  // a request without a valid API key (answered 401)
+  void record_rejected();      // a request turned away with 503 because too many were queued
   void connection_opened();
   void connection_closed();
 
@@ -70,6 +72,8 @@ class Metrics {
   int64_t output_tokens_ = 0;
   int64_t finished_ = 0;
   int64_t disconnects_ = 0;
+  int64_t auth_failures_ = 0;
+  int64_t rejected_ = 0;
   int64_t connections_open_ = 0;
   int64_t connections_total_ = 0;
 };

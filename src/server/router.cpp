@@ -17,33 +17,33 @@ const std::string_view kJsonType = "application/json";
 const std::string_view kPrometheusType = "text/plain; version=0.0.4";
 const std::string_view kHealthyBody = R"({"status":"ok"})";
 
+// Who may call a route: anyone (/health), key holders when keys are set (every route that tokenizes or runs the
+// model, and /v1/models), or /metrics's own rule (open unless --metrics-require-key).
+enum class Guard : uint8_t { kOpen, kKey, kMetrics };
+
 struct Route {
   const char* path;
   http::verb method;
+  Guard guard;
+  bool model = false;  // runs the model: counted against the in-flight cap
 };
 
 constexpr Route kRoutes[] = {
-    {"/health", http::verb::get},    {"/metrics", http::verb::get},         {"/v1/models", http::verb::get},
-    {"/generate", http::verb::post}, {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
-    {"/tokenize", http::verb::post}, {"/detokenize", http::verb::post},     {"/v1/embeddings", http::verb::post},
+    {"/health", http::verb::get, Guard::kOpen},
+    {"/metrics", http::verb::get, Guard::kMetrics},
+    {"/v1/models", http::verb::get, Guard::kKey},
+    {"/generate", http::verb::post, Guard::kKey, true},
+    {"/v1/completions", http::verb::post, Guard::kKey, true},
+    {"/v1/chat/completions", http::verb::post, Guard::kKey, true},
+    {"/tokenize", http::verb::post, Guard::kKey},
+    {"/detokenize", http::verb::post, Guard::kKey},
+    {"/v1/embeddings", http::verb::post, Guard::kKey, true},
 };
 
 const Route* find_route(const std::string& path) {
   for (const Route& r : kRoutes)
     if (path == r.path) return &r;
   return nullptr;
-}
-
-// Compares without an early exit, so the time taken does not tell how much of a guessed key was right.
-bool constant_time_equal(std::string_view a, std::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
 }
 
 }  // namespace
@@ -53,27 +53,23 @@ std::string error_json(int status, const std::string& message) {
 }
 
 Router::Router(AsyncEngine& engine, GenerationHandler& generation, const TokenizerRoutes& tokenizer_routes,
-               EmbeddingsHandler& embeddings, Metrics& metrics, std::string api_key)
+               EmbeddingsHandler& embeddings, Metrics& metrics, const Access& access, int64_t max_in_flight)
     : engine_(engine),
       generation_(generation),
       tokenizer_routes_(tokenizer_routes),
       embeddings_(embeddings),
       metrics_(metrics),
-      api_key_(std::move(api_key)) {}
-
-bool Router::authorized(const HttpRequest& request) const {
-  if (api_key_.empty()) return true;
-  const auto it = request.find(http::field::authorization);
-  if (it == request.end()) return false;
-  const std::string_view value(it->value().data(), it->value().size());
-  constexpr std::string_view kBearer = "Bearer ";
-  return value.starts_with(kBearer) && constant_time_equal(value.substr(kBearer.size()), api_key_);
-}
+      access_(access),
+      max_in_flight_(max_in_flight) {}
 
 asio::awaitable<void> Router::handle(const HttpRequest& request, Connection& connection) {
   const std::string_view target(request.target().data(), request.target().size());
   const std::string path(target.substr(0, target.find('?')));
   const Route* route = find_route(path);
+  if (const std::optional<std::string> origin = access_.allowed_origin(request)) {
+    connection.add_header("Access-Control-Allow-Origin", *origin);
+    connection.add_header("Vary", "Origin");
+  }
   std::optional<ApiError> error;
   try {
     co_await dispatch(request, path, connection);
@@ -100,12 +96,40 @@ asio::awaitable<void> Router::dispatch(const HttpRequest& request, const std::st
   const Route* route = find_route(path);
   if (!route)
     throw ApiError(404, fmt::format("no route {} {}", std::string(request.method_string()), path), "", "not_found");
+  if (Access::is_preflight(request)) {  // a browser asking before a cross-origin call: no key needed
+    if (!access_.answer_preflight(request, connection))
+      throw ApiError(403,
+                     "CORS preflight refused: the origin or method is not allowed (--allowed-origins, "
+                     "--allowed-methods)");
+    co_await connection.send(http::status::no_content, "", "");
+    co_return;
+  }
   if (request.method() != route->method)
     throw ApiError(405, fmt::format("{} expects {}, not {}", path, std::string(http::to_string(route->method)),
                                     std::string(request.method_string())));
-  if (path.starts_with("/v1/") && !authorized(request))
+  const bool needs_key =
+      route->guard == Guard::kKey || (route->guard == Guard::kMetrics && access_.metrics_require_key());
+  if (needs_key && !access_.authorized(request)) {
+    metrics_.record_auth_failure();
     throw ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'", "",
                    "invalid_api_key");
+  }
+  if (route->model) {
+    // Past the cap a request would only wait: say so now, with when to retry, instead of queueing without bound.
+    struct InFlight {
+      std::atomic<int64_t>& n;
+      ~InFlight() { --n; }
+    } in_flight{in_flight_};
+    if (++in_flight_ > max_in_flight_) {
+      metrics_.record_rejected();
+      connection.add_header("Retry-After", "1");
+      throw ApiError(503, fmt::format("the server has {} requests running or queued (--max-queued-requests): retry "
+                                      "shortly",
+                                      max_in_flight_));
+    }
+    co_await run_model_route(request, path, connection);
+    co_return;
+  }
 
   if (path == "/health") {
     co_await connection.send(http::status::ok, std::string(kHealthyBody), kJsonType);
@@ -119,18 +143,23 @@ asio::awaitable<void> Router::dispatch(const HttpRequest& request, const std::st
                         {"max_model_len", engine_.config().max_model_len}};
     std::string body = json{{"object", "list"}, {"data", json::array({model})}}.dump();
     co_await connection.send(http::status::ok, std::move(body), kJsonType);
-  } else if (path == "/v1/embeddings") {
-    if (engine_.config().task != EngineTask::kEmbed)
-      throw ApiError(400, "this server generates text: start it with --task embed to serve /v1/embeddings", "",
-                     "embeddings_unavailable");
-    co_await embeddings_.handle(parse_json_body(request.body()), connection);
-  } else if (engine_.config().task == EngineTask::kEmbed && path != "/tokenize" && path != "/detokenize") {
-    throw ApiError(400, fmt::format("this server computes embeddings (--task embed): {} is unavailable", path), "",
-                   "generation_unavailable");
   } else if (path == "/tokenize" || path == "/detokenize") {
     const json body = parse_json_body(request.body());
     const json out = path == "/tokenize" ? tokenizer_routes_.tokenize(body) : tokenizer_routes_.detokenize(body);
     co_await connection.send(http::status::ok, out.dump(-1, ' ', false, json::error_handler_t::replace), kJsonType);
+  }
+}
+
+asio::awaitable<void> Router::run_model_route(const HttpRequest& request, const std::string& path,
+                                              Connection& connection) {
+  if (path == "/v1/embeddings") {
+    if (engine_.config().task != EngineTask::kEmbed)
+      throw ApiError(400, "this server generates text: start it with --task embed to serve /v1/embeddings", "",
+                     "embeddings_unavailable");
+    co_await embeddings_.handle(parse_json_body(request.body()), connection);
+  } else if (engine_.config().task == EngineTask::kEmbed) {
+    throw ApiError(400, fmt::format("this server computes embeddings (--task embed): {} is unavailable", path), "",
+                   "generation_unavailable");
   } else {
     const json body = parse_json_body(request.body());
     GenerationRequest parsed = path == "/generate"         ? parse_generate_request(body)

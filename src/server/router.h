@@ -1,5 +1,7 @@
-// Maps method + path to the handlers, checks the API key on /v1 routes, and turns every error a handler
-// throws into an OpenAI-style JSON error response; records each response in the metrics.
+// Maps method + path to the handlers, checks the API key on every route that tokenizes or runs the model (and on
+// /metrics with --metrics-require-key), answers CORS preflights, turns away requests past the queue cap with 503
+// and Retry-After, and turns every error a handler throws into an OpenAI-style JSON error response; records each
+// response in the metrics.
 //
 //   GET  /health                 liveness: 200 {"status": "ok"}
 //   GET  /metrics                Prometheus text
@@ -14,9 +16,11 @@
 // clang-format off
 #include "server/asio.h"
 // clang-format on
+#include <atomic>
 #include <string>
 
 #include "minfer/engine.h"
+#include "server/access.h"
 #include "server/embeddings_handler.h"
 #include "server/generation_handler.h"
 #include "server/http_server.h"
@@ -27,21 +31,25 @@ namespace minfer::server {
 
 class Router {
  public:
+  // max_in_flight: requests for the model (generation, embeddings) handled at once, running and queued; past it,
+  // 503 with Retry-After.
   Router(AsyncEngine& engine, GenerationHandler& generation, const TokenizerRoutes& tokenizer_routes,
-         EmbeddingsHandler& embeddings, Metrics& metrics, std::string api_key);
+         EmbeddingsHandler& embeddings, Metrics& metrics, const Access& access, int64_t max_in_flight);
 
   asio::awaitable<void> handle(const HttpRequest& request, Connection& connection);
 
  private:
   asio::awaitable<void> dispatch(const HttpRequest& request, const std::string& path, Connection& connection);
-  bool authorized(const HttpRequest& request) const;
+  asio::awaitable<void> run_model_route(const HttpRequest& request, const std::string& path, Connection& connection);
 
   AsyncEngine& engine_;
   GenerationHandler& generation_;
   const TokenizerRoutes& tokenizer_routes_;
   EmbeddingsHandler& embeddings_;
   Metrics& metrics_;
-  std::string api_key_;  // empty: no authentication
+  const Access& access_;
+  int64_t max_in_flight_;
+  std::atomic<int64_t> in_flight_{0};
 };
 
 // {"error": {...}} for errors the HTTP layer answers itself.

@@ -72,7 +72,9 @@ void run_server(ServeOptions options) {
   GenerationHandler generation(engine, chat, metrics, options.served_model_name);
   const TokenizerRoutes tokenizer_routes(engine, chat);
   EmbeddingsHandler embeddings(engine, metrics, options.served_model_name);
-  Router router(engine, generation, tokenizer_routes, embeddings, metrics, options.api_key);
+  const Access access(options.access);
+  Router router(engine, generation, tokenizer_routes, embeddings, metrics, access,
+                config.max_num_seqs + options.max_queued_requests);
 
   HttpServer http(
       options.http,
@@ -88,7 +90,15 @@ void run_server(ServeOptions options) {
   };
   http.bind();
   spdlog::info("serving '{}' (max_model_len {}, {} io thread(s)){}", options.served_model_name, config.max_model_len,
-               options.http.io_threads, options.api_key.empty() ? "" : ", API key required on /v1 routes");
+               options.http.io_threads,
+               access.keys_required()
+                   ? fmt::format(", {} API key(s) required on every model route", options.access.api_keys.size())
+                   : "");
+  if (!access.keys_required() && !is_loopback_host(options.http.host))
+    spdlog::warn(
+        "listening on {} without an API key: anyone who can reach the port can run the model (--api-key or "
+        "MINFER_API_KEY)",
+        options.http.host);
   fmt::print("listening on http://{}:{}\n", options.http.host, http.port());
   std::fflush(stdout);
   http.run();

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "minfer/config.h"
+#include "server/access.h"
 #include "server/http_server.h"
 
 namespace minfer::server {
@@ -11,7 +12,10 @@ namespace minfer::server {
 struct ServeOptions {
   EngineConfig engine;  // model_path empty: serve the built-in demo model
   HttpServerConfig http;
-  std::string api_key;            // empty: no authentication
+  AccessOptions access;  // API keys (none: no authentication) and CORS
+  // Requests for the model (generation, embeddings) running or waiting beyond max_num_seqs before new ones get 503
+  // with Retry-After.
+  int64_t max_queued_requests = 256;
   std::string served_model_name;  // empty: the model directory's or file's name
   std::string chat_template_file;
   std::string tool_call_parser = "auto";  // vLLM's names: auto, hermes, llama3_json, mistral
