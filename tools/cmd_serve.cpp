@@ -72,6 +72,11 @@ void add_serve_command(CLI::App& app) {
                   "Open connections above which new ones get 503 with Retry-After")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--request-timeout", o.request_timeout_s,
+                  "Seconds a generation request may run before it ends with 408 and is aborted (0 = no limit; a "
+                  "request's own \"timeout\" field may set a shorter one)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--max-queued-requests", o.max_queued_requests,
                   "Model requests waiting beyond --max-num-seqs above which new ones get 503 with Retry-After")
       ->check(CLI::NonNegativeNumber)

@@ -37,14 +37,40 @@ void check_context(const GenerationRequest& request, int64_t prompt_len, int64_t
 
 }  // namespace
 
+// A request's time limit: when it passes, the waiting loop is woken and ends the request.
+class GenerationHandler::Deadline {
+ public:
+  Deadline(const asio::any_io_executor& strand, double seconds, std::shared_ptr<StrandWakeup> wakeup)
+      : seconds_(seconds), timer_(strand), passed_(std::make_shared<bool>(false)) {
+    if (seconds <= 0) return;
+    timer_.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)));
+    timer_.async_wait([passed = passed_, wakeup = std::move(wakeup)](const boost::system::error_code& ec) {
+      if (ec) return;  // cancelled: the request ended first
+      *passed = true;
+      wakeup->wake();
+    });
+  }
+  bool passed() const { return *passed_; }
+  ApiError error() const {
+    return ApiError(408, fmt::format("the request ran past its timeout of {} s and was aborted", seconds_), "timeout",
+                    "timeout");
+  }
+
+ private:
+  double seconds_;
+  asio::steady_timer timer_;
+  std::shared_ptr<bool> passed_;
+};
+
 GenerationHandler::GenerationHandler(AsyncEngine& engine, const ChatPrompt& chat, Metrics& metrics,
-                                     std::string model_name)
+                                     std::string model_name, double request_timeout_s)
     : engine_(engine),
       chat_(chat),
       metrics_(metrics),
       model_name_(std::move(model_name)),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                   .count()) {}
+                   .count()),
+      request_timeout_s_(request_timeout_s) {}
 
 std::string GenerationHandler::next_id(RouteKind kind) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -60,10 +86,14 @@ asio::awaitable<void> GenerationHandler::handle(GenerationRequest request, Conne
   AbortUnfinished abort_guard{engine_, choices};
   connection.watch_peer([wakeup] { wakeup->wake(); });
   const std::unique_ptr<ResponseWriter> writer = ResponseWriter::make(response_context(request, prompts));
+  const double limit = request.timeout_s > 0 && request_timeout_s_ > 0
+                           ? std::min(request.timeout_s, request_timeout_s_)
+                           : std::max(request.timeout_s, request_timeout_s_);
+  const Deadline deadline(connection.executor(), limit, wakeup);
   if (request.stream)
-    co_await stream(*writer, choices, *wakeup, connection, arrival);
+    co_await stream(*writer, choices, *wakeup, connection, arrival, deadline);
   else
-    co_await answer_whole(*writer, choices, *wakeup, connection, arrival);
+    co_await answer_whole(*writer, choices, *wakeup, connection, arrival, deadline);
 }
 
 // Everything that can refuse the request happens here, before anything is submitted.
@@ -169,8 +199,8 @@ void GenerationHandler::record_finished(const Choice& c, Clock::time_point arriv
 }
 
 asio::awaitable<void> GenerationHandler::stream(const ResponseWriter& writer, std::vector<Choice>& choices,
-                                                StrandWakeup& wakeup, Connection& connection,
-                                                Clock::time_point arrival) {
+                                                StrandWakeup& wakeup, Connection& connection, Clock::time_point arrival,
+                                                const Deadline& deadline) {
   if (!co_await connection.start_stream("text/event-stream")) co_return;
   std::string events = writer.begin(choices);
   while (true) {
@@ -181,6 +211,10 @@ asio::awaitable<void> GenerationHandler::stream(const ResponseWriter& writer, st
     }
     co_await wakeup.wait();
     if (connection.peer_gone()) break;
+    if (deadline.passed()) {  // the abort guard in handle() aborts the engine requests
+      if (co_await connection.send_chunk(sse_event(deadline.error().to_json()))) co_await connection.end_stream();
+      co_return;
+    }
     events.clear();
     for (size_t i = 0; i < choices.size(); ++i) {
       for (const RequestOutput& o : choices[i].state->take()) {
@@ -195,13 +229,14 @@ asio::awaitable<void> GenerationHandler::stream(const ResponseWriter& writer, st
 
 asio::awaitable<void> GenerationHandler::answer_whole(const ResponseWriter& writer, std::vector<Choice>& choices,
                                                       StrandWakeup& wakeup, Connection& connection,
-                                                      Clock::time_point arrival) {
+                                                      Clock::time_point arrival, const Deadline& deadline) {
   while (!all_finished(choices)) {
     co_await wakeup.wait();
     if (connection.peer_gone()) {
       metrics_.record_disconnect();
       co_return;
     }
+    if (deadline.passed()) throw deadline.error();  // the abort guard in handle() aborts the engine requests
   }
   for (const Choice& c : choices) {
     record_finished(c, arrival);

@@ -31,7 +31,10 @@ namespace minfer::server {
 
 class GenerationHandler {
  public:
-  GenerationHandler(AsyncEngine& engine, const ChatPrompt& chat, Metrics& metrics, std::string model_name);
+  // request_timeout_s: the longest any request may run (--request-timeout; 0 = no limit), after which it ends with
+  // 408 and its engine requests are aborted (their pages freed).
+  GenerationHandler(AsyncEngine& engine, const ChatPrompt& chat, Metrics& metrics, std::string model_name,
+                    double request_timeout_s = 0);
 
   const std::string& model_name() const { return model_name_; }
   int64_t created() const { return created_; }
@@ -42,15 +45,16 @@ class GenerationHandler {
 
  private:
   using Clock = std::chrono::steady_clock;
+  class Deadline;
   std::vector<std::vector<int32_t>> prepare(GenerationRequest& request) const;
   std::vector<int32_t> tokenize(const GenerationRequest& request, const PromptInput& prompt) const;
   std::vector<Choice> submit(const GenerationRequest& request, const std::vector<std::vector<int32_t>>& prompts,
                              const std::shared_ptr<StrandWakeup>& wakeup);
   ResponseContext response_context(const GenerationRequest& request, const std::vector<std::vector<int32_t>>& prompts);
   asio::awaitable<void> stream(const ResponseWriter& writer, std::vector<Choice>& choices, StrandWakeup& wakeup,
-                               Connection& connection, Clock::time_point arrival);
+                               Connection& connection, Clock::time_point arrival, const Deadline& deadline);
   asio::awaitable<void> answer_whole(const ResponseWriter& writer, std::vector<Choice>& choices, StrandWakeup& wakeup,
-                                     Connection& connection, Clock::time_point arrival);
+                                     Connection& connection, Clock::time_point arrival, const Deadline& deadline);
   ChatOutputOptions chat_output_options(const GenerationRequest& request) const;
   void record_finished(const Choice& choice, Clock::time_point arrival);
   std::string next_id(RouteKind kind);
@@ -60,6 +64,7 @@ class GenerationHandler {
   Metrics& metrics_;
   std::string model_name_;
   int64_t created_;
+  double request_timeout_s_;
   std::atomic<uint64_t> counter_{0};
 };
 

@@ -39,6 +39,9 @@ struct GenerationRequest {
   bool echo = false;  // completions: the prompt text precedes the completion
   // The field that set params.structured_outputs ("" when none), named in the 400 for an invalid grammar.
   std::string structured_field;
+  // "timeout": seconds after which the request is ended (408) and its engine requests aborted; 0 = none (the
+  // server's --request-timeout, if any, still applies; the shorter wins).
+  double timeout_s = 0;
 };
 
 // The body as a JSON object. Throws ApiError 400 for malformed JSON, invalid UTF-8 or a non-object.

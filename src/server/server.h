@@ -16,6 +16,7 @@ struct ServeOptions {
   // Requests for the model (generation, embeddings) running or waiting beyond max_num_seqs before new ones get 503
   // with Retry-After.
   int64_t max_queued_requests = 256;
+  double request_timeout_s = 0;   // the longest a generation request may run (408 after); 0 = no limit
   std::string served_model_name;  // empty: the model directory's or file's name
   std::string chat_template_file;
   std::string tool_call_parser = "auto";  // vLLM's names: auto, hermes, llama3_json, mistral

@@ -200,3 +200,24 @@ def test_cors_preflight_and_origin_headers(model):
         status, _, _ = s.request("OPTIONS", "/v1/completions",
                                  headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST"})
         assert status == 403
+
+
+def test_request_timeout_ends_the_request_and_frees_its_pages(model):
+    with server(model, "--request-timeout", "30", max_model_len=8192) as s:
+        long_body = {"prompt": "x", "max_tokens": 8000, "ignore_eos": True, "timeout": 0.3}
+        t0 = time.monotonic()
+        status, _, payload = s.request("POST", "/v1/completions", long_body)
+        assert status == 408, payload
+        assert time.monotonic() - t0 < 5
+        error = json.loads(payload)["error"]
+        assert error["param"] == "timeout" and "timeout of 0.3 s" in error["message"]
+        c = http.client.HTTPConnection(s.host, s.port, timeout=60)
+        c.request("POST", "/v1/completions", json.dumps({**long_body, "stream": True}))
+        events = c.getresponse().read().decode()
+        assert '"timeout of 0.3 s' in events.replace("\\", "") or "timeout of 0.3 s" in events, events[-500:]
+        deadline = time.monotonic() + 10
+        while s.metric("minfer_kv_pages_used") != 0 or s.metric("minfer_num_requests_running") != 0:
+            assert time.monotonic() < deadline, "the timed-out requests still hold pages"
+            time.sleep(0.1)
+        status, _, payload = s.request("POST", "/v1/completions", {**long_body, "timeout": -1})
+        assert status == 400 and "timeout" in payload
