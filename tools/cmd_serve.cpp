@@ -68,6 +68,8 @@ void add_serve_command(CLI::App& app) {
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   }
+  cmd->add_option("--ssl-keyfile", o.http.ssl_keyfile, "Serve HTTPS with this PEM private key (with --ssl-certfile)");
+  cmd->add_option("--ssl-certfile", o.http.ssl_certfile, "Serve HTTPS with this PEM certificate chain");
   cmd->add_option("--max-connections", o.http.max_connections,
                   "Open connections above which new ones get 503 with Retry-After")
       ->check(CLI::PositiveNumber)

@@ -8,6 +8,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -44,8 +45,9 @@ struct Connection::PeerWatch {
   std::function<void()> on_gone;
 };
 
-Connection::Connection(beast::tcp_stream& stream, const HttpRequest& request, bool draining)
+Connection::Connection(beast::tcp_stream& stream, TlsStream* tls, const HttpRequest& request, bool draining)
     : stream_(stream),
+      tls_(tls),
       version_(request.version()),
       keep_alive_(request.keep_alive() && !draining),
       watch_(std::make_shared<PeerWatch>()) {}
@@ -86,11 +88,22 @@ asio::awaitable<void> Connection::send(http::status status, std::string body, st
   res.body() = std::move(body);
   res.prepare_payload();
   status_ = static_cast<int>(status);
+  const beast::error_code ec = co_await write([&](auto& s, beast::error_code& e) -> asio::awaitable<void> {
+    co_await http::async_write(s, res, with_error(e));
+  });
+  if (ec) keep_alive_ = false;
+}
+
+template <typename Op>
+asio::awaitable<beast::error_code> Connection::write(Op op) {
   beast::error_code ec;
   stream_.expires_after(std::chrono::seconds(120));
-  co_await http::async_write(stream_, res, with_error(ec));
+  if (tls_)
+    co_await op(*tls_, ec);
+  else
+    co_await op(stream_, ec);
   stream_.expires_never();
-  if (ec) keep_alive_ = false;
+  co_return ec;
 }
 
 asio::awaitable<bool> Connection::start_stream(std::string_view content_type) {
@@ -105,34 +118,30 @@ asio::awaitable<bool> Connection::start_stream(std::string_view content_type) {
   res.keep_alive(keep_alive_);
   res.chunked(chunked_);
   http::response_serializer<http::empty_body> serializer{res};
-  beast::error_code ec;
-  stream_.expires_after(std::chrono::seconds(120));
-  co_await http::async_write_header(stream_, serializer, with_error(ec));
-  stream_.expires_never();
+  const beast::error_code ec = co_await write([&](auto& s, beast::error_code& e) -> asio::awaitable<void> {
+    co_await http::async_write_header(s, serializer, with_error(e));
+  });
   if (ec) keep_alive_ = false;
   co_return !ec;
 }
 
 asio::awaitable<bool> Connection::send_chunk(std::string_view data) {
   if (data.empty()) co_return !peer_gone();  // an empty chunk would end the body
-  beast::error_code ec;
-  stream_.expires_after(std::chrono::seconds(120));
-  if (chunked_) {
-    co_await asio::async_write(stream_, http::make_chunk(asio::buffer(data.data(), data.size())), with_error(ec));
-  } else {
-    co_await asio::async_write(stream_, asio::buffer(data.data(), data.size()), with_error(ec));
-  }
-  stream_.expires_never();
+  const beast::error_code ec = co_await write([&](auto& s, beast::error_code& e) -> asio::awaitable<void> {
+    if (chunked_)
+      co_await asio::async_write(s, http::make_chunk(asio::buffer(data.data(), data.size())), with_error(e));
+    else
+      co_await asio::async_write(s, asio::buffer(data.data(), data.size()), with_error(e));
+  });
   if (ec) keep_alive_ = false;
   co_return !ec;
 }
 
 asio::awaitable<bool> Connection::end_stream() {
   if (!chunked_) co_return true;
-  beast::error_code ec;
-  stream_.expires_after(std::chrono::seconds(120));
-  co_await asio::async_write(stream_, http::make_chunk_last(), with_error(ec));
-  stream_.expires_never();
+  const beast::error_code ec = co_await write([&](auto& s, beast::error_code& e) -> asio::awaitable<void> {
+    co_await asio::async_write(s, http::make_chunk_last(), with_error(e));
+  });
   if (ec) keep_alive_ = false;
   co_return !ec;
 }
@@ -144,7 +153,20 @@ HttpServer::HttpServer(HttpServerConfig config, HttpHandler handler, HttpErrorBo
       ioc_(std::max(1, config_.io_threads)),
       acceptor_(ioc_),
       signals_(ioc_, SIGINT, SIGTERM),
-      drain_timer_(ioc_) {}
+      drain_timer_(ioc_) {
+  if (config_.ssl_keyfile.empty() != config_.ssl_certfile.empty())
+    fail("give both --ssl-keyfile and --ssl-certfile for HTTPS (got only {})",
+         config_.ssl_keyfile.empty() ? "--ssl-certfile" : "--ssl-keyfile");
+  if (config_.ssl_keyfile.empty()) return;
+  tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+  tls_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+  beast::error_code ec;
+  tls_->use_certificate_chain_file(config_.ssl_certfile, ec);
+  if (ec) fail_load(config_.ssl_certfile, "cannot use it as the TLS certificate chain (PEM): {}", ec.message());
+  tls_->use_private_key_file(config_.ssl_keyfile, asio::ssl::context::pem, ec);
+  if (ec) fail_load(config_.ssl_keyfile, "cannot use it as the TLS private key (PEM): {}", ec.message());
+}
 
 HttpServer::~HttpServer() = default;
 
@@ -238,27 +260,31 @@ asio::awaitable<void> HttpServer::accept_loop() {
   }
 }
 
-asio::awaitable<beast::error_code> HttpServer::read_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+template <typename Stream>
+asio::awaitable<beast::error_code> HttpServer::read_request(Stream& stream, beast::tcp_stream& lowest,
+                                                            beast::flat_buffer& buffer,
                                                             http::request_parser<http::string_body>& parser) {
   beast::error_code ec;
   if (buffer.size() == 0) {  // keep-alive: the next request's first bytes
-    stream.expires_after(config_.idle_timeout);
+    lowest.expires_after(config_.idle_timeout);
     const size_t n = co_await stream.async_read_some(buffer.prepare(4096), with_error(ec));
     buffer.commit(n);
     if (ec) co_return ec;
   }
-  stream.expires_after(config_.header_timeout);
+  lowest.expires_after(config_.header_timeout);
   co_await http::async_read_header(stream, buffer, parser, with_error(ec));
   if (!ec && !parser.is_done()) {
-    stream.expires_after(config_.body_timeout);
+    lowest.expires_after(config_.body_timeout);
     co_await http::async_read(stream, buffer, parser, with_error(ec));
   }
-  stream.expires_never();
+  lowest.expires_never();
   co_return ec;
 }
 
 // A request we cannot take: say why (413, 400), then close (the rest of its bytes are unread).
-asio::awaitable<void> HttpServer::answer_unreadable(beast::tcp_stream& stream, const beast::error_code& ec) {
+template <typename Stream>
+asio::awaitable<void> HttpServer::answer_unreadable(Stream& stream, beast::tcp_stream& lowest,
+                                                    const beast::error_code& ec) {
   const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
   const int status = too_big ? 413 : 400;
   const std::string message =
@@ -272,31 +298,53 @@ asio::awaitable<void> HttpServer::answer_unreadable(beast::tcp_stream& stream, c
   res.body() = error_body_(status, message);
   res.prepare_payload();
   beast::error_code write_ec;
-  stream.expires_after(config_.write_timeout);
+  lowest.expires_after(config_.write_timeout);
   co_await http::async_write(stream, res, with_error(write_ec));
 }
 
 asio::awaitable<void> HttpServer::session(tcp::socket socket, bool over_capacity) {
   ++open_connections_;
   if (on_connection_open) on_connection_open();
-  beast::tcp_stream stream(std::move(socket));
+  if (!tls_) {
+    beast::tcp_stream stream(std::move(socket));
+    co_await serve_requests(stream, stream, nullptr, over_capacity);
+  } else {
+    TlsStream tls(std::move(socket), *tls_);
+    beast::tcp_stream& lowest = beast::get_lowest_layer(tls);
+    beast::error_code ec;
+    lowest.expires_after(config_.header_timeout);
+    co_await tls.async_handshake(asio::ssl::stream_base::server, with_error(ec));
+    lowest.expires_never();
+    if (ec)
+      spdlog::debug("TLS handshake failed: {}", ec.message());  // a plain-HTTP client, a refused certificate, ...
+    else
+      co_await serve_requests(tls, lowest, &tls, over_capacity);
+  }
+  --open_connections_;
+  if (on_connection_close) on_connection_close();
+}
+
+template <typename Stream>
+asio::awaitable<void> HttpServer::serve_requests(Stream& stream, beast::tcp_stream& lowest, TlsStream* tls,
+                                                 bool over_capacity) {
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(config_.max_body_bytes);
     parser.header_limit(64 * 1024);
-    const beast::error_code ec = co_await read_request(stream, buffer, parser);
+    const beast::error_code ec = co_await read_request(stream, lowest, buffer, parser);
     if (ec) {
       // A client gone, idle past the keep-alive timeout, or slow past the header/body timeout (the stream is
       // closed then): nothing to answer.
-      if (!is_disconnect(ec)) co_await answer_unreadable(stream, ec);
+      if (!is_disconnect(ec) && ec != asio::ssl::error::stream_truncated)
+        co_await answer_unreadable(stream, lowest, ec);
       break;
     }
     const HttpRequest& request = parser.get();
     ++active_requests_;
     bool keep_alive = false;
     {
-      Connection connection(stream, request, draining_.load());
+      Connection connection(lowest, tls, request, draining_.load());
       try {
         if (draining_) {
           co_await connection.send(http::status::service_unavailable, error_body_(503, "the server is shutting down"),
@@ -321,9 +369,11 @@ asio::awaitable<void> HttpServer::session(tcp::socket socket, bool over_capacity
     if (!keep_alive) break;
   }
   beast::error_code ec;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  --open_connections_;
-  if (on_connection_close) on_connection_close();
+  if (tls) {
+    lowest.expires_after(std::chrono::seconds(5));
+    co_await tls->async_shutdown(with_error(ec));  // close_notify; a client that does not answer is cut
+  }
+  lowest.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
 }
 
 }  // namespace minfer::server

@@ -19,6 +19,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -35,6 +36,8 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 using HttpRequest = http::request<http::string_body>;
+// A connection's bytes: plain TCP, or TLS over it (--ssl-keyfile / --ssl-certfile).
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
 struct HttpServerConfig {
   std::string host = "127.0.0.1";
@@ -50,13 +53,16 @@ struct HttpServerConfig {
   std::chrono::seconds drain_timeout{300};  // on SIGTERM: longest wait for running requests
   // Open connections above which a new one gets 503 with Retry-After (after its request is read) and is closed.
   int64_t max_connections = 512;
+  // HTTPS: a PEM private key and certificate chain (both or neither); the TLS handshake has header_timeout.
+  std::string ssl_keyfile, ssl_certfile;
 };
 
 // One request's side of its connection, handed to the handler: write a whole response, or stream one in
 // chunks, and learn when the client goes away.
 class Connection {
  public:
-  Connection(beast::tcp_stream& stream, const HttpRequest& request, bool draining);
+  // tls: the TLS layer over `stream` on an HTTPS connection (null: plain HTTP).
+  Connection(beast::tcp_stream& stream, TlsStream* tls, const HttpRequest& request, bool draining);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -82,7 +88,11 @@ class Connection {
 
  private:
   struct PeerWatch;
+  // Runs one write, op(stream, ec), on the TLS layer or the TCP stream, within the write timeout; its error.
+  template <typename Op>
+  asio::awaitable<beast::error_code> write(Op op);
   beast::tcp_stream& stream_;
+  TlsStream* tls_;
   unsigned version_;
   bool keep_alive_;
   bool chunked_ = true;
@@ -118,14 +128,20 @@ class HttpServer {
  private:
   asio::awaitable<void> accept_loop();
   asio::awaitable<void> session(asio::ip::tcp::socket socket, bool over_capacity);
+  // The requests of one connection, in turn, over `stream` (the TLS layer or the TCP stream itself).
+  template <typename Stream>
+  asio::awaitable<void> serve_requests(Stream& stream, beast::tcp_stream& lowest, TlsStream* tls, bool over_capacity);
   // Reads the next request into `parser` within the idle, header and body timeouts; the error of the read.
-  asio::awaitable<beast::error_code> read_request(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+  template <typename Stream>
+  asio::awaitable<beast::error_code> read_request(Stream& stream, beast::tcp_stream& lowest, beast::flat_buffer& buffer,
                                                   http::request_parser<http::string_body>& parser);
-  asio::awaitable<void> answer_unreadable(beast::tcp_stream& stream, const beast::error_code& ec);
+  template <typename Stream>
+  asio::awaitable<void> answer_unreadable(Stream& stream, beast::tcp_stream& lowest, const beast::error_code& ec);
   void begin_drain();
   void poll_drain();
 
   HttpServerConfig config_;
+  std::unique_ptr<asio::ssl::context> tls_;  // null: plain HTTP
   HttpHandler handler_;
   HttpErrorBody error_body_;
   asio::io_context ioc_;

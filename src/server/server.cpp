@@ -99,7 +99,8 @@ void run_server(ServeOptions options) {
         "listening on {} without an API key: anyone who can reach the port can run the model (--api-key or "
         "MINFER_API_KEY)",
         options.http.host);
-  fmt::print("listening on http://{}:{}\n", options.http.host, http.port());
+  fmt::print("listening on {}://{}:{}\n", options.http.ssl_certfile.empty() ? "http" : "https", options.http.host,
+             http.port());
   std::fflush(stdout);
   http.run();
   // Requests still running here are past the drain timeout (or a second signal came): abort them. The engine

@@ -221,3 +221,60 @@ def test_request_timeout_ends_the_request_and_frees_its_pages(model):
             time.sleep(0.1)
         status, _, payload = s.request("POST", "/v1/completions", {**long_body, "timeout": -1})
         assert status == 400 and "timeout" in payload
+
+
+def test_https_with_a_self_signed_certificate(model, tmp_path):
+    """--ssl-keyfile/--ssl-certfile: curl and the openai client over https (streaming too); plain HTTP to the TLS
+    port gets no answer and does not disturb the server."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen([str(MINFER_BIN), "serve", "--port", "0", "--model", str(model), "--served-model-name",
+                             "m", "-t", "1", "--ssl-keyfile", str(key), "--ssl-certfile", str(cert), "--api-key", "k"],
+                            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        m = re.search(r"listening on https://127\.0\.0\.1:(\d+)", proc.stdout.readline())
+        assert m, "no https listening line"
+        port = int(m.group(1))
+        url = f"https://127.0.0.1:{port}"
+        out = subprocess.run(["curl", "-s", "--cacert", str(cert), "-H", "Authorization: Bearer k", "-d",
+                              json.dumps({"prompt": "hello", "max_tokens": 4}), url + "/v1/completions"],
+                             capture_output=True, text=True, timeout=60)
+        assert json.loads(out.stdout)["choices"][0]["text"] is not None, out.stdout + out.stderr
+        refused = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", url + "/health"],
+                                 capture_output=True, text=True, timeout=60)  # the certificate is not trusted
+        assert refused.returncode != 0
+        plain = subprocess.run(["curl", "-s", "-m", "5", f"http://127.0.0.1:{port}/health"], capture_output=True,
+                               text=True, timeout=60)
+        assert plain.returncode != 0  # plain HTTP to the TLS port: no answer
+        import ssl
+
+        import httpx
+        import openai
+        client = openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0,
+                               http_client=httpx.Client(verify=ssl.create_default_context(cafile=str(cert))))
+        whole = client.completions.create(model="m", prompt="hello", max_tokens=6, temperature=0).choices[0].text
+        streamed = "".join(c.choices[0].text for c in client.completions.create(
+            model="m", prompt="hello", max_tokens=6, temperature=0, stream=True) if c.choices)
+        assert streamed == whole
+        with pytest.raises(openai.AuthenticationError):
+            openai.OpenAI(base_url=url + "/v1", api_key="wrong", max_retries=0,
+                          http_client=httpx.Client(verify=ssl.create_default_context(cafile=str(cert)))).models.list()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        log.close()
+
+
+def test_https_needs_both_files(model, tmp_path):
+    proc = subprocess.run([str(MINFER_BIN), "serve", "--port", "0", "--model", str(model), "--ssl-keyfile",
+                           str(tmp_path / "k.pem")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "give both --ssl-keyfile and --ssl-certfile" in proc.stderr
+    (tmp_path / "bad.pem").write_text("not a certificate")
+    proc = subprocess.run([str(MINFER_BIN), "serve", "--port", "0", "--model", str(model), "--ssl-keyfile",
+                           str(tmp_path / "bad.pem"), "--ssl-certfile", str(tmp_path / "bad.pem")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "bad.pem: cannot use it as the TLS certificate chain" in proc.stderr
