@@ -7,6 +7,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates clang-format
+  clang-14 libclang-rt-14-dev  # libFuzzer and its sanitizers (scripts/fuzz.sh, the `fuzz` preset)
   libpcre2-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libboost-dev
   libssl-dev openssl  # HTTPS in the server (Boost.Asio SSL); `openssl` makes the tests' self-signed certificate
