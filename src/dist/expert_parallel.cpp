@@ -62,9 +62,20 @@ void run_local_experts(const kernels::MoeWeights& moe, int64_t expert_begin, int
 
 }  // namespace
 
+namespace {
+
+// Experts per rank: the same ceil(experts / ranks) for every rank's block, the last ones short.
+int64_t experts_per_rank(int64_t experts, int ranks) { return (experts + ranks - 1) / ranks; }
+
+}  // namespace
+
 ExpertRange expert_range(int64_t experts, int rank, int ranks) {
-  const int64_t per = (experts + ranks - 1) / ranks;
+  const int64_t per = experts_per_rank(experts, ranks);
   return {std::min(experts, rank * per), std::min(experts, (rank + 1) * per)};
+}
+
+int expert_owner(int64_t expert, int64_t experts, int ranks) {
+  return static_cast<int>(expert / experts_per_rank(experts, ranks));
 }
 
 void moe_ffn_expert_parallel(const float* x, int64_t rows, int64_t hidden, const kernels::MoeWeights& moe,
@@ -73,7 +84,6 @@ void moe_ffn_expert_parallel(const float* x, int64_t rows, int64_t hidden, const
   const int ranks = comm.size(), me = comm.rank();
   const int64_t experts = moe.router->dim(0), k = moe.top_k;
   const int64_t local_experts = static_cast<int64_t>(moe.experts.size()) / (moe.gate_up_block > 0 ? 2 : 3);
-  const int64_t per_rank = (experts + ranks - 1) / ranks;
   const int64_t row_bytes = hidden * static_cast<int64_t>(sizeof(float));
   // This rank's rows, and its routing of them.
   const int64_t r0 = rows * me / ranks, n = rows * (me + 1) / ranks - r0;
@@ -85,14 +95,14 @@ void moe_ffn_expert_parallel(const float* x, int64_t rows, int64_t hidden, const
 
   // Dispatch: the (row, slot) items grouped by the rank holding their expert.
   s.send_items.assign(static_cast<size_t>(ranks), 0);
-  for (int64_t i = 0; i < n * k; ++i) ++s.send_items[static_cast<size_t>(choice[i] / per_rank)];
+  for (int64_t i = 0; i < n * k; ++i) ++s.send_items[static_cast<size_t>(expert_owner(choice[i], experts, ranks))];
   std::vector<int> next(static_cast<size_t>(ranks), 0);
   for (int r = 1; r < ranks; ++r) next[static_cast<size_t>(r)] = next[r - 1] + s.send_items[static_cast<size_t>(r - 1)];
   int32_t* slot_of_item = grow(s.slot_of_item, n * k);
   int32_t* send_expert = grow(s.send_expert, n * k);
   float* send_x = grow(s.send_x, n * k * hidden);
   for (int64_t i = 0; i < n * k; ++i) {
-    const int item = next[static_cast<size_t>(choice[i] / per_rank)]++;
+    const int item = next[static_cast<size_t>(expert_owner(choice[i], experts, ranks))]++;
     slot_of_item[item] = static_cast<int32_t>(i);
     send_expert[item] = choice[i];
     std::copy(x + (r0 + i / k) * hidden, x + (r0 + i / k + 1) * hidden, send_x + item * hidden);

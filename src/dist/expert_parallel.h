@@ -20,6 +20,8 @@ struct ExpertRange {
   int64_t begin = 0, end = 0;
 };
 ExpertRange expert_range(int64_t experts, int rank, int ranks);
+// The rank whose expert_range holds `expert`.
+int expert_owner(int64_t expert, int64_t experts, int ranks);
 
 // Buffers a call grows once to the largest batch and then reuses.
 struct ExpertParallelScratch {
