@@ -1,9 +1,12 @@
-"""Starts `minfer serve --port 0` for a test and stops it: with serve(binary, *args) as url: ..."""
+"""Starts `minfer serve --port 0` for a test and stops it: with serve(binary, *args) as url: ...; started(cmd) for a
+command that wraps the server (mpirun, ip netns exec)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import signal
 import subprocess
 import tempfile
 import threading
@@ -13,22 +16,31 @@ from typing import Iterator
 
 
 @contextlib.contextmanager
-def serve(binary: Path, *args, startup_timeout_s: float = 180) -> Iterator[str]:
-    """Yields the server's base URL, read from its 'listening on http://HOST:PORT' line."""
+def started(cmd, *, env=None, startup_timeout_s: float = 180,
+            new_session: bool = False) -> Iterator[tuple[subprocess.Popen, str]]:
+    """Starts a server command (minfer serve, or one that wraps it: mpirun, ip netns exec) and yields the process and
+    the URL of its 'listening on' line. On exit: SIGTERM (to its whole session with new_session, which also reaches
+    the ranks mpirun started), SIGKILL after 60 s."""
     log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen([str(Path(binary).resolve()), "serve", "--host", "127.0.0.1", "--port", "0", *[str(a) for a in args]],
-                            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
+                            text=True, env=env, start_new_session=new_session)
     found: list[str] = []
     ready = threading.Event()
 
     def read_stdout():  # keeps draining stdout after the line so the server never blocks on a full pipe
         assert proc.stdout is not None
         for line in proc.stdout:
-            m = re.search(r"listening on (http://\S+)", line)
+            m = re.search(r"listening on (https?://\S+)", line)
             if m and not found:
                 found.append(m.group(1))
                 ready.set()
         ready.set()
+
+    def signal_all(sig: int) -> None:
+        if new_session:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
 
     reader = threading.Thread(target=read_stdout, daemon=True)
     reader.start()
@@ -38,13 +50,22 @@ def serve(binary: Path, *args, startup_timeout_s: float = 180) -> Iterator[str]:
             pass
         if not found:
             log.seek(0)
-            raise RuntimeError(f"minfer serve did not print 'listening on' (exit code {proc.poll()})\n{log.read()[-4000:]}")
-        yield found[0]
+            raise RuntimeError(f"{cmd[0]} did not print 'listening on' (exit code {proc.poll()})\n{log.read()[-4000:]}")
+        yield proc, found[0]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc.poll() is None:
+            signal_all(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                signal_all(signal.SIGKILL)
+                proc.wait()
         log.close()
+
+
+@contextlib.contextmanager
+def serve(binary: Path, *args, startup_timeout_s: float = 180) -> Iterator[str]:
+    """Yields the server's base URL, read from its 'listening on http://HOST:PORT' line."""
+    cmd = [Path(binary).resolve(), "serve", "--host", "127.0.0.1", "--port", "0", *args]
+    with started(cmd, startup_timeout_s=startup_timeout_s) as (_, url):
+        yield url

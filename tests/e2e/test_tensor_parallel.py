@@ -11,12 +11,9 @@ import concurrent.futures
 import contextlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
-import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -26,7 +23,7 @@ import openai
 import pytest
 
 from conftest import MINFER_BIN, read_ids
-from serve_process import serve
+from serve_process import serve, started
 
 MPIRUN = shutil.which("mpirun")
 ROOT = os.geteuid() == 0
@@ -134,39 +131,6 @@ def test_serve_answers_the_openai_client(tiny_models):
         assert chunks[-1].choices == [] or chunks[-1].choices[0].finish_reason in ("length", "stop", None)
 
 
-@contextlib.contextmanager
-def started_server(cmd: List[str], env: dict | None = None) -> Iterator[tuple[subprocess.Popen, str]]:
-    """Starts a server command; yields the process and its URL (its 'listening on' line)."""
-    log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
-                            text=True, env=env, start_new_session=True)
-    url: List[str] = []
-    ready = threading.Event()
-
-    def read():
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            m = re.search(r"listening on (http://\S+)", line)
-            if m and not url:
-                url.append(m.group(1))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=read, daemon=True).start()
-    try:
-        ready.wait(180)
-        if not url:
-            log.seek(0)
-            pytest.fail(f"the server did not start (exit {proc.poll()})\n{log.read()[-4000:]}")
-        proc.log = log  # type: ignore[attr-defined]
-        yield proc, url[0]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        log.close()
-
-
 def rank_pids(rank: int) -> List[int]:
     """The processes mpirun started as `rank` (from their environment)."""
     pids = []
@@ -206,7 +170,7 @@ def test_rank_killed_mid_request_ends_the_group(tiny_models):
     model = tiny_models("tiny-qwen3", "f32")
     cmd = [MINFER_BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--model", model, "--served-model-name", "m",
            "-t", "1", "--max-model-len", "8192", "--tensor-parallel-size", "2", "--distributed-timeout", "20"]
-    with started_server(cmd) as (proc, url):
+    with started(cmd, new_session=True) as (proc, url):
         def kill_rank_1():
             pids = rank_pids(1)
             assert len(pids) == 1, pids
@@ -297,7 +261,7 @@ def test_link_drop_ends_the_group_within_the_timeout(tiny_models, tmp_path):
         cmd = [*two_host_mpirun(agent), MINFER_BIN, "serve", "--host", "127.0.0.1", "--port", "0", "--model", model,
                "--served-model-name", "m", "-t", "1", "--max-model-len", "8192", "--tensor-parallel-size", "2",
                "--distributed-timeout", "3"]
-        with started_server(cmd) as (proc, url):
+        with started(cmd, new_session=True) as (proc, url):
             stream, seconds = stream_then(url, lambda: ip("-n", ns_b, "link", "set", dev_b, "down"),
                                           curl_prefix=["ip", "netns", "exec", ns_a])
             assert '"type":"service_unavailable"' in stream.replace(" ", ""), stream[-2000:]  # a 503 error event
