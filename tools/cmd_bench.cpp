@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "dist/communicator.h"
 #include "engine/engine_access.h"
+#include "engine/speculative.h"
 #include "kernels/kernels.h"
 #include "minfer/engine.h"
 #include "tools/commands.h"
@@ -152,6 +153,9 @@ RunResult run_workload(const std::string& name, const EngineConfig& config, cons
   res.mean_running = util_n ? running_sum / static_cast<double>(util_n) : 0;
   spdlog::info("{}: {:.1f} s, {} output tokens, {:.2f} output tok/s", name, res.seconds, res.output_tokens,
                static_cast<double>(res.output_tokens) / res.seconds);
+  if (config.speculative.enabled())
+    spdlog::info("{}: speculative decoding: {}", name,
+                 spec_decode_summary({s.spec_num_drafts, s.spec_draft_tokens, s.spec_accepted_tokens}));
   return res;
 }
 

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "engine/engine_access.h"
+#include "engine/speculative.h"
 #include "kernels/kernels.h"
 #include "minfer/engine.h"
 #include "model/default_model.h"
@@ -127,6 +128,9 @@ void run_generate(GenerateArgs& args) {
   spdlog::info("prompt: {} tokens in {:.3f} s ({:.1f} tok/s); generated: {} tokens in {:.3f} s ({:.1f} tok/s); {}",
                prompt.size(), prefill, static_cast<double>(prompt.size()) / prefill, result.token_ids.size(), decode,
                std::max(n - 1, 0.0) / decode, finish_reason_name(result.finish_reason));
+  if (config.speculative.enabled())
+    spdlog::info("speculative decoding ({}): {}", speculative_method_name(config.speculative.method),
+                 spec_decode_summary(result.spec_decode));
 }
 
 }  // namespace

@@ -27,6 +27,27 @@ void add_fusion_flags(CLI::App& cmd, FusionStrategy& strategy, std::vector<std::
       ->check(CLI::IsMember(graph::pass_names()));
 }
 
+// vLLM's speculative_config fields as flags.
+void add_speculative_flags(CLI::App& cmd, SpeculativeConfig& spec) {
+  cmd.add_option_function<std::string>(
+         "--speculative", [&spec](const std::string& v) { parse_speculative_method(v, &spec.method); },
+         "Speculative decoding: ngram (prompt lookup: drafts from earlier in the prompt and output, checked in the "
+         "same step; outputs unchanged) or none")
+      ->check(CLI::IsMember({"none", "ngram"}))
+      ->option_text("none|ngram")
+      ->default_str("none");
+  cmd.add_option("--num-speculative-tokens", spec.num_speculative_tokens,
+                 "Drafts per sequence and step at most (each sequence adapts below it)")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
+  cmd.add_option("--prompt-lookup-min", spec.prompt_lookup_min, "--speculative ngram: shortest suffix looked up")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd.add_option("--prompt-lookup-max", spec.prompt_lookup_max, "--speculative ngram: longest suffix looked up")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+}
+
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& model_help) {
   EngineConfig& e = flags.config;
   cmd.add_option("-m,--model", e.model_path, model_help);
@@ -74,6 +95,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& mode
          "--task embed: the last position's hidden state, or the mean over the prompt")
       ->check(CLI::IsMember({"last", "mean"}))
       ->default_str("last");
+  add_speculative_flags(cmd, e.speculative);
   add_fusion_flags(cmd, e.fusion_strategy, e.disabled_fusion_passes);
   add_quant_flags(cmd, flags.quant);
 }

@@ -44,6 +44,24 @@ enum class EngineTask : uint8_t { kGenerate, kEmbed };
 // the mean over every prompt position.
 enum class PoolingType : uint8_t { kLast, kMean };
 
+// Speculative decoding (vLLM's speculative_config): each step proposes up to num_speculative_tokens draft tokens
+// per decoding sequence and checks them in the same forward pass as the token it computes anyway, so an accepted
+// draft is a token without a step of its own. kNgram: prompt lookup (the tokens that followed the latest earlier
+// occurrence of the sequence's last prompt_lookup_max..prompt_lookup_min tokens). Outputs are the target model's
+// exactly: greedy ones equal, sampled ones drawn from the same distribution (engine/speculative.h).
+enum class SpeculativeMethod : uint8_t { kNone, kNgram };
+// "none", "ngram"; false for anything else.
+bool parse_speculative_method(std::string_view name, SpeculativeMethod* out);
+const char* speculative_method_name(SpeculativeMethod method);
+
+struct SpeculativeConfig {
+  SpeculativeMethod method = SpeculativeMethod::kNone;
+  int num_speculative_tokens = 4;  // drafts per step at most (a sequence's own k adapts below it)
+  int prompt_lookup_min = 2;       // kNgram: shortest suffix looked up
+  int prompt_lookup_max = 4;       // kNgram: longest (a longer match is tried first)
+  bool enabled() const { return method != SpeculativeMethod::kNone; }
+};
+
 struct EngineConfig {
   std::string model_path;  // Hugging Face directory, .gguf file, or llama2.c .bin
   int num_threads = 0;     // 0 = one per hardware thread
@@ -84,6 +102,8 @@ struct EngineConfig {
   int tensor_parallel_size = 1;
   bool enable_expert_parallel = false;
   double distributed_timeout_s = 60.0;
+
+  SpeculativeConfig speculative;
 
   // Seed of the requests that give none: each then gets seed + its request id, so a run is repeatable while
   // requests still differ (vLLM's --seed). Unset: such requests draw from the OS's entropy.

@@ -69,6 +69,12 @@ struct EngineStats {
   int64_t max_num_running = 0;  // the most sequences held at once so far
   int64_t requests_finished = 0;
   int64_t max_model_len = 0;
+  // Speculative decoding (EngineConfig::speculative): checks, draft tokens checked and accepted, and per draft
+  // position how many checks kept it (vLLM's spec_decode_num_accepted_tokens_per_pos).
+  int64_t spec_num_drafts = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_pos;
   // Bytes of the model weights in memory (int8 payload + scales when quantized; see EngineConfig::quant).
   int64_t weight_bytes = 0;
 };

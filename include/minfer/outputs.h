@@ -28,6 +28,15 @@ struct TokenLogprobs {
   std::vector<std::pair<int32_t, float>> top;  // (id, logprob), most likely first
 };
 
+// Speculative decoding over a request so far (EngineConfig::speculative): checks run, draft tokens checked, and
+// of them accepted. Acceptance rate = accepted_tokens / draft_tokens; mean accepted length (tokens a check
+// yields, the sampled one included) = 1 + accepted_tokens / num_drafts.
+struct SpecDecodeUsage {
+  int64_t num_drafts = 0;
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
+};
+
 struct RequestOutput {
   RequestId id = 0;
   std::vector<int32_t> new_token_ids;   // tokens generated since the previous output of this request
@@ -43,6 +52,7 @@ struct RequestOutput {
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;  // generated so far, including new_token_ids
   int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache at admission
+  SpecDecodeUsage spec_decode;
   // With SamplingParams.prompt_logits: the logits of every prompt position, [prompt_tokens, vocab] row-major (row
   // i predicts prompt token i + 1), in the output that carries the first generated token.
   std::vector<float> prompt_logits;
@@ -66,6 +76,7 @@ struct CompletionOutput {
   std::string error;               // set when the engine failed the request (finish_reason is then kAbort)
   bool error_unavailable = false;  // RequestOutput::error_unavailable
   int64_t cached_tokens = 0;
+  SpecDecodeUsage spec_decode;
   std::vector<float> prompt_logits;  // with SamplingParams.prompt_logits
   std::vector<float> embedding;      // EngineTask::kEmbed
 };

@@ -135,6 +135,9 @@ class Engine:
         task: "generate" (text), or "embed" (Engine.embed: one pooled, L2-normalised final hidden state per
             prompt; vLLM's pooling runner).
         pooling: with task="embed", "last" (the last position's hidden state) or "mean" (over the prompt).
+        speculative_config: speculative decoding, as vLLM's: {"method": "ngram", "num_speculative_tokens": 4,
+            "prompt_lookup_min": 2, "prompt_lookup_max": 4} (method required, the rest optional with these
+            defaults); drafts found by prompt lookup are checked in the same step, outputs unchanged. None = off.
 
     Raises:
         TypeError: an unknown keyword, or a value of the wrong type.
@@ -151,7 +154,7 @@ class Engine:
                  kv_cache_memory: Union[None, int, str] = None, kv_cache_memory_fraction: float = 0.5,
                  enable_prefix_caching: bool = True, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048,
                  kv_layout: str = "paged", kv_cache_dtype: str = "auto", seed: Optional[int] = None,
-                 task: str = "generate", pooling: str = "last"):
+                 task: str = "generate", pooling: str = "last", speculative_config: Optional[dict] = None):
         self._engine = None  # so __del__ and close() work when the constructor fails
         _checks.as_str(_OWNER, "device", device)
         if device.lower() != "cpu":
@@ -194,6 +197,8 @@ class Engine:
                                 f"got {type(quant_config).__name__}")
             c.quant = quant_config._to_cpp()
         self._quant_config = quant_config or QuantConfig()
+        if speculative_config is not None:
+            c.speculative = _speculative(speculative_config)
         self._engine = _minfer.Engine(c)
         self._tokenizer = Tokenizer(self._engine)
 
@@ -327,7 +332,11 @@ class Engine:
                 "kv_cache_memory": c.kv_cache_memory, "kv_cache_memory_fraction": c.kv_cache_memory_fraction,
                 "enable_prefix_caching": c.enable_prefix_caching, "max_num_seqs": c.max_num_seqs,
                 "max_num_batched_tokens": c.max_num_batched_tokens, "kv_layout": c.kv_layout,
-                "kv_cache_dtype": c.kv_cache_dtype, "seed": c.seed}
+                "kv_cache_dtype": c.kv_cache_dtype, "seed": c.seed,
+                "speculative_config": None if c.speculative.method == "none" else {
+                    "method": c.speculative.method, "num_speculative_tokens": c.speculative.num_speculative_tokens,
+                    "prompt_lookup_min": c.speculative.prompt_lookup_min,
+                    "prompt_lookup_max": c.speculative.prompt_lookup_max}}
 
     def close(self) -> None:
         """Stops the engine: running requests end with finish_reason "abort", later calls raise. Idempotent.
@@ -363,6 +372,25 @@ def _choice(name: str, value, allowed: Tuple[str, ...]) -> str:
     if value not in allowed:
         raise ValueError(f"{_OWNER}: {name} must be one of {', '.join(repr(a) for a in allowed)}, got {value!r}")
     return value
+
+
+def _speculative(config) -> "_minfer.SpeculativeConfig":
+    name = "speculative_config"
+    if not isinstance(config, dict):
+        raise TypeError(f"{_OWNER}: {name} must be a dict such as {{'method': 'ngram'}}, got {type(config).__name__}")
+    known = ("method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max")
+    unknown = [k for k in config if k not in known]
+    if unknown:
+        raise TypeError(f"{_OWNER}: {name} has unknown key(s) {', '.join(map(repr, unknown))}; "
+                        f"known: {', '.join(known)}")
+    if "method" not in config:
+        raise TypeError(f"{_OWNER}: {name} needs 'method' ('ngram')")
+    s = _minfer.SpeculativeConfig()
+    s.method = _choice(f"{name}['method']", config["method"], ("ngram", "none"))
+    for key in known[1:]:
+        if key in config:
+            setattr(s, key, _checks.as_int(_OWNER, f"{name}['{key}']", config[key], lo=1, hi=64))
+    return s
 
 
 def _overrides(**fields) -> Dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional, Union
+from typing import Dict, List, Optional, Union
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,6 +20,8 @@ class GenerationResult:
         prompt_token_ids: the prompt as the model saw it.
         cached_tokens: prompt tokens served from the prefix cache.
         request_id: the engine's id of the request.
+        spec_decode: with speculative decoding, {"num_drafts", "draft_tokens", "accepted_tokens"} over the request
+            (acceptance rate = accepted_tokens / draft_tokens); None without.
     """
 
     text: str
@@ -30,12 +32,21 @@ class GenerationResult:
     prompt_token_ids: List[int]
     cached_tokens: int
     request_id: int
+    spec_decode: Optional[Dict[str, int]] = None
 
     @classmethod
     def _from_cpp(cls, out, prompt) -> "GenerationResult":
         return cls(text=out.text, token_ids=list(out.token_ids), finish_reason=out.finish_reason,
                    stop_reason=out.stop_reason or None, prompt=prompt, prompt_token_ids=list(out.prompt_token_ids),
-                   cached_tokens=out.cached_tokens, request_id=out.request_id)
+                   cached_tokens=out.cached_tokens, request_id=out.request_id,
+                   spec_decode=_spec_decode(out.spec_decode))
+
+
+def _spec_decode(usage) -> Optional[Dict[str, int]]:
+    if usage.num_drafts == 0:
+        return None
+    return {"num_drafts": usage.num_drafts, "draft_tokens": usage.draft_tokens,
+            "accepted_tokens": usage.accepted_tokens}
 
 
 @dataclasses.dataclass(frozen=True)

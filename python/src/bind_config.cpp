@@ -40,6 +40,18 @@ void bind_config(py::module_& m) {
       .def_readwrite("group_size", &QuantConfig::group_size)
       .def_property_readonly("enabled", &QuantConfig::enabled);
 
+  py::class_<SpeculativeConfig>(m, "SpeculativeConfig")
+      .def(py::init<>())
+      .def_property(
+          "method", [](const SpeculativeConfig& c) { return std::string(speculative_method_name(c.method)); },
+          [](SpeculativeConfig& c, const std::string& name) {
+            if (!parse_speculative_method(name, &c.method))
+              throw std::invalid_argument("speculative method: '" + name + "' is not 'ngram' or 'none'");
+          })
+      .def_readwrite("num_speculative_tokens", &SpeculativeConfig::num_speculative_tokens)
+      .def_readwrite("prompt_lookup_min", &SpeculativeConfig::prompt_lookup_min)
+      .def_readwrite("prompt_lookup_max", &SpeculativeConfig::prompt_lookup_max);
+
   py::class_<EngineConfig>(m, "EngineConfig")
       .def(py::init<>())
       .def_readwrite("model_path", &EngineConfig::model_path)
@@ -66,6 +78,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("max_num_batched_tokens", &EngineConfig::max_num_batched_tokens)
       .def_readwrite("enable_continuous_batching", &EngineConfig::enable_continuous_batching)
       .def_readwrite("seed", &EngineConfig::seed)
+      .def_readwrite("speculative", &EngineConfig::speculative)
       .def_property(
           "task", [](const EngineConfig& c) { return c.task == EngineTask::kEmbed ? "embed" : "generate"; },
           [](EngineConfig& c, const std::string& name) {

@@ -111,6 +111,10 @@ py::dict stats_dict(const EngineStats& s) {
   d["max_num_running"] = s.max_num_running;
   d["requests_finished"] = s.requests_finished;
   d["max_model_len"] = s.max_model_len;
+  d["spec_num_drafts"] = s.spec_num_drafts;
+  d["spec_draft_tokens"] = s.spec_draft_tokens;
+  d["spec_accepted_tokens"] = s.spec_accepted_tokens;
+  d["spec_accepted_per_pos"] = s.spec_accepted_per_pos;
   return d;
 }
 

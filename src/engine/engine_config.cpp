@@ -27,6 +27,14 @@ void EngineConfig::validate() const {
     fail("EngineConfig.enable_expert_parallel needs tensor_parallel_size >= 2 (the experts are spread over its ranks)");
   if (!(distributed_timeout_s > 0.0))
     fail("EngineConfig.distributed_timeout_s must be > 0 seconds, got {}", distributed_timeout_s);
+  const SpeculativeConfig& spec = speculative;
+  if (spec.num_speculative_tokens < 1 || spec.num_speculative_tokens > 32)
+    fail("EngineConfig.speculative.num_speculative_tokens must be in [1, 32], got {}", spec.num_speculative_tokens);
+  if (spec.prompt_lookup_min < 1 || spec.prompt_lookup_max < spec.prompt_lookup_min || spec.prompt_lookup_max > 64)
+    fail("EngineConfig.speculative: need 1 <= prompt_lookup_min <= prompt_lookup_max <= 64, got {} and {}",
+         spec.prompt_lookup_min, spec.prompt_lookup_max);
+  if (spec.enabled() && task == EngineTask::kEmbed)
+    fail("EngineConfig.speculative needs task generate: an embedding engine samples no tokens");
 }
 
 bool parse_kv_cache_dtype(std::string_view name, KvCacheDtype* out) {
@@ -49,6 +57,21 @@ const char* kv_cache_dtype_name(KvCacheDtype dtype) {
     case KvCacheDtype::kBf16: return "bf16";
   }
   return "";
+}
+
+bool parse_speculative_method(std::string_view name, SpeculativeMethod* out) {
+  if (name == "none") {
+    *out = SpeculativeMethod::kNone;
+  } else if (name == "ngram") {
+    *out = SpeculativeMethod::kNgram;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+const char* speculative_method_name(SpeculativeMethod method) {
+  return method == SpeculativeMethod::kNgram ? "ngram" : "none";
 }
 
 const char* finish_reason_name(FinishReason reason) {

@@ -105,6 +105,7 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
     groups.push_back({window_.pages.get(), m.sliding_window, std::max<int64_t>(128, page_.size())});
   }
   scheduler_ = std::make_unique<Scheduler>(so, std::move(groups));
+  if (config_.speculative.enabled()) speculator_ = std::make_unique<Speculator>(config_.speculative);
   spdlog::info(
       "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}){}, {} layout, prefix "
       "caching {}, {} batching",
@@ -278,6 +279,7 @@ RequestOutput EngineCore::make_output(const Sequence& seq) const {
   o.cached_tokens = seq.cached_tokens;
   o.finish_reason = seq.finish_reason;
   o.finished = seq.finish_reason != FinishReason::kNone;
+  o.spec_decode = {seq.spec.num_drafts, seq.spec.draft_tokens, seq.spec.accepted_tokens};
   return o;
 }
 
@@ -314,12 +316,14 @@ std::vector<RequestOutput> EngineCore::step() {
   std::vector<RequestOutput> outputs = std::move(pending_);
   pending_.clear();
   if (!scheduler_->has_unfinished()) return outputs;
+  if (speculator_) propose_drafts();
   const SchedulerOutput sched = scheduler_->schedule();
   if (sched.empty()) return outputs;
 
   chunks_.clear();
   chunk_seqs_.clear();
-  for (const ScheduledChunk& c : sched.chunks) add_chunks(*c.seq, c.num_tokens);
+  chunk_drafts_.clear();
+  for (const ScheduledChunk& c : sched.chunks) add_chunks(*c.seq, c.num_tokens, c.num_draft);
   start_grammar_masks();
   const auto t0 = std::chrono::steady_clock::now();
   std::span<const float> logits;
@@ -353,6 +357,12 @@ std::vector<RequestOutput> EngineCore::step() {
       row += rows;
       continue;
     }
+    if (chunk_drafts_[i] > 0) {
+      const size_t rows = chunks_[i].tokens.size();
+      on_verify_rows(*chunk_seqs_[i], logits.subspan(row * vocab, rows * vocab), outputs);
+      row += rows;
+      continue;
+    }
     if (!chunks_[i].sample) continue;
     const int64_t position = chunks_[i].start_position + static_cast<int64_t>(chunks_[i].tokens.size()) - 1;
     on_logits_row(*chunk_seqs_[i], position, logits.subspan(row * vocab, vocab), outputs);
@@ -363,9 +373,23 @@ std::vector<RequestOutput> EngineCore::step() {
 }
 
 // The step's chunks of a scheduled sequence: one, or with prompt_logits one per prompt position, so every
-// position samples (they all attend to the same pages: the step writes every row's K/V before attention).
-void EngineCore::add_chunks(Sequence& s, int64_t num_tokens) {
+// position samples (they all attend to the same pages: the step writes every row's K/V before attention). A decode
+// with drafts computes [its token, drafts...] and returns a row after each.
+void EngineCore::add_chunks(Sequence& s, int64_t num_tokens, int64_t num_draft) {
   SequenceChunk chunk;
+  if (num_draft > 0) {
+    s.verify_tokens.assign(1, s.tokens.back());
+    s.verify_tokens.insert(s.verify_tokens.end(), s.draft.begin(), s.draft.end());
+    chunk.tokens = s.verify_tokens;
+    chunk.start_position = static_cast<int32_t>(s.num_computed);
+    if (full_.pages) chunk.page_table = full_.pages->page_table(s.id);
+    if (window_.pages) chunk.local_page_table = window_.pages->page_table(s.id);
+    chunk.sample = chunk.sample_all = true;
+    chunks_.push_back(chunk);
+    chunk_seqs_.push_back(&s);
+    chunk_drafts_.push_back(num_draft);
+    return;
+  }
   chunk.tokens =
       std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.num_computed), static_cast<size_t>(num_tokens));
   chunk.start_position = static_cast<int32_t>(s.num_computed);
@@ -376,6 +400,7 @@ void EngineCore::add_chunks(Sequence& s, int64_t num_tokens) {
   if (!s.params.prompt_logits || s.num_computed >= s.prompt_len) {
     chunks_.push_back(chunk);
     chunk_seqs_.push_back(&s);
+    chunk_drafts_.push_back(0);
     return;
   }
   for (int64_t i = 0; i < num_tokens; ++i) {
@@ -385,6 +410,7 @@ void EngineCore::add_chunks(Sequence& s, int64_t num_tokens) {
     one.sample = true;
     chunks_.push_back(one);
     chunk_seqs_.push_back(&s);
+    chunk_drafts_.push_back(0);
   }
 }
 
@@ -397,7 +423,40 @@ void EngineCore::on_logits_row(Sequence& seq, int64_t position, std::span<const 
     ++seq.prompt_logit_rows;
   }
   if (position + 1 != seq.num_tokens()) return;
-  const int32_t token = sample_token(seq, logits);
+  RequestOutput o;
+  const FinishReason finish = append_token(seq, sample_token(seq, logits), logits, o);
+  emit(seq, finish, std::move(o), outputs);
+}
+
+// A verification chunk's rows (speculative.h): row i holds the logits after the decode token and drafts [0, i).
+// Tokens are sampled from them in order as plain steps would; a draft equal to the token sampled in its place is
+// kept (its KV, computed this step, becomes the sequence's) and the first that differs ends the check.
+void EngineCore::on_verify_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs) {
+  const size_t vocab = static_cast<size_t>(runner_->output_width());
+  const int64_t drafted = static_cast<int64_t>(seq.draft.size());
+  RequestOutput o;
+  FinishReason finish = FinishReason::kNone;
+  int64_t accepted = 0;
+  for (int64_t i = 0; i <= drafted; ++i) {
+    // The first row's mask came from the worker during the step; the others follow the tokens kept since.
+    if (i > 0 && seq.grammar) seq.grammar->compute_mask(seq.grammar_mask);
+    const std::span<const float> logits = rows.subspan(static_cast<size_t>(i) * vocab, vocab);
+    const int32_t token = sample_token(seq, logits);
+    finish = append_token(seq, token, logits, o);
+    const bool kept = i < drafted && token == seq.draft[static_cast<size_t>(i)];
+    accepted += kept ? 1 : 0;
+    if (finish != FinishReason::kNone || !kept) break;
+    ++seq.num_computed;  // the draft's KV at this position is the sequence's
+  }
+  speculator_->record(seq, drafted, accepted);
+  seq.draft.clear();
+  if (finish == FinishReason::kNone) scheduler_->on_drafts_checked(&seq);
+  emit(seq, finish, std::move(o), outputs);
+}
+
+// Appends a sampled token: stop checks, the grammar, and its id, logprobs and text into o. Returns how the
+// sequence finished with it (kNone: it goes on).
+FinishReason EngineCore::append_token(Sequence& seq, int32_t token, std::span<const float> logits, RequestOutput& o) {
   seq.tokens.push_back(token);
   ++generated_tokens_;
   StopChecker::Step st = seq.stop->append(token, seq.num_output());
@@ -406,19 +465,41 @@ void EngineCore::on_logits_row(Sequence& seq, int64_t position, std::span<const 
     // The language allows nothing more: the output is complete (no step spent on the forced EOS).
     if (seq.grammar->is_stopped()) st.finish = FinishReason::kStop;
   }
-  if (st.finish != FinishReason::kNone) finish(&seq, st.finish);
-  RequestOutput o = make_output(seq);
   o.new_token_ids.push_back(token);
   // From the logits before bias, penalties and temperature (vLLM's raw logprobs); a constrained sequence's
   // after its grammar mask, as vLLM applies the mask before sampling.
   if (seq.params.logprobs >= 0)
     o.logprobs.push_back(
         compute_logprobs(seq.grammar ? std::span<const float>(masked_row_) : logits, token, seq.params.logprobs));
-  o.text_delta = std::move(st.text);
-  o.stop_reason = std::move(st.stop_reason);
-  if (seq.num_output() == 1) o.prompt_logits = std::move(seq.prompt_logits);
-  outputs.push_back(std::move(o));
-  if (st.finish != FinishReason::kNone) seqs_.erase(seq.id);
+  o.text_delta += st.text;
+  if (!st.stop_reason.empty()) o.stop_reason = std::move(st.stop_reason);
+  return st.finish;
+}
+
+// A step's output of a sequence (its new tokens in o): ends the sequence when it finished, and fills in the
+// request's counters.
+void EngineCore::emit(Sequence& seq, FinishReason reason, RequestOutput o, std::vector<RequestOutput>& outputs) {
+  if (reason != FinishReason::kNone) finish(&seq, reason);
+  RequestOutput full = make_output(seq);
+  full.new_token_ids = std::move(o.new_token_ids);
+  full.logprobs = std::move(o.logprobs);
+  full.text_delta = std::move(o.text_delta);
+  full.stop_reason = std::move(o.stop_reason);
+  // The first output carries the prompt logits.
+  if (seq.num_output() == static_cast<int64_t>(full.new_token_ids.size()))
+    full.prompt_logits = std::move(seq.prompt_logits);
+  outputs.push_back(std::move(full));
+  if (reason != FinishReason::kNone) seqs_.erase(seq.id);
+}
+
+// Drafts for every sequence that decodes next step, at most what fits before max_tokens and the context end.
+void EngineCore::propose_drafts() {
+  for (Sequence* seq : scheduler_->running()) {
+    if (seq->tokens_to_compute() != 1) continue;
+    const int64_t room =
+        std::min(seq->params.max_tokens - seq->num_output(), config_.max_model_len - seq->num_tokens());
+    speculator_->propose(*seq, room - 1);
+  }
 }
 
 // An embedding request's rows of final-normed hidden states: summed (mean pooling) or the last kept; once the
@@ -478,7 +559,8 @@ void EngineCore::start_grammar_masks() {
   for (size_t i = 0; i < chunks_.size(); ++i) {
     Sequence& s = *chunk_seqs_[i];
     const int64_t last = chunks_[i].start_position + static_cast<int64_t>(chunks_[i].tokens.size());
-    if (chunks_[i].sample && s.grammar && last == s.num_tokens()) jobs.push_back({s.grammar.get(), &s.grammar_mask});
+    if (chunks_[i].sample && s.grammar && last - chunk_drafts_[i] == s.num_tokens())
+      jobs.push_back({s.grammar.get(), &s.grammar_mask});
   }
   if (jobs.empty()) return;
   step_masks_ = static_cast<int64_t>(jobs.size());
@@ -553,6 +635,13 @@ EngineStats EngineCore::stats() const {
   s.max_num_running = max_running_;
   s.requests_finished = finished_;
   s.max_model_len = config_.max_model_len;
+  if (speculator_) {
+    const SpecDecodeCounters& c = speculator_->counters();
+    s.spec_num_drafts = c.num_drafts;
+    s.spec_draft_tokens = c.draft_tokens;
+    s.spec_accepted_tokens = c.accepted_tokens;
+    s.spec_accepted_per_pos = c.accepted_per_pos;
+  }
   s.weight_bytes = static_cast<int64_t>(weight_bytes(runner_weights()));  // this rank's, under tensor parallel
   return s;
 }

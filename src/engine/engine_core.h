@@ -18,6 +18,7 @@
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
+#include "engine/speculative.h"
 #include "engine/step_channel.h"
 #include "kv/kv_budget.h"
 #include "kv/kv_cache.h"
@@ -82,8 +83,12 @@ class EngineCore {
   void log_step(const SchedulerOutput& sched, Clock::time_point start, Clock::time_point run_start,
                 Clock::time_point run_end) const;
   RequestOutput make_output(const Sequence& seq) const;
-  void add_chunks(Sequence& seq, int64_t num_tokens);
+  void add_chunks(Sequence& seq, int64_t num_tokens, int64_t num_draft);
   void on_logits_row(Sequence& seq, int64_t position, std::span<const float> logits, std::vector<RequestOutput>& out);
+  void on_verify_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs);
+  FinishReason append_token(Sequence& seq, int32_t token, std::span<const float> logits, RequestOutput& o);
+  void emit(Sequence& seq, FinishReason reason, RequestOutput o, std::vector<RequestOutput>& outputs);
+  void propose_drafts();
   int32_t sample_token(Sequence& seq, std::span<const float> logits);
   void on_hidden_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs);
   bool embedding() const { return config_.task == EngineTask::kEmbed; }
@@ -116,6 +121,7 @@ class EngineCore {
   std::vector<uint8_t> window_layers_;  // [num_layers] 1: the layer's KV is in window_
   int64_t kv_pages_ = 0;                // pages of the full pool (or of the window pool when there is no full one)
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<Speculator> speculator_;  // config_.speculative enabled
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> seqs_;
   std::vector<RequestOutput> pending_;  // outputs of aborted requests, returned by the next step()
   std::atomic<RequestId> next_id_{1};
@@ -123,6 +129,7 @@ class EngineCore {
   // Step scratch.
   std::vector<SequenceChunk> chunks_;
   std::vector<Sequence*> chunk_seqs_;  // the sequence of each chunk (a prompt-logits prefill gives it several)
+  std::vector<int64_t> chunk_drafts_;  // the drafts each chunk checks (0: none)
   std::vector<float> row_;
   std::vector<float> masked_row_;  // a constrained row with logprobs: the masked logits they are computed from
 

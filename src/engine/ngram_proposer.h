@@ -3,7 +3,7 @@
 // latest earlier place they occur, the k tokens that followed are the draft. Editing, quoting and code repeat
 // their context, so the draft is often right; open chat rarely repeats, and then nothing is proposed.
 //
-// This is the proposer alone: the verification of drafts inside the engine step is not built yet (see the issue).
+// The engine step checks the drafts (engine/speculative.h).
 #pragma once
 
 #include <cstdint>

@@ -24,6 +24,7 @@ void RequestState::apply(RequestOutput delta) {
     r.logprobs.insert(r.logprobs.end(), delta.logprobs.begin(), delta.logprobs.end());
     r.text += delta.text_delta;
     r.cached_tokens = delta.cached_tokens;
+    r.spec_decode = delta.spec_decode;
     if (!delta.prompt_logits.empty()) r.prompt_logits = std::move(delta.prompt_logits);
     if (!delta.embedding.empty()) r.embedding = std::move(delta.embedding);
     if (delta.finished) {

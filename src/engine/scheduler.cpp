@@ -50,6 +50,7 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
     out.chunks.erase(chunk);
   }
   free_pages(victim);
+  victim->draft.clear();
   victim->num_computed = 0;  // recomputed later (most of it is usually a prefix-cache hit)
   victim->status = SeqStatus::kWaiting;
   running_.erase(std::find(running_.begin(), running_.end(), victim));
@@ -83,11 +84,23 @@ void Scheduler::schedule_running(bool decodes, SchedulerOutput& out) {
     }
     const int64_t n = std::min(want, budget_);
     if (!reserve(seq, seq->num_computed + n, out)) continue;  // seq preempted itself; running_ shrank
-    out.chunks.push_back({seq, n});
-    out.num_tokens += n;
-    budget_ -= n;
+    const int64_t num_draft = is_decode ? reserve_drafts(seq) : 0;
+    out.chunks.push_back({seq, n + num_draft, num_draft});
+    out.num_tokens += n + num_draft;
+    budget_ -= n + num_draft;
     ++i;
   }
+}
+
+// The drafts a decoding sequence (its decode token scheduled, budget taken) computes this step: as many of
+// seq->draft as the budget left and free pages allow; seq->draft is cut to them. Drafts never preempt: they take
+// only pages beyond the watermark and one per running sequence (what the others' decodes may need this step).
+int64_t Scheduler::reserve_drafts(Sequence* seq) {
+  int64_t n = std::min<int64_t>(static_cast<int64_t>(seq->draft.size()), budget_ - 1);
+  const int64_t keep_free = opt_.watermark_pages + static_cast<int64_t>(running_.size());
+  while (n > 0 && !allocate(seq, seq->num_computed + 1 + n, {}, keep_free)) --n;
+  seq->draft.resize(static_cast<size_t>(std::max<int64_t>(n, 0)));
+  return static_cast<int64_t>(seq->draft.size());
 }
 
 bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
@@ -157,7 +170,7 @@ SchedulerOutput Scheduler::schedule() {
 
 void Scheduler::on_step_done(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.chunks) {
-    c.seq->num_computed += c.num_tokens;
+    c.seq->num_computed += c.num_tokens - c.num_draft;
     MINFER_CHECK(c.seq->num_computed <= c.seq->num_tokens(), "seq {} computed past its tokens", c.seq->id);
     for (const KvGroupPages& g : groups_) {
       g.pages->cache_full_pages(c.seq->id, c.seq->tokens, c.seq->num_computed);
@@ -167,6 +180,13 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
       const int64_t read_from = start > 0 ? start / g.read_grid * g.read_grid : 0;
       window_pages_released_ += g.pages->release_before(c.seq->id, g.pages->page().page_of(read_from));
     }
+  }
+}
+
+void Scheduler::on_drafts_checked(Sequence* seq) {
+  for (const KvGroupPages& g : groups_) {
+    g.pages->cache_full_pages(seq->id, seq->tokens, seq->num_computed);
+    g.pages->truncate(seq->id, seq->num_tokens());
   }
 }
 

@@ -1,5 +1,8 @@
 // Decides, each step, which sequences run and how many tokens each computes (vLLM v1 style).
 //
+// A decoding sequence with speculative drafts (seq->draft) computes them too, budget and pages allowing (drafts
+// are cut to fit and never preempt anyone).
+//
 // A step has a token budget (max_num_batched_tokens) and a sequence cap (max_num_seqs). Running decodes
 // are served first (one token each), then running prefills (chunked to the budget that is left), then,
 // in continuous mode, waiting requests in arrival order while pages and budget allow. A waiting request
@@ -43,6 +46,9 @@ struct KvGroupPages {
 struct ScheduledChunk {
   Sequence* seq = nullptr;
   int64_t num_tokens = 0;  // tokens [seq->num_computed, seq->num_computed + num_tokens) run this step
+  // Of num_tokens, speculative drafts (seq->draft) after the decode token: computed this step, but their KV is the
+  // sequence's only once the step accepts them (on_drafts_checked).
+  int64_t num_draft = 0;
 };
 
 struct SchedulerOutput {
@@ -62,6 +68,9 @@ class Scheduler {
   SchedulerOutput schedule();
   // After the step ran: advances num_computed and registers full pages in the prefix cache.
   void on_step_done(const SchedulerOutput& out);
+  // After a step checked seq's drafts and advanced its num_computed over the accepted ones: registers its full
+  // pages in the prefix cache (over accepted tokens only) and releases the pages that held only rejected drafts.
+  void on_drafts_checked(Sequence* seq);
   // Removes a sequence wherever it is (finished, aborted) and frees its pages.
   void remove(Sequence* seq);
 
@@ -77,6 +86,7 @@ class Scheduler {
   // had to be preempted.
   bool reserve(Sequence* seq, int64_t tokens, SchedulerOutput& out);
   void preempt(Sequence* victim, SchedulerOutput& out);
+  int64_t reserve_drafts(Sequence* seq);
   // Pages for seq to hold `tokens` in every group (a new sequence's table starting with its prefix hit in each);
   // all or nothing for a new sequence.
   bool allocate(Sequence* seq, int64_t tokens, const std::vector<std::vector<int32_t>>& prefixes = {},

@@ -18,6 +18,16 @@ namespace minfer {
 
 enum class SeqStatus : uint8_t { kWaiting, kRunning, kFinished };
 
+// Speculative decoding (engine/speculative.h), per sequence: how many drafts it gets and how they fared.
+struct SpecDecodeState {
+  int k = 0;               // drafts proposed at most next step (adapts within [1, num_speculative_tokens]; 0 = not set)
+  int misses = 0;          // consecutive checks that accepted nothing
+  int cooldown = 0;        // steps left without proposing (after too many misses)
+  int64_t num_drafts = 0;  // checks run
+  int64_t draft_tokens = 0;     // tokens proposed and checked
+  int64_t accepted_tokens = 0;  // of which accepted
+};
+
 struct Sequence {
   RequestId id = 0;
   std::vector<int32_t> tokens;  // prompt, then the generated tokens
@@ -41,6 +51,12 @@ struct Sequence {
   // params.prompt_logits: the logits of the prompt positions computed so far ([rows, vocab]).
   std::vector<float> prompt_logits;
   int64_t prompt_logit_rows = 0;
+
+  // Speculative decoding: the drafts proposed to follow the last token this step, and the chunk that checks them
+  // ([last token, drafts...]: one forward pass gives the logits after each).
+  std::vector<int32_t> draft;
+  std::vector<int32_t> verify_tokens;
+  SpecDecodeState spec;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }

@@ -227,6 +227,20 @@ int64_t PageManager::release_before(RequestId seq, int64_t first_kept) {
   return released;
 }
 
+int64_t PageManager::truncate(RequestId seq, int64_t num_tokens) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return 0;
+  SeqPages& sp = it->second;
+  const int64_t keep = std::max({opt_.page.pages_for(num_tokens), opt_.reserve_pages_per_seq, sp.num_hashed});
+  int64_t released = 0;
+  while (static_cast<int64_t>(sp.table.size()) > keep) {
+    if (sp.table.back() != 0) release(sp.table.back());
+    sp.table.pop_back();
+    ++released;
+  }
+  return released;
+}
+
 std::span<const int32_t> PageManager::page_table(RequestId seq) const {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return {};

@@ -70,6 +70,11 @@ class PageManager {
   // prefix cache until evicted, like a finished sequence's. Returns how many pages it released.
   int64_t release_before(RequestId seq, int64_t first_kept);
 
+  // Releases the pages at the end of the table of `seq` beyond those holding num_tokens tokens (speculative
+  // decoding's rejected drafts: their KV is not the sequence's). Pages reserved up front (contiguous layout) stay.
+  // Returns how many pages it released.
+  int64_t truncate(RequestId seq, int64_t num_tokens);
+
   std::span<const int32_t> page_table(RequestId seq) const;
   bool has_pages(RequestId seq) const { return seqs_.count(seq) != 0; }
 

@@ -170,6 +170,16 @@ std::string Metrics::render(const EngineStats& s) const {
   metric(out, "minfer_engine_prompt_tokens_total", "counter", "Prompt tokens of requests added to the engine.",
          s.prompt_tokens);
   metric(out, "minfer_engine_generation_tokens_total", "counter", "Tokens the engine has sampled.", s.generated_tokens);
+  if (!s.spec_accepted_per_pos.empty()) {
+    const auto ratio = [](int64_t a, int64_t b) {
+      return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+    };
+    metric(out, "minfer_spec_decode_acceptance_rate", "gauge", "Draft tokens accepted / checked, so far.",
+           ratio(s.spec_accepted_tokens, s.spec_draft_tokens));
+    metric(out, "minfer_spec_decode_mean_accepted_length", "gauge",
+           "Tokens a draft check yields on average (accepted drafts + the sampled token).",
+           1.0 + ratio(s.spec_accepted_tokens, s.spec_num_drafts));
+  }
   render_vllm_names(s, out);
   return out;
 }
@@ -203,6 +213,17 @@ void Metrics::render_vllm_names(const EngineStats& s, std::string& out) const {
   itl_.render("minfer:inter_token_latency_seconds", out, m);
   header(out, "minfer:e2e_request_latency_seconds", "histogram", "End-to-end request latency in seconds.");
   e2e_.render("minfer:e2e_request_latency_seconds", out, m);
+  if (!s.spec_accepted_per_pos.empty()) {  // speculative decoding on
+    gauge("minfer:spec_decode_num_drafts_total", "counter", "Draft checks run (one per sequence and step).",
+          s.spec_num_drafts);
+    gauge("minfer:spec_decode_num_draft_tokens_total", "counter", "Draft tokens checked.", s.spec_draft_tokens);
+    gauge("minfer:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.", s.spec_accepted_tokens);
+    header(out, "minfer:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Draft tokens accepted, by position in the draft.");
+    for (size_t i = 0; i < s.spec_accepted_per_pos.size(); ++i)
+      out += fmt::format("minfer:spec_decode_num_accepted_tokens_per_pos_total{{{},position=\"{}\"}} {}\n", m, i,
+                         s.spec_accepted_per_pos[i]);
+  }
   header(out, "minfer:iteration_tokens_total", "histogram", "Number of tokens per engine step.");
   const std::vector<double> bounds(std::begin(EngineStats::kIterationTokenBuckets),
                                    std::end(EngineStats::kIterationTokenBuckets));

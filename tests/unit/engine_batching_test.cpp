@@ -100,19 +100,7 @@ std::vector<std::vector<int32_t>> run_batched(const EngineConfig& c, const std::
 class BatchingTest : public ::testing::TestWithParam<std::string> {
  protected:
   static std::string model_path(const std::string& name) {
-    if (name == "stories260K") return kStories;
-    const fs::path dir = fs::temp_directory_path() / ("minfer_engine_test_" + name);
-    if (!fs::exists(dir / "config.json")) {
-      TestModelOptions o;
-      o.preset = name;
-      o.out_dir = dir.string();
-      o.dtype = DType::F32;
-      o.seed = 7;
-      // A window the 128-token sequences run well past, so the windowed attention is what batching must not change.
-      if (name == "tiny-gemma3" || name == "tiny-mistral" || name == "tiny-phi3") o.sliding_window = 24;
-      write_test_model(o);
-    }
-    return dir.string();
+    return name == "stories260K" ? kStories : testing::tiny_model_dir(name);
   }
 };
 

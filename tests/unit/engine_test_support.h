@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "engine/engine_access.h"
 #include "minfer/engine.h"
 #include "model/model_weights.h"
+#include "model/test_model_writer.h"
 #include "test_support.h"
 
 namespace minfer::testing {
@@ -24,6 +26,22 @@ inline EngineConfig small_engine_config(const std::string& model = kStoriesBin, 
   c.kv_cache_memory = int64_t{8} << 20;
   c.kv_cache_dtype = KvCacheDtype::kF32;
   return c;
+}
+
+// A tiny HF-layout model of a make-test-model preset (f32, seed 7), written once into the temp directory. The
+// sliding-window families get a 24-position window, so sequences of a hundred tokens run well past it.
+inline std::string tiny_model_dir(const std::string& preset) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("minfer_engine_test_" + preset);
+  if (!std::filesystem::exists(dir / "config.json")) {
+    TestModelOptions o;
+    o.preset = preset;
+    o.out_dir = dir.string();
+    o.dtype = DType::F32;
+    o.seed = 7;
+    if (preset == "tiny-gemma3" || preset == "tiny-mistral" || preset == "tiny-phi3") o.sliding_window = 24;
+    write_test_model(o);
+  }
+  return dir.string();
 }
 
 // Greedy sampling of up to max_tokens (EOS ignored unless stop_at_eos).

@@ -78,6 +78,34 @@ TEST(PageManager, ReleasesPagesBeforeTheWindow) {
   bm.check_invariants();
 }
 
+// Speculative decoding's rollback: pages past those holding the accepted tokens go back to the pool; hashed
+// (cached) pages and a contiguous reservation stay.
+TEST(PageManager, TruncateReleasesTrailingPagesOnly) {
+  PageManager bm(opts(8));
+  const std::vector<int32_t> tokens = iota_tokens(60);
+  ASSERT_TRUE(bm.allocate(1, 60));     // 4 pages: 16 + 16 + 16 + 12 tokens
+  bm.cache_full_pages(1, tokens, 33);  // 2 full pages hashed
+  EXPECT_EQ(bm.truncate(1, 34), 1);    // 3 pages hold 34 tokens
+  EXPECT_EQ(bm.page_table(1).size(), 3u);
+  EXPECT_EQ(bm.truncate(1, 3), 1);  // never below the hashed pages
+  EXPECT_EQ(bm.page_table(1).size(), 2u);
+  EXPECT_EQ(bm.num_used_pages(), 2);
+  EXPECT_EQ(bm.truncate(2, 5), 0);  // unknown sequence
+  bm.check_invariants();
+  ASSERT_TRUE(bm.allocate(1, 40));  // grows again
+  EXPECT_EQ(bm.page_table(1).size(), 3u);
+  bm.free(1);
+  bm.check_invariants();
+  EXPECT_EQ(bm.num_used_pages(), 0);
+
+  PageManagerOptions o = opts(8);
+  o.reserve_pages_per_seq = 4;
+  PageManager contiguous(o);
+  ASSERT_TRUE(contiguous.allocate(1, 5));
+  EXPECT_EQ(contiguous.truncate(1, 5), 0);
+  EXPECT_EQ(contiguous.page_table(1).size(), 4u);
+}
+
 TEST(PageManager, ContiguousLayoutReservesTheWholeContext) {
   PageManagerOptions o = opts(8);
   o.reserve_pages_per_seq = 4;

@@ -1,0 +1,61 @@
+#include "engine/speculative.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace minfer {
+
+std::string spec_decode_summary(const SpecDecodeUsage& u) {
+  const auto ratio = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  return fmt::format("{} of {} draft tokens accepted ({:.1f}%), mean accepted length {:.2f} over {} checks",
+                     u.accepted_tokens, u.draft_tokens, 100.0 * ratio(u.accepted_tokens, u.draft_tokens),
+                     1.0 + ratio(u.accepted_tokens, u.num_drafts), u.num_drafts);
+}
+
+Speculator::Speculator(const SpeculativeConfig& config) : config_(config) {
+  counters_.accepted_per_pos.assign(static_cast<size_t>(config_.num_speculative_tokens), 0);
+}
+
+void Speculator::propose(Sequence& seq, int64_t limit) {
+  seq.draft.clear();
+  SpecDecodeState& s = seq.spec;
+  if (s.k == 0) s.k = config_.num_speculative_tokens;
+  if (s.cooldown > 0) {
+    if (--s.cooldown == 0) s.k = 1;
+    return;
+  }
+  const int64_t k = std::min<int64_t>(s.k, limit);
+  if (k <= 0) return;
+  NgramOptions options;
+  options.min_n = config_.prompt_lookup_min;
+  options.max_n = config_.prompt_lookup_max;
+  options.k = static_cast<int>(k);
+  seq.draft = propose_ngram(seq.tokens, options);
+}
+
+void Speculator::record(Sequence& seq, int64_t drafted, int64_t accepted) {
+  if (drafted <= 0) return;
+  SpecDecodeState& s = seq.spec;
+  ++s.num_drafts;
+  s.draft_tokens += drafted;
+  s.accepted_tokens += accepted;
+  ++counters_.num_drafts;
+  counters_.draft_tokens += drafted;
+  counters_.accepted_tokens += accepted;
+  for (int64_t i = 0; i < accepted && i < static_cast<int64_t>(counters_.accepted_per_pos.size()); ++i)
+    ++counters_.accepted_per_pos[static_cast<size_t>(i)];
+
+  if (accepted == drafted) {
+    s.k = std::min(s.k + 1, config_.num_speculative_tokens);
+  } else {
+    s.k = static_cast<int>(std::clamp<int64_t>(accepted + 1, 1, config_.num_speculative_tokens));
+  }
+  s.misses = accepted == 0 ? s.misses + 1 : 0;
+  if (s.misses >= kMaxMisses) {
+    s.misses = 0;
+    s.cooldown = kCooldownSteps;
+  }
+}
+
+}  // namespace minfer
