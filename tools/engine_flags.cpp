@@ -32,10 +32,19 @@ void add_speculative_flags(CLI::App& cmd, SpeculativeConfig& spec) {
   cmd.add_option_function<std::string>(
          "--speculative", [&spec](const std::string& v) { parse_speculative_method(v, &spec.method); },
          "Speculative decoding: ngram (prompt lookup: drafts from earlier in the prompt and output, checked in the "
-         "same step; outputs unchanged) or none")
-      ->check(CLI::IsMember({"none", "ngram"}))
-      ->option_text("none|ngram")
+         "same step; outputs unchanged), draft_model (with --speculative-model) or none")
+      ->check(CLI::IsMember({"none", "ngram", "draft_model"}))
+      ->option_text("none|ngram|draft_model")
       ->default_str("none");
+  cmd.add_option_function<std::string>(
+         "--speculative-model",
+         [&spec](const std::string& path) {
+           spec.model = path;
+           spec.method = SpeculativeMethod::kDraftModel;
+         },
+         "Speculative decoding with a draft model: a smaller model with the same vocabulary (any format the engine "
+         "loads) proposes the drafts, greedily, on KV pages of its own")
+      ->option_text("PATH");
   cmd.add_option("--num-speculative-tokens", spec.num_speculative_tokens,
                  "Drafts per sequence and step at most (each sequence adapts below it)")
       ->check(CLI::Range(1, 32))

@@ -48,9 +48,10 @@ enum class PoolingType : uint8_t { kLast, kMean };
 // per decoding sequence and checks them in the same forward pass as the token it computes anyway, so an accepted
 // draft is a token without a step of its own. kNgram: prompt lookup (the tokens that followed the latest earlier
 // occurrence of the sequence's last prompt_lookup_max..prompt_lookup_min tokens). Outputs are the target model's
-// exactly: greedy ones equal, sampled ones drawn from the same distribution (engine/speculative.h).
-enum class SpeculativeMethod : uint8_t { kNone, kNgram };
-// "none", "ngram"; false for anything else.
+// exactly: greedy ones equal, sampled ones drawn from the same distribution (engine/speculative.h). kDraftModel:
+// `model`, a smaller model with the same vocabulary, drafts greedily on its own KV pages (engine/draft_model.h).
+enum class SpeculativeMethod : uint8_t { kNone, kNgram, kDraftModel };
+// "none", "ngram", "draft_model"; false for anything else.
 bool parse_speculative_method(std::string_view name, SpeculativeMethod* out);
 const char* speculative_method_name(SpeculativeMethod method);
 
@@ -59,6 +60,7 @@ struct SpeculativeConfig {
   int num_speculative_tokens = 4;  // drafts per step at most (a sequence's own k adapts below it)
   int prompt_lookup_min = 2;       // kNgram: shortest suffix looked up
   int prompt_lookup_max = 4;       // kNgram: longest (a longer match is tried first)
+  std::string model;               // kDraftModel: the draft's checkpoint (any format the engine loads)
   bool enabled() const { return method != SpeculativeMethod::kNone; }
 };
 

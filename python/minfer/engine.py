@@ -136,8 +136,9 @@ class Engine:
             prompt; vLLM's pooling runner).
         pooling: with task="embed", "last" (the last position's hidden state) or "mean" (over the prompt).
         speculative_config: speculative decoding, as vLLM's: {"method": "ngram", "num_speculative_tokens": 4,
-            "prompt_lookup_min": 2, "prompt_lookup_max": 4} (method required, the rest optional with these
-            defaults); drafts found by prompt lookup are checked in the same step, outputs unchanged. None = off.
+            "prompt_lookup_min": 2, "prompt_lookup_max": 4} (prompt lookup; the numbers optional with these
+            defaults), or {"model": PATH, "num_speculative_tokens": 4} (a draft model with the same vocabulary;
+            method "draft_model" implied). Drafts are checked in the same step, outputs unchanged. None = off.
 
     Raises:
         TypeError: an unknown keyword, or a value of the wrong type.
@@ -334,7 +335,8 @@ class Engine:
                 "max_num_batched_tokens": c.max_num_batched_tokens, "kv_layout": c.kv_layout,
                 "kv_cache_dtype": c.kv_cache_dtype, "seed": c.seed,
                 "speculative_config": None if c.speculative.method == "none" else {
-                    "method": c.speculative.method, "num_speculative_tokens": c.speculative.num_speculative_tokens,
+                    "method": c.speculative.method, "model": c.speculative.model or None,
+                    "num_speculative_tokens": c.speculative.num_speculative_tokens,
                     "prompt_lookup_min": c.speculative.prompt_lookup_min,
                     "prompt_lookup_max": c.speculative.prompt_lookup_max}}
 
@@ -378,16 +380,22 @@ def _speculative(config) -> "_minfer.SpeculativeConfig":
     name = "speculative_config"
     if not isinstance(config, dict):
         raise TypeError(f"{_OWNER}: {name} must be a dict such as {{'method': 'ngram'}}, got {type(config).__name__}")
-    known = ("method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max")
+    known = ("method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max")
     unknown = [k for k in config if k not in known]
     if unknown:
         raise TypeError(f"{_OWNER}: {name} has unknown key(s) {', '.join(map(repr, unknown))}; "
                         f"known: {', '.join(known)}")
-    if "method" not in config:
-        raise TypeError(f"{_OWNER}: {name} needs 'method' ('ngram')")
     s = _minfer.SpeculativeConfig()
-    s.method = _choice(f"{name}['method']", config["method"], ("ngram", "none"))
-    for key in known[1:]:
+    if "model" in config:
+        model = config["model"]
+        if not isinstance(model, (str, os.PathLike)):
+            raise TypeError(f"{_OWNER}: {name}['model'] must be a path, got {type(model).__name__}")
+        s.model = os.fspath(model)
+    method = config.get("method", "draft_model" if "model" in config else None)
+    if method is None:
+        raise TypeError(f"{_OWNER}: {name} needs 'method' ('ngram') or 'model' (a draft model's path)")
+    s.method = _choice(f"{name}['method']", method, ("ngram", "draft_model", "none"))
+    for key in known[2:]:
         if key in config:
             setattr(s, key, _checks.as_int(_OWNER, f"{name}['{key}']", config[key], lo=1, hi=64))
     return s

@@ -46,8 +46,9 @@ void bind_config(py::module_& m) {
           "method", [](const SpeculativeConfig& c) { return std::string(speculative_method_name(c.method)); },
           [](SpeculativeConfig& c, const std::string& name) {
             if (!parse_speculative_method(name, &c.method))
-              throw std::invalid_argument("speculative method: '" + name + "' is not 'ngram' or 'none'");
+              throw std::invalid_argument("speculative method: '" + name + "' is not 'ngram', 'draft_model' or 'none'");
           })
+      .def_readwrite("model", &SpeculativeConfig::model)
       .def_readwrite("num_speculative_tokens", &SpeculativeConfig::num_speculative_tokens)
       .def_readwrite("prompt_lookup_min", &SpeculativeConfig::prompt_lookup_min)
       .def_readwrite("prompt_lookup_max", &SpeculativeConfig::prompt_lookup_max);

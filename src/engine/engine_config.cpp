@@ -33,6 +33,10 @@ void EngineConfig::validate() const {
   if (spec.prompt_lookup_min < 1 || spec.prompt_lookup_max < spec.prompt_lookup_min || spec.prompt_lookup_max > 64)
     fail("EngineConfig.speculative: need 1 <= prompt_lookup_min <= prompt_lookup_max <= 64, got {} and {}",
          spec.prompt_lookup_min, spec.prompt_lookup_max);
+  if ((spec.method == SpeculativeMethod::kDraftModel) != !spec.model.empty())
+    fail("EngineConfig.speculative: method draft_model and a draft model path (speculative.model) go together");
+  if (spec.method == SpeculativeMethod::kDraftModel && tensor_parallel_size > 1)
+    fail("EngineConfig.speculative: a draft model is not supported with tensor_parallel_size > 1");
   if (spec.enabled() && task == EngineTask::kEmbed)
     fail("EngineConfig.speculative needs task generate: an embedding engine samples no tokens");
 }
@@ -64,6 +68,8 @@ bool parse_speculative_method(std::string_view name, SpeculativeMethod* out) {
     *out = SpeculativeMethod::kNone;
   } else if (name == "ngram") {
     *out = SpeculativeMethod::kNgram;
+  } else if (name == "draft_model") {
+    *out = SpeculativeMethod::kDraftModel;
   } else {
     return false;
   }
@@ -71,7 +77,12 @@ bool parse_speculative_method(std::string_view name, SpeculativeMethod* out) {
 }
 
 const char* speculative_method_name(SpeculativeMethod method) {
-  return method == SpeculativeMethod::kNgram ? "ngram" : "none";
+  switch (method) {
+    case SpeculativeMethod::kNgram: return "ngram";
+    case SpeculativeMethod::kDraftModel: return "draft_model";
+    case SpeculativeMethod::kNone: break;
+  }
+  return "none";
 }
 
 const char* finish_reason_name(FinishReason reason) {

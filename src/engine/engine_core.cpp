@@ -106,6 +106,7 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
   }
   scheduler_ = std::make_unique<Scheduler>(so, std::move(groups));
   if (config_.speculative.enabled()) speculator_ = std::make_unique<Speculator>(config_.speculative);
+  if (config_.speculative.method == SpeculativeMethod::kDraftModel) start_draft_model(req.shape);
   spdlog::info(
       "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}){}, {} layout, prefix "
       "caching {}, {} batching",
@@ -286,6 +287,7 @@ RequestOutput EngineCore::make_output(const Sequence& seq) const {
 void EngineCore::finish(Sequence* seq, FinishReason reason) {
   seq->finish_reason = reason;
   scheduler_->remove(seq);  // frees its pages now
+  if (draft_) draft_->release(*seq);
   ++finished_;
 }
 
@@ -494,12 +496,37 @@ void EngineCore::emit(Sequence& seq, FinishReason reason, RequestOutput o, std::
 
 // Drafts for every sequence that decodes next step, at most what fits before max_tokens and the context end.
 void EngineCore::propose_drafts() {
+  draft_seqs_.clear();
+  draft_lengths_.clear();
   for (Sequence* seq : scheduler_->running()) {
     if (seq->tokens_to_compute() != 1) continue;
     const int64_t room =
         std::min(seq->params.max_tokens - seq->num_output(), config_.max_model_len - seq->num_tokens());
-    speculator_->propose(*seq, room - 1);
+    if (!draft_) {
+      speculator_->propose_ngram(*seq, room - 1);
+      continue;
+    }
+    draft_seqs_.push_back(seq);
+    draft_lengths_.push_back(speculator_->draft_length(*seq, room - 1));
   }
+  if (draft_ && !draft_seqs_.empty()) draft_->propose(draft_seqs_, draft_lengths_);
+}
+
+// The draft model's pool holds as many tokens as the target's full-attention pool (its pages are smaller or larger
+// by its layers and heads), in the target's KV element type.
+void EngineCore::start_draft_model(const KvCacheShape& target_shape) {
+  DraftModelOptions o;
+  o.path = config_.speculative.model;
+  o.fusion = graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes};
+  o.page = page_;
+  o.num_pages = kv_pages_ + 1;
+  o.kv_dtype = target_shape.dtype;
+  o.max_model_len = config_.max_model_len;
+  o.max_catch_up = config_.max_num_batched_tokens;
+  draft_ = std::make_unique<DraftModel>(o, weights_.config.vocab_size, pool_);
+  const ModelConfig& d = draft_->config();
+  spdlog::info("draft model {}: {} layers, hidden {}, {} KV pages of its own", o.path, d.num_layers, d.hidden_size,
+               kv_pages_);
 }
 
 // An embedding request's rows of final-normed hidden states: summed (mean pooling) or the last kept; once the

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "engine/draft_model.h"
 #include "engine/model_runner.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
@@ -89,6 +90,7 @@ class EngineCore {
   FinishReason append_token(Sequence& seq, int32_t token, std::span<const float> logits, RequestOutput& o);
   void emit(Sequence& seq, FinishReason reason, RequestOutput o, std::vector<RequestOutput>& outputs);
   void propose_drafts();
+  void start_draft_model(const KvCacheShape& target_shape);
   int32_t sample_token(Sequence& seq, std::span<const float> logits);
   void on_hidden_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs);
   bool embedding() const { return config_.task == EngineTask::kEmbed; }
@@ -122,6 +124,9 @@ class EngineCore {
   int64_t kv_pages_ = 0;                // pages of the full pool (or of the window pool when there is no full one)
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Speculator> speculator_;  // config_.speculative enabled
+  std::unique_ptr<DraftModel> draft_;       // with the draft_model method
+  std::vector<Sequence*> draft_seqs_;       // propose_drafts scratch
+  std::vector<int64_t> draft_lengths_;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> seqs_;
   std::vector<RequestOutput> pending_;  // outputs of aborted requests, returned by the next step()
   std::atomic<RequestId> next_id_{1};

@@ -26,6 +26,10 @@ struct SpecDecodeState {
   int64_t num_drafts = 0;  // checks run
   int64_t draft_tokens = 0;     // tokens proposed and checked
   int64_t accepted_tokens = 0;  // of which accepted
+  // Draft model (engine/draft_model.h): its KV holds tokens [0, draft_computed) of the sequence, then the draft
+  // tokens it was fed after them (kept until the target's check shows how many of them are the sequence's).
+  int64_t draft_computed = 0;
+  std::vector<int32_t> draft_fed;
 };
 
 struct Sequence {

@@ -17,21 +17,25 @@ Speculator::Speculator(const SpeculativeConfig& config) : config_(config) {
   counters_.accepted_per_pos.assign(static_cast<size_t>(config_.num_speculative_tokens), 0);
 }
 
-void Speculator::propose(Sequence& seq, int64_t limit) {
-  seq.draft.clear();
+int64_t Speculator::draft_length(Sequence& seq, int64_t limit) {
   SpecDecodeState& s = seq.spec;
   if (s.k == 0) s.k = config_.num_speculative_tokens;
   if (s.cooldown > 0) {
     if (--s.cooldown == 0) s.k = 1;
-    return;
+    return 0;
   }
-  const int64_t k = std::min<int64_t>(s.k, limit);
+  return std::max<int64_t>(0, std::min<int64_t>(s.k, limit));
+}
+
+void Speculator::propose_ngram(Sequence& seq, int64_t limit) {
+  seq.draft.clear();
+  const int64_t k = draft_length(seq, limit);
   if (k <= 0) return;
   NgramOptions options;
   options.min_n = config_.prompt_lookup_min;
   options.max_n = config_.prompt_lookup_max;
   options.k = static_cast<int>(k);
-  seq.draft = propose_ngram(seq.tokens, options);
+  seq.draft = minfer::propose_ngram(seq.tokens, options);
 }
 
 void Speculator::record(Sequence& seq, int64_t drafted, int64_t accepted) {

@@ -52,9 +52,11 @@ class Speculator {
 
   explicit Speculator(const SpeculativeConfig& config);
 
-  // Sets seq.draft for its next step: at most `limit` tokens (the room left before max_tokens or the context
-  // ends), fewer when its k is lower, none when nothing matches or it is cooling down.
-  void propose(Sequence& seq, int64_t limit);
+  // How many drafts seq gets next step: its k, at most `limit` (the room left before max_tokens or the context
+  // ends); 0 while it is cooling down.
+  int64_t draft_length(Sequence& seq, int64_t limit);
+  // Prompt lookup: sets seq.draft for its next step, draft_length(seq, limit) tokens at most (none without a match).
+  void propose_ngram(Sequence& seq, int64_t limit);
   // A check of `drafted` tokens kept the first `accepted`: counts it and adapts seq's k.
   void record(Sequence& seq, int64_t drafted, int64_t accepted);
 

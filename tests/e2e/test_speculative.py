@@ -1,6 +1,7 @@
 """Speculative decoding by prompt lookup on the real SmolLM2-135M-Instruct, as users meet it: `minfer serve
 --speculative ngram` answers the openai Python client with the same greedy text as a plain server, streamed and not,
-alone and with concurrent requests, and /metrics shows vLLM's spec-decode counters; `minfer generate` prints the
+alone and with concurrent requests, with prompt lookup and with a draft model, and /metrics shows vLLM's
+spec-decode counters; `minfer generate` prints the
 acceptance; bad flags are refused. (The Python API's speculative_config: tests/python/test_speculative.py.)"""
 
 from __future__ import annotations
@@ -72,6 +73,16 @@ def test_server_answers_the_same_text_and_reports_acceptance(smollm2_gguf: Path,
     assert metric(text, "minfer_spec_decode_mean_accepted_length") > 1.0
 
 
+def test_draft_model_server_answers_the_same_text(smollm2_gguf: Path, plain_answers: list[str]) -> None:
+    # The model as its own draft: the check must keep nearly every draft and change nothing.
+    with serve(MINFER_BIN, "--model", smollm2_gguf, "--max-model-len", "1024", "--speculative-model", smollm2_gguf,
+               "--num-speculative-tokens", "3") as url:
+        with ThreadPoolExecutor(4) as pool:
+            assert list(pool.map(lambda p: chat(url, p), PROMPTS)) == plain_answers
+        text = metrics(url)
+    assert metric(text, "minfer_spec_decode_acceptance_rate") > 0.9
+
+
 def test_generate_prints_acceptance_and_the_same_ids(smollm2_gguf: Path, tmp_path: Path) -> None:
     ids = {}
     for name, extra in (("plain", []), ("ngram", ["--speculative", "ngram"])):
@@ -89,7 +100,8 @@ def test_generate_prints_acceptance_and_the_same_ids(smollm2_gguf: Path, tmp_pat
 
 def test_bad_speculative_flags_are_refused(smollm2_gguf: Path) -> None:
     for args, phrase in ((["--speculative", "eagle"], "--speculative"),
-                         (["--num-speculative-tokens", "0"], "--num-speculative-tokens")):
+                         (["--num-speculative-tokens", "0"], "--num-speculative-tokens"),
+                         (["--speculative-model", "/nonexistent/draft.gguf"], "/nonexistent/draft.gguf")):
         p = subprocess.run([str(MINFER_BIN), "generate", "-m", str(smollm2_gguf), "-p", "hi", *args],
                            capture_output=True, text=True, timeout=60)
         assert p.returncode != 0 and phrase in p.stderr, p.stderr

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -25,6 +26,27 @@ EngineConfig spec_config(EngineConfig c, int k = 4) {
   c.speculative.num_speculative_tokens = k;
   c.speculative.prompt_lookup_min = 1;
   return c;
+}
+
+EngineConfig draft_config(EngineConfig c, const std::string& draft, int k = 4) {
+  c.speculative.method = SpeculativeMethod::kDraftModel;
+  c.speculative.model = draft;
+  c.speculative.num_speculative_tokens = k;
+  return c;
+}
+
+// The same preset as testing::tiny_model_dir with other random weights: a draft that is often wrong.
+std::string other_tiny_model(const std::string& preset) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("minfer_draft_test_" + preset);
+  if (!std::filesystem::exists(dir / "config.json")) {
+    TestModelOptions o;
+    o.preset = preset;
+    o.out_dir = dir.string();
+    o.dtype = DType::F32;
+    o.seed = 11;
+    write_test_model(o);
+  }
+  return dir.string();
 }
 
 // Prompts that repeat: a random passage, then the passage again cut short (the model is asked to go on quoting).
@@ -100,8 +122,12 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
   struct Variant {
     const char* name;
     EngineConfig config;
+    bool rejects = true;  // some drafts are wrong (not so when the draft model is the target itself)
   };
   std::vector<Variant> variants = {{"k=4", spec_config(base)}, {"k=1", spec_config(base, 1)}};
+  variants.push_back({"draft model: the target itself", draft_config(base, model()), false});
+  if (GetParam() != "stories260K")
+    variants.push_back({"draft model: other weights, k=3", draft_config(base, other_tiny_model(GetParam()), 3)});
   EngineConfig c = spec_config(base, 8);
   c.enable_prefix_caching = false;
   variants.push_back({"k=8, no prefix caching", c});
@@ -119,6 +145,8 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
   const int64_t page_bytes = 2 * 16 * 4 * probe_model.num_layers * probe_model.num_kv_heads * probe_model.head_dim;
   c.kv_cache_memory = page_bytes * (160 / 16 + 3);  // preemption, and drafts short of pages
   variants.push_back({"tiny KV budget (preemption)", c});
+  c = draft_config(c, model());
+  variants.push_back({"draft model, tiny KV budget", c, false});
 
   int64_t accepted = 0;
   for (const Variant& v : variants) {
@@ -143,7 +171,11 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
                 v.name, static_cast<long>(s.num_steps), static_cast<long>(plain.stats.num_steps),
                 static_cast<long>(s.spec_num_drafts), static_cast<long>(s.spec_draft_tokens),
                 static_cast<long>(s.spec_accepted_tokens), static_cast<long>(s.num_preemptions));
-    EXPECT_GT(s.spec_draft_tokens, s.spec_accepted_tokens) << "some drafts must be rejected";
+    if (v.rejects) {
+      EXPECT_GT(s.spec_draft_tokens, s.spec_accepted_tokens) << "some drafts must be rejected";
+    } else {
+      EXPECT_GT(s.spec_accepted_tokens, s.spec_draft_tokens * 9 / 10) << "a draft equal to the target is kept";
+    }
     accepted += s.spec_accepted_tokens;
     EXPECT_EQ(s.generated_tokens, plain.stats.generated_tokens);
     // Per position, a later draft is kept only when the ones before it were.
@@ -221,15 +253,12 @@ TEST(Speculative, SeededSamplingEqualsThePlainEngines) {
 // self-quoting prompt (the second and third are drafted and checked), with and without speculation, compared by a
 // chi-square test of homogeneity over the token pairs (cells with too few counts pooled). 3000 samples each; the
 // test fails at p < 0.001 (a correct engine fails it one run in a thousand).
-TEST(Speculative, SampledTokensFollowTheTargetDistribution) {
-  const EngineConfig base = testing::small_engine_config();
+void expect_target_distribution(const EngineConfig& base, const EngineConfig& speculative) {
   // Lily ... Lily: the model's likely next tokens are the ones that followed before, so drafts are often right.
   const std::string prompt = "Lily had a red ball. Lily had a";
   constexpr int kSamples = 3000;
   auto histogram = [&](const EngineConfig& c, uint64_t seed0, EngineStats* stats) {
     Engine engine(c);
-    std::vector<std::string> prompts(kSamples, prompt);
-    std::vector<SamplingParams> ps;
     std::map<std::vector<int32_t>, int64_t> counts;
     SamplingParams p;
     p.temperature = 1.0f;
@@ -245,7 +274,7 @@ TEST(Speculative, SampledTokensFollowTheTargetDistribution) {
   };
   EngineStats plain_stats, spec_stats;
   const auto a = histogram(base, 1, &plain_stats);
-  const auto b = histogram(spec_config(base), 1000000, &spec_stats);
+  const auto b = histogram(speculative, 1000000, &spec_stats);
   // Both branches of the check must be exercised many times.
   EXPECT_GT(spec_stats.spec_accepted_tokens, 100);
   EXPECT_GT(spec_stats.spec_draft_tokens - spec_stats.spec_accepted_tokens, 100);
@@ -277,6 +306,33 @@ TEST(Speculative, SampledTokensFollowTheTargetDistribution) {
               chi2, dof, critical, static_cast<long>(spec_stats.spec_accepted_tokens),
               static_cast<long>(spec_stats.spec_draft_tokens));
   EXPECT_LT(chi2, critical);
+}
+
+TEST(Speculative, SampledTokensFollowTheTargetDistribution) {
+  const EngineConfig base = testing::small_engine_config();
+  expect_target_distribution(base, spec_config(base));
+}
+
+// The same with greedy drafts from a draft model (here the target's own weights: at temperature 1 its argmax is
+// often not the token sampled, so drafts are both kept and rejected).
+TEST(Speculative, DraftModelSamplesFollowTheTargetDistribution) {
+  const EngineConfig base = testing::small_engine_config();
+  expect_target_distribution(base, draft_config(base, testing::kStoriesBin, 2));
+}
+
+// A draft model must speak the served model's vocabulary; anything else is refused naming both sizes.
+TEST(Speculative, DraftModelWithAnotherVocabularyIsRefused) {
+  const std::string other = testing::tiny_model_dir("tiny-qwen3");
+  try {
+    Engine engine(draft_config(testing::small_engine_config(), other));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(other), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("vocabulary"), std::string::npos) << e.what();
+  }
+  EngineConfig c = testing::small_engine_config();
+  c.speculative.method = SpeculativeMethod::kDraftModel;  // no path
+  EXPECT_THROW(Engine{c}, Error);
 }
 
 }  // namespace
