@@ -12,6 +12,10 @@ context), then timed for up to NEW tokens, stopping at EOS; decode tok/s = token
 thus time decode with a warm prompt. Batch B runs B prompts together (minfer's continuous batching).
 
   bench/speculative_bench.py [MODEL=SmolLM2-135M-Instruct Q4_1 from the venv] [ROUNDS=2] [NEW=128] [THREADS=2] [K=4]
+                             [DRAFT] [DISABLE_BY_BATCH_SIZE=0]
+With DRAFT (a smaller model with the same vocabulary), minfer's second engine uses it as a draft model
+(speculative_config={"model": DRAFT}) instead of prompt lookup, and llama.cpp is left out (llama-cpp-python has no
+draft-model decoding).
 (run with the project venv's python from the repository root, after building the release preset)
 """
 import json
@@ -35,6 +39,8 @@ rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
 new = int(sys.argv[3]) if len(sys.argv) > 3 else 128
 threads = int(sys.argv[4]) if len(sys.argv) > 4 else 2
 k = int(sys.argv[5]) if len(sys.argv) > 5 else 4
+draft = sys.argv[6] if len(sys.argv) > 6 and sys.argv[6] else None
+disable_by_batch_size = int(sys.argv[7]) if len(sys.argv) > 7 else 0
 
 PASSAGE = ("In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
            "darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. And God "
@@ -96,14 +102,16 @@ def main():
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     sets = {"favourable": [chat(p) for p in FAVOURABLE], "unfavourable": [chat(p) for p in UNFAVOURABLE]}
-    spec = {"method": "ngram", "num_speculative_tokens": k}
+    spec = {"model": draft} if draft else {"method": "ngram"}
+    spec["num_speculative_tokens"] = k
+    spec["disable_by_batch_size"] = disable_by_batch_size
     engines = {
         "minfer": minfer.Engine(model, num_threads=threads, max_model_len=1024, kv_cache_memory="256MiB"),
-        "minfer+ngram": minfer.Engine(model, num_threads=threads, max_model_len=1024, kv_cache_memory="256MiB",
+        "minfer+spec": minfer.Engine(model, num_threads=threads, max_model_len=1024, kv_cache_memory="256MiB",
                                       speculative_config=spec),
     }
     common = dict(model_path=model, n_ctx=1024, n_threads=threads, n_threads_batch=threads, verbose=False)
-    peers = {
+    peers = {} if draft else {
         "llama.cpp": llama_cpp.Llama(**common),
         "llama.cpp+lookup": llama_cpp.Llama(**common, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=k)),
     }
@@ -120,18 +128,19 @@ def main():
                     else:
                         rate, ids[name] = minfer_run(engine, [prompts[i % len(prompts)] for i in range(batch)])
                     results.setdefault((set_name, batch, name), []).append(rate)
-                same = ids["minfer"] == ids["minfer+ngram"]
+                same = ids["minfer"] == ids["minfer+spec"]
                 results.setdefault((set_name, batch, "same ids"), []).append(same)
                 if batch == 1:
                     for name, llm in peers.items():
                         rate = sum(llamacpp_run(llm, p) for p in prompts) / len(prompts)
                         results.setdefault((set_name, batch, name), []).append(rate)
         print(f"round {r + 1} done", file=sys.stderr, flush=True)
-    s = engines["minfer+ngram"].stats()
+    s = engines["minfer+spec"].stats()
     print(json.dumps({"spec_draft_tokens": s["spec_draft_tokens"], "spec_accepted_tokens": s["spec_accepted_tokens"],
                       "spec_num_drafts": s["spec_num_drafts"]}), file=sys.stderr)
 
-    print(f"| set | batch | minfer tok/s | minfer+ngram tok/s | ratio | llama.cpp tok/s | llama.cpp+lookup tok/s | "
+    mode = "draft" if draft else "ngram"
+    print(f"| set | batch | minfer tok/s | minfer+{mode} tok/s | ratio | llama.cpp tok/s | llama.cpp+lookup tok/s | "
           f"ratio | minfer+ngram / llama.cpp+lookup | greedy ids equal |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for set_name in sets:
@@ -139,7 +148,7 @@ def main():
             def best(name):
                 v = results.get((set_name, batch, name))
                 return max(v) if v else None
-            a, b = best("minfer"), best("minfer+ngram")
+            a, b = best("minfer"), best("minfer+spec")
             c, d = best("llama.cpp"), best("llama.cpp+lookup")
             same = all(results[(set_name, batch, "same ids")])
             peer = f"{c:.1f} | {d:.1f} | {d / c:.2f}x | {b / d:.2f}x" if c else "- | - | - | -"

@@ -49,6 +49,10 @@ void add_speculative_flags(CLI::App& cmd, SpeculativeConfig& spec) {
                  "Drafts per sequence and step at most (each sequence adapts below it)")
       ->check(CLI::Range(1, 32))
       ->capture_default_str();
+  cmd.add_option("--speculative-disable-by-batch-size", spec.disable_by_batch_size,
+                 "No drafts in steps that run this many sequences or more (0 = never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd.add_option("--prompt-lookup-min", spec.prompt_lookup_min, "--speculative ngram: shortest suffix looked up")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

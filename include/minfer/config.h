@@ -61,6 +61,9 @@ struct SpeculativeConfig {
   int prompt_lookup_min = 2;       // kNgram: shortest suffix looked up
   int prompt_lookup_max = 4;       // kNgram: longest (a longer match is tried first)
   std::string model;               // kDraftModel: the draft's checkpoint (any format the engine loads)
+  // No drafts in a step that runs this many sequences or more (vLLM's disable_by_batch_size): a large batch is
+  // compute-bound, where checking drafts costs about what they save. 0 = never disabled.
+  int64_t disable_by_batch_size = 0;
   bool enabled() const { return method != SpeculativeMethod::kNone; }
 };
 

@@ -138,7 +138,8 @@ class Engine:
         speculative_config: speculative decoding, as vLLM's: {"method": "ngram", "num_speculative_tokens": 4,
             "prompt_lookup_min": 2, "prompt_lookup_max": 4} (prompt lookup; the numbers optional with these
             defaults), or {"model": PATH, "num_speculative_tokens": 4} (a draft model with the same vocabulary;
-            method "draft_model" implied). Drafts are checked in the same step, outputs unchanged. None = off.
+            method "draft_model" implied); "disable_by_batch_size": N turns drafting off in steps running N or more
+            sequences. Drafts are checked in the same step, outputs unchanged. None = off.
 
     Raises:
         TypeError: an unknown keyword, or a value of the wrong type.
@@ -338,7 +339,8 @@ class Engine:
                     "method": c.speculative.method, "model": c.speculative.model or None,
                     "num_speculative_tokens": c.speculative.num_speculative_tokens,
                     "prompt_lookup_min": c.speculative.prompt_lookup_min,
-                    "prompt_lookup_max": c.speculative.prompt_lookup_max}}
+                    "prompt_lookup_max": c.speculative.prompt_lookup_max,
+                    "disable_by_batch_size": c.speculative.disable_by_batch_size}}
 
     def close(self) -> None:
         """Stops the engine: running requests end with finish_reason "abort", later calls raise. Idempotent.
@@ -380,7 +382,8 @@ def _speculative(config) -> "_minfer.SpeculativeConfig":
     name = "speculative_config"
     if not isinstance(config, dict):
         raise TypeError(f"{_OWNER}: {name} must be a dict such as {{'method': 'ngram'}}, got {type(config).__name__}")
-    known = ("method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max")
+    known = ("method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
+             "disable_by_batch_size")
     unknown = [k for k in config if k not in known]
     if unknown:
         raise TypeError(f"{_OWNER}: {name} has unknown key(s) {', '.join(map(repr, unknown))}; "
@@ -395,9 +398,12 @@ def _speculative(config) -> "_minfer.SpeculativeConfig":
     if method is None:
         raise TypeError(f"{_OWNER}: {name} needs 'method' ('ngram') or 'model' (a draft model's path)")
     s.method = _choice(f"{name}['method']", method, ("ngram", "draft_model", "none"))
-    for key in known[2:]:
+    for key in known[2:5]:
         if key in config:
             setattr(s, key, _checks.as_int(_OWNER, f"{name}['{key}']", config[key], lo=1, hi=64))
+    if "disable_by_batch_size" in config:
+        s.disable_by_batch_size = _checks.as_int(_OWNER, f"{name}['disable_by_batch_size']",
+                                                 config["disable_by_batch_size"], lo=0, hi=_checks.INT32_MAX)
     return s
 
 

@@ -49,6 +49,7 @@ void bind_config(py::module_& m) {
               throw std::invalid_argument("speculative method: '" + name + "' is not 'ngram', 'draft_model' or 'none'");
           })
       .def_readwrite("model", &SpeculativeConfig::model)
+      .def_readwrite("disable_by_batch_size", &SpeculativeConfig::disable_by_batch_size)
       .def_readwrite("num_speculative_tokens", &SpeculativeConfig::num_speculative_tokens)
       .def_readwrite("prompt_lookup_min", &SpeculativeConfig::prompt_lookup_min)
       .def_readwrite("prompt_lookup_max", &SpeculativeConfig::prompt_lookup_max);

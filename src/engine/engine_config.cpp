@@ -33,6 +33,8 @@ void EngineConfig::validate() const {
   if (spec.prompt_lookup_min < 1 || spec.prompt_lookup_max < spec.prompt_lookup_min || spec.prompt_lookup_max > 64)
     fail("EngineConfig.speculative: need 1 <= prompt_lookup_min <= prompt_lookup_max <= 64, got {} and {}",
          spec.prompt_lookup_min, spec.prompt_lookup_max);
+  if (spec.disable_by_batch_size < 0)
+    fail("EngineConfig.speculative.disable_by_batch_size must be >= 0 (0 = never), got {}", spec.disable_by_batch_size);
   if ((spec.method == SpeculativeMethod::kDraftModel) != !spec.model.empty())
     fail("EngineConfig.speculative: method draft_model and a draft model path (speculative.model) go together");
   if (spec.method == SpeculativeMethod::kDraftModel && tensor_parallel_size > 1)

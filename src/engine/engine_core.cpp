@@ -498,6 +498,11 @@ void EngineCore::emit(Sequence& seq, FinishReason reason, RequestOutput o, std::
 void EngineCore::propose_drafts() {
   draft_seqs_.clear();
   draft_lengths_.clear();
+  const int64_t off_at = config_.speculative.disable_by_batch_size;
+  if (off_at > 0 && static_cast<int64_t>(scheduler_->running().size()) >= off_at) {
+    for (Sequence* seq : scheduler_->running()) seq->draft.clear();
+    return;
+  }
   for (Sequence* seq : scheduler_->running()) {
     if (seq->tokens_to_compute() != 1) continue;
     const int64_t room =

@@ -17,7 +17,8 @@ def test_speculative_config_keeps_greedy_outputs_and_reports_acceptance(stories_
     spec = Engine(stories_model, **ENGINE_ARGS, speculative_config={"method": "ngram", "num_speculative_tokens": 3,
                                                                     "prompt_lookup_min": 1})
     assert spec.config["speculative_config"] == {"method": "ngram", "model": None, "num_speculative_tokens": 3,
-                                                 "prompt_lookup_min": 1, "prompt_lookup_max": 4}
+                                                 "prompt_lookup_min": 1, "prompt_lookup_max": 4,
+                                                 "disable_by_batch_size": 0}
     assert plain.config["speculative_config"] is None
     a = plain.generate([PROMPT, "Once upon a time"], max_new_tokens=40, temperature=0, ignore_eos=True)
     b = spec.generate([PROMPT, "Once upon a time"], max_new_tokens=40, temperature=0, ignore_eos=True)

@@ -191,6 +191,23 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
 INSTANTIATE_TEST_SUITE_P(Models, SpeculativeTest,
                          ::testing::Values("stories260K", "tiny-llama", "tiny-qwen3", "tiny-gemma3"));
 
+// disable_by_batch_size: no drafts while that many sequences run; drafting resumes as the batch drains.
+TEST(Speculative, DisableByBatchSizeTurnsDraftingOffInLargeSteps) {
+  const EngineConfig base = testing::small_engine_config(testing::kStoriesBin, 1, 160);
+  const auto prompts = quoting_prompts(8, 500, 21);
+  const auto params = greedy_params(prompts.size(), 4);
+  const RunResult plain = run_all(base, prompts, params);
+  EngineConfig c = spec_config(base);
+  c.speculative.disable_by_batch_size = 1;
+  EXPECT_EQ(run_all(c, prompts, params).stats.spec_num_drafts, 0);
+  c.speculative.disable_by_batch_size = 3;
+  const RunResult some = run_all(c, prompts, params);
+  const RunResult all = run_all(spec_config(base), prompts, params);
+  EXPECT_GT(some.stats.spec_num_drafts, 0);
+  EXPECT_LT(some.stats.spec_num_drafts, all.stats.spec_num_drafts);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(some.outputs[i].token_ids, plain.outputs[i].token_ids);
+}
+
 // Text-level stops and limits on real text: stop strings, stop token ids, EOS and max_tokens end the output at the
 // same token with or without drafts, with the same text.
 TEST(Speculative, StopsAndLimitsAreExact) {
