@@ -604,22 +604,25 @@ void EngineCore::start_grammar_masks() {
 // pairs attention computes), the model's time, and the step's whole time (scheduling and sampling included).
 void EngineCore::log_step(const SchedulerOutput& sched, Clock::time_point start, Clock::time_point run_start,
                           Clock::time_point run_end) const {
-  int64_t decodes = 0, sampled = 0, pairs = 0;
-  for (const SequenceChunk& c : chunks_) {
+  int64_t decodes = 0, sampled = 0, pairs = 0, drafts = 0;
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    const SequenceChunk& c = chunks_[i];
     const int64_t n = static_cast<int64_t>(c.tokens.size());
-    decodes += n == 1 ? 1 : 0;
+    decodes += n == 1 || chunk_drafts_[i] > 0 ? 1 : 0;
+    drafts += chunk_drafts_[i];
     sampled += c.sample ? 1 : 0;
     pairs += n * c.start_position + n * (n + 1) / 2;
   }
   const auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
   spdlog::debug(
       "step {}: {} tokens, {} decodes, {} prefill chunks, {} sampled, {} attention pairs, {:.1f} ms model, "
-      "{:.1f} ms step{}",
+      "{:.1f} ms step{}{}",
       num_steps_, sched.num_tokens, decodes, static_cast<int64_t>(chunks_.size()) - decodes, sampled, pairs,
       ms(run_end - run_start), ms(Clock::now() - start),
       step_masks_ > 0 ? fmt::format(", {} grammar masks {:.1f} ms (waited {:.1f} ms after the model)", step_masks_,
                                     1e3 * mask_worker_->last_seconds(), ms(mask_wait_))
-                      : std::string());
+                      : std::string(),
+      drafts > 0 ? fmt::format(", {} draft tokens checked", drafts) : std::string());
 }
 
 EngineStats EngineCore::stats() const {
