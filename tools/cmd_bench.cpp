@@ -154,8 +154,7 @@ RunResult run_workload(const std::string& name, const EngineConfig& config, cons
   spdlog::info("{}: {:.1f} s, {} output tokens, {:.2f} output tok/s", name, res.seconds, res.output_tokens,
                static_cast<double>(res.output_tokens) / res.seconds);
   if (config.speculative.enabled())
-    spdlog::info("{}: speculative decoding: {}", name,
-                 spec_decode_summary({s.spec_num_drafts, s.spec_draft_tokens, s.spec_accepted_tokens}));
+    spdlog::info("{}: speculative decoding: {}", name, spec_decode_summary(s.spec_decode()));
   return res;
 }
 

@@ -75,6 +75,7 @@ struct EngineStats {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_pos;
+  SpecDecodeUsage spec_decode() const { return {spec_num_drafts, spec_draft_tokens, spec_accepted_tokens}; }
   // Bytes of the model weights in memory (int8 payload + scales when quantized; see EngineConfig::quant).
   int64_t weight_bytes = 0;
 };

@@ -35,6 +35,19 @@ struct SpecDecodeUsage {
   int64_t num_drafts = 0;
   int64_t draft_tokens = 0;
   int64_t accepted_tokens = 0;
+
+  // One check of `drafted` tokens that kept `accepted`.
+  void add_check(int64_t drafted, int64_t accepted) {
+    ++num_drafts;
+    draft_tokens += drafted;
+    accepted_tokens += accepted;
+  }
+  double acceptance_rate() const {
+    return draft_tokens > 0 ? static_cast<double>(accepted_tokens) / static_cast<double>(draft_tokens) : 0.0;
+  }
+  double mean_accepted_length() const {
+    return 1.0 + (num_drafts > 0 ? static_cast<double>(accepted_tokens) / static_cast<double>(num_drafts) : 0.0);
+  }
 };
 
 struct RequestOutput {

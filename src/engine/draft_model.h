@@ -50,7 +50,6 @@ class DraftModel {
   void release(const Sequence& seq) { pages_.free(seq.id); }
 
   const ModelConfig& config() const { return weights_.config; }
-  const PageManager& pages() const { return pages_; }
 
  private:
   void roll_back(Sequence& seq);

@@ -274,14 +274,18 @@ void EngineCore::add_request(RequestId id, std::vector<int32_t> prompt, const Sa
 
 RequestOutput EngineCore::make_output(const Sequence& seq) const {
   RequestOutput o;
+  set_counters(seq, o);
+  return o;
+}
+
+void EngineCore::set_counters(const Sequence& seq, RequestOutput& o) const {
   o.id = seq.id;
   o.prompt_tokens = seq.prompt_len;
   o.output_tokens = seq.num_output();
   o.cached_tokens = seq.cached_tokens;
   o.finish_reason = seq.finish_reason;
   o.finished = seq.finish_reason != FinishReason::kNone;
-  o.spec_decode = {seq.spec.num_drafts, seq.spec.draft_tokens, seq.spec.accepted_tokens};
-  return o;
+  o.spec_decode = seq.spec.usage;
 }
 
 void EngineCore::finish(Sequence* seq, FinishReason reason) {
@@ -379,13 +383,13 @@ std::vector<RequestOutput> EngineCore::step() {
 // with drafts computes [its token, drafts...] and returns a row after each.
 void EngineCore::add_chunks(Sequence& s, int64_t num_tokens, int64_t num_draft) {
   SequenceChunk chunk;
+  chunk.start_position = static_cast<int32_t>(s.num_computed);
+  if (full_.pages) chunk.page_table = full_.pages->page_table(s.id);
+  if (window_.pages) chunk.local_page_table = window_.pages->page_table(s.id);
   if (num_draft > 0) {
     s.verify_tokens.assign(1, s.tokens.back());
     s.verify_tokens.insert(s.verify_tokens.end(), s.draft.begin(), s.draft.end());
     chunk.tokens = s.verify_tokens;
-    chunk.start_position = static_cast<int32_t>(s.num_computed);
-    if (full_.pages) chunk.page_table = full_.pages->page_table(s.id);
-    if (window_.pages) chunk.local_page_table = window_.pages->page_table(s.id);
     chunk.sample = chunk.sample_all = true;
     chunks_.push_back(chunk);
     chunk_seqs_.push_back(&s);
@@ -394,9 +398,6 @@ void EngineCore::add_chunks(Sequence& s, int64_t num_tokens, int64_t num_draft) 
   }
   chunk.tokens =
       std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.num_computed), static_cast<size_t>(num_tokens));
-  chunk.start_position = static_cast<int32_t>(s.num_computed);
-  if (full_.pages) chunk.page_table = full_.pages->page_table(s.id);
-  if (window_.pages) chunk.local_page_table = window_.pages->page_table(s.id);
   chunk.sample = s.num_computed + num_tokens == s.num_tokens();
   chunk.sample_all = embedding() && config_.pooling == PoolingType::kMean;
   if (!s.params.prompt_logits || s.num_computed >= s.prompt_len) {
@@ -482,15 +483,10 @@ FinishReason EngineCore::append_token(Sequence& seq, int32_t token, std::span<co
 // request's counters.
 void EngineCore::emit(Sequence& seq, FinishReason reason, RequestOutput o, std::vector<RequestOutput>& outputs) {
   if (reason != FinishReason::kNone) finish(&seq, reason);
-  RequestOutput full = make_output(seq);
-  full.new_token_ids = std::move(o.new_token_ids);
-  full.logprobs = std::move(o.logprobs);
-  full.text_delta = std::move(o.text_delta);
-  full.stop_reason = std::move(o.stop_reason);
+  set_counters(seq, o);
   // The first output carries the prompt logits.
-  if (seq.num_output() == static_cast<int64_t>(full.new_token_ids.size()))
-    full.prompt_logits = std::move(seq.prompt_logits);
-  outputs.push_back(std::move(full));
+  if (seq.num_output() == static_cast<int64_t>(o.new_token_ids.size())) o.prompt_logits = std::move(seq.prompt_logits);
+  outputs.push_back(std::move(o));
   if (reason != FinishReason::kNone) seqs_.erase(seq.id);
 }
 
@@ -672,9 +668,9 @@ EngineStats EngineCore::stats() const {
   s.max_model_len = config_.max_model_len;
   if (speculator_) {
     const SpecDecodeCounters& c = speculator_->counters();
-    s.spec_num_drafts = c.num_drafts;
-    s.spec_draft_tokens = c.draft_tokens;
-    s.spec_accepted_tokens = c.accepted_tokens;
+    s.spec_num_drafts = c.usage.num_drafts;
+    s.spec_draft_tokens = c.usage.draft_tokens;
+    s.spec_accepted_tokens = c.usage.accepted_tokens;
     s.spec_accepted_per_pos = c.accepted_per_pos;
   }
   s.weight_bytes = static_cast<int64_t>(weight_bytes(runner_weights()));  // this rank's, under tensor parallel

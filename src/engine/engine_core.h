@@ -84,6 +84,7 @@ class EngineCore {
   void log_step(const SchedulerOutput& sched, Clock::time_point start, Clock::time_point run_start,
                 Clock::time_point run_end) const;
   RequestOutput make_output(const Sequence& seq) const;
+  void set_counters(const Sequence& seq, RequestOutput& o) const;  // id, token counts, finish reason, spec usage
   void add_chunks(Sequence& seq, int64_t num_tokens, int64_t num_draft);
   void on_logits_row(Sequence& seq, int64_t position, std::span<const float> logits, std::vector<RequestOutput>& out);
   void on_verify_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs);

@@ -20,12 +20,10 @@ enum class SeqStatus : uint8_t { kWaiting, kRunning, kFinished };
 
 // Speculative decoding (engine/speculative.h), per sequence: how many drafts it gets and how they fared.
 struct SpecDecodeState {
-  int k = 0;               // drafts proposed at most next step (adapts within [1, num_speculative_tokens]; 0 = not set)
-  int misses = 0;          // consecutive checks that accepted nothing
-  int cooldown = 0;        // steps left without proposing (after too many misses)
-  int64_t num_drafts = 0;  // checks run
-  int64_t draft_tokens = 0;     // tokens proposed and checked
-  int64_t accepted_tokens = 0;  // of which accepted
+  int k = 0;              // drafts proposed at most next step (adapts within [1, num_speculative_tokens]; 0 = not set)
+  int misses = 0;         // consecutive checks that accepted nothing
+  int cooldown = 0;       // steps left without proposing (after too many misses)
+  SpecDecodeUsage usage;  // the request's checks, drafted and accepted tokens
   // Draft model (engine/draft_model.h): its KV holds tokens [0, draft_computed) of the sequence, then the draft
   // tokens it was fed after them (kept until the target's check shows how many of them are the sequence's).
   int64_t draft_computed = 0;

@@ -7,10 +7,9 @@
 namespace minfer {
 
 std::string spec_decode_summary(const SpecDecodeUsage& u) {
-  const auto ratio = [](int64_t a, int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
   return fmt::format("{} of {} draft tokens accepted ({:.1f}%), mean accepted length {:.2f} over {} checks",
-                     u.accepted_tokens, u.draft_tokens, 100.0 * ratio(u.accepted_tokens, u.draft_tokens),
-                     1.0 + ratio(u.accepted_tokens, u.num_drafts), u.num_drafts);
+                     u.accepted_tokens, u.draft_tokens, 100.0 * u.acceptance_rate(), u.mean_accepted_length(),
+                     u.num_drafts);
 }
 
 Speculator::Speculator(const SpeculativeConfig& config) : config_(config) {
@@ -41,12 +40,8 @@ void Speculator::propose_ngram(Sequence& seq, int64_t limit) {
 void Speculator::record(Sequence& seq, int64_t drafted, int64_t accepted) {
   if (drafted <= 0) return;
   SpecDecodeState& s = seq.spec;
-  ++s.num_drafts;
-  s.draft_tokens += drafted;
-  s.accepted_tokens += accepted;
-  ++counters_.num_drafts;
-  counters_.draft_tokens += drafted;
-  counters_.accepted_tokens += accepted;
+  s.usage.add_check(drafted, accepted);
+  counters_.usage.add_check(drafted, accepted);
   for (int64_t i = 0; i < accepted && i < static_cast<int64_t>(counters_.accepted_per_pos.size()); ++i)
     ++counters_.accepted_per_pos[static_cast<size_t>(i)];
 

@@ -36,9 +36,7 @@ namespace minfer {
 
 // Engine-wide counters (vLLM's spec_decode metrics).
 struct SpecDecodeCounters {
-  int64_t num_drafts = 0;                 // checks run (one per sequence per step with drafts)
-  int64_t draft_tokens = 0;               // tokens proposed and checked
-  int64_t accepted_tokens = 0;            // of which accepted
+  SpecDecodeUsage usage;                  // every request's checks (one per sequence per step with drafts)
   std::vector<int64_t> accepted_per_pos;  // [num_speculative_tokens]: checks whose draft at that position was kept
 };
 
@@ -61,7 +59,6 @@ class Speculator {
   void record(Sequence& seq, int64_t drafted, int64_t accepted);
 
   const SpecDecodeCounters& counters() const { return counters_; }
-  const SpeculativeConfig& config() const { return config_; }
 
  private:
   SpeculativeConfig config_;

@@ -171,14 +171,11 @@ std::string Metrics::render(const EngineStats& s) const {
          s.prompt_tokens);
   metric(out, "minfer_engine_generation_tokens_total", "counter", "Tokens the engine has sampled.", s.generated_tokens);
   if (!s.spec_accepted_per_pos.empty()) {
-    const auto ratio = [](int64_t a, int64_t b) {
-      return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
-    };
     metric(out, "minfer_spec_decode_acceptance_rate", "gauge", "Draft tokens accepted / checked, so far.",
-           ratio(s.spec_accepted_tokens, s.spec_draft_tokens));
+           s.spec_decode().acceptance_rate());
     metric(out, "minfer_spec_decode_mean_accepted_length", "gauge",
            "Tokens a draft check yields on average (accepted drafts + the sampled token).",
-           1.0 + ratio(s.spec_accepted_tokens, s.spec_num_drafts));
+           s.spec_decode().mean_accepted_length());
   }
   render_vllm_names(s, out);
   return out;

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <map>
 #include <random>
 #include <string>
@@ -33,20 +32,6 @@ EngineConfig draft_config(EngineConfig c, const std::string& draft, int k = 4) {
   c.speculative.model = draft;
   c.speculative.num_speculative_tokens = k;
   return c;
-}
-
-// The same preset as testing::tiny_model_dir with other random weights: a draft that is often wrong.
-std::string other_tiny_model(const std::string& preset) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("minfer_draft_test_" + preset);
-  if (!std::filesystem::exists(dir / "config.json")) {
-    TestModelOptions o;
-    o.preset = preset;
-    o.out_dir = dir.string();
-    o.dtype = DType::F32;
-    o.seed = 11;
-    write_test_model(o);
-  }
-  return dir.string();
 }
 
 // Prompts that repeat: a random passage, then the passage again cut short (the model is asked to go on quoting).
@@ -127,7 +112,8 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
   std::vector<Variant> variants = {{"k=4", spec_config(base)}, {"k=1", spec_config(base, 1)}};
   variants.push_back({"draft model: the target itself", draft_config(base, model()), false});
   if (GetParam() != "stories260K")
-    variants.push_back({"draft model: other weights, k=3", draft_config(base, other_tiny_model(GetParam()), 3)});
+    variants.push_back(
+        {"draft model: other weights, k=3", draft_config(base, testing::tiny_model_dir(GetParam(), 11), 3)});
   EngineConfig c = spec_config(base, 8);
   c.enable_prefix_caching = false;
   variants.push_back({"k=8, no prefix caching", c});

@@ -28,16 +28,17 @@ inline EngineConfig small_engine_config(const std::string& model = kStoriesBin, 
   return c;
 }
 
-// A tiny HF-layout model of a make-test-model preset (f32, seed 7), written once into the temp directory. The
-// sliding-window families get a 24-position window, so sequences of a hundred tokens run well past it.
-inline std::string tiny_model_dir(const std::string& preset) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("minfer_engine_test_" + preset);
+// A tiny HF-layout model of a make-test-model preset (f32, random weights from `seed`), written once into the temp
+// directory. The sliding-window families get a 24-position window, so sequences of a hundred tokens run well past it.
+inline std::string tiny_model_dir(const std::string& preset, uint64_t seed = 7) {
+  const std::string name = preset + (seed == 7 ? "" : "-seed" + std::to_string(seed));
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("minfer_engine_test_" + name);
   if (!std::filesystem::exists(dir / "config.json")) {
     TestModelOptions o;
     o.preset = preset;
     o.out_dir = dir.string();
     o.dtype = DType::F32;
-    o.seed = 7;
+    o.seed = seed;
     if (preset == "tiny-gemma3" || preset == "tiny-mistral" || preset == "tiny-phi3") o.sliding_window = 24;
     write_test_model(o);
   }
