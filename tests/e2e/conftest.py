@@ -150,15 +150,20 @@ def gemma3_gguf(tmp_path_factory) -> Path:
     return assembled if assembled.exists() else gemma.assemble(tmp_path_factory.mktemp("gemma") / gemma.MODEL_NAME)
 
 
-def llamacpp_self_agreement(model_path: Path, ids: Sequence[int], batched_logits) -> float:
-    """Top-1 agreement of llama.cpp with itself: its logits for `ids` evaluated one token at a time (its decode
-    kernels) against `batched_logits`, the same file's batched prefill. Both round activations to int8 per block
-    (Q8_0 / Q8_1 / Q8_K), so a different f32 summation order flips a rounding now and then and the layers amplify it:
-    this is the floor of top-1 agreement that two correct int8-activation engines can reach on this text."""
+
+def llamacpp_top1_floor(model_path: Path, ids: Sequence[int], batched, ours) -> Tuple[float, float]:
+    """llama.cpp against itself: its logits for `ids` evaluated one token at a time (its decode kernels) against
+    `batched`, the same file's batched prefill. Both round activations to int8 per block (Q8_0 / Q8_1 / Q8_K), so a
+    different f32 summation order flips a rounding now and then and the layers amplify it: their top-1 agreement is
+    the floor two correct int8-activation engines reach on this text. Returns that agreement and `ours`'s top-1
+    agreement with `batched` on the positions where llama.cpp's two passes agree (its answer does not hinge on the
+    order of its own sums)."""
     import llama_cpp
     import numpy as np
     one = llama_cpp.Llama(model_path=str(model_path), n_ctx=1024, n_batch=1, n_ubatch=1, n_threads=2,
                           logits_all=True, type_k=0, type_v=0, verbose=False)
     one.eval(list(ids))
-    single = np.array(one.scores[:len(ids)], dtype=np.float32)
-    return float(np.mean(single.argmax(1) == np.asarray(batched_logits).argmax(1)))
+    single = np.array(one.scores[:len(ids)], dtype=np.float32).argmax(1)
+    theirs, mine = np.asarray(batched).argmax(1), np.asarray(ours).argmax(1)
+    stable = single == theirs
+    return float(stable.mean()), float(np.mean(mine[stable] == theirs[stable]))

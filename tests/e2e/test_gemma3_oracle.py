@@ -12,10 +12,11 @@ Top-1 agreement of two engines that round activations to int8 has a floor well a
 test_smollm2_oracle.py). On these 640 tokens llama.cpp's batched prefill agrees with its own one-token-at-a-time
 decode of the same file on only 94.5% of positions (largest logit difference 6.7), and with the exact f32 reference
 on 96.3%; minfer (int8 per block of 32 where llama.cpp's K-quant dot products use blocks of 256) agrees with the
-reference on 97.3% and with llama.cpp's prefill on 95.0%, closer than llama.cpp is to itself. The issue's 98% is
-below that floor; what is asserted: mean per-row correlation 0.99 with llama.cpp, top-1 agreement at least 94% and
-at least llama.cpp's agreement with itself less one point, and against the exact reference minfer at least as close
-as llama.cpp is (top-1 within one point, worst row correlation at least 0.99).
+reference on 97.3% and with llama.cpp's prefill on 95.0%, closer than llama.cpp is to itself, and on 98.2% of the
+positions where llama.cpp's two passes agree. The issue's 98% over all positions is below that floor; what is
+asserted: mean per-row correlation 0.99 with llama.cpp, top-1 agreement at least 94% and at least llama.cpp's
+agreement with itself less one point, 97.5% where llama.cpp agrees with itself, and against the exact reference
+minfer at least as close as llama.cpp is (top-1 within one point, worst row correlation at least 0.99).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REFERENCE_DIR, ids_arg, llamacpp_self_agreement
+from conftest import REFERENCE_DIR, ids_arg, llamacpp_top1_floor
 from serve_process import serve
 from test_smollm2_oracle import windows
 
@@ -82,11 +83,13 @@ def test_teacher_forced_logits_agree_with_llamacpp_and_the_f32_reference(minfer,
     print(f"{len(ids)} tokens: with llama.cpp top-1 {top1:.4f}, correlation mean {corr.mean():.5f} min {corr.min():.5f};"
           f" with the f32 reference top-1 minfer {ours_exact:.4f} llama.cpp {theirs_exact:.4f}, minfer correlation min "
           f"{corr_exact.min():.5f}")
-    itself = llamacpp_self_agreement(gemma3_gguf, ids, theirs)
-    print(f"llama.cpp prefill with its own one-token-at-a-time decode: top-1 {itself:.4f}")
+    itself, on_stable = llamacpp_top1_floor(gemma3_gguf, ids, theirs, ours)
+    print(f"llama.cpp prefill with its own one-token-at-a-time decode: top-1 {itself:.4f}; minfer with llama.cpp where "
+          f"those two agree {on_stable:.4f}")
     assert corr.mean() >= 0.99
     assert top1 >= 0.94
     assert top1 >= itself - 0.01
+    assert on_stable >= 0.975
     assert ours_exact >= theirs_exact - 0.01
     assert corr_exact.min() >= 0.99
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REFERENCE_DIR, ids_arg, llamacpp_self_agreement, read_ids
+from conftest import REFERENCE_DIR, ids_arg, llamacpp_top1_floor, read_ids
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is in the project venv (scripts/setup-venv.sh)")
 
@@ -102,10 +102,12 @@ def test_teacher_forced_logits_agree_with_llamacpp(minfer, smollm2_gguf, llama, 
     disagreement: the rounding is discontinuous, so a change in the last bit of an activation (another f32 summation
     order) can move a quantized value by a step, and 30 layers amplify it. llama.cpp itself shows the floor: its
     batched prefill and its one-token-at-a-time decode of the same file agree on 97.85% of these 512 positions
-    (largest logit difference 2.1), below the issue's 98%. Measured: minfer agrees with llama.cpp's prefill on 97.1%,
-    with the exact f32 reference as closely as llama.cpp does; minfer's prefill and decode are bit-identical. What
-    is asserted: per-row correlation 0.99 with llama.cpp; top-1 agreement at least 96% and at least llama.cpp's
-    agreement with itself less one point; agreement with the f32 reference at least llama.cpp's own less one point."""
+    (largest logit difference 2.1), below the issue's 98%. Measured: minfer agrees with llama.cpp's prefill on 97.1%
+    of all positions and on 98.0% of those where llama.cpp's two passes agree, and with the exact f32 reference as
+    closely as llama.cpp does; minfer's prefill and decode are bit-identical. What is asserted: per-row correlation
+    0.99 with llama.cpp; top-1 agreement at least 96% and at least llama.cpp's agreement with itself less one point,
+    and 97.5% where llama.cpp agrees with itself; agreement with the f32 reference at least llama.cpp's own less one
+    point."""
     ids = llama.tokenize(kjv_text.read_bytes(), add_bos=False)[:TEXT_TOKENS]
     ours, _ = minfer_prompt_logits(minfer, smollm2_gguf, ids, tmp_path)
     theirs = llama_logits(llama, ids)
@@ -114,13 +116,14 @@ def test_teacher_forced_logits_agree_with_llamacpp(minfer, smollm2_gguf, llama, 
     exact = reference.prompt_logits(ids)
     ours_exact = float(np.mean(ours.argmax(1) == exact.argmax(1)))
     theirs_exact = float(np.mean(theirs.argmax(1) == exact.argmax(1)))
-    itself = llamacpp_self_agreement(smollm2_gguf, ids, theirs)
+    itself, on_stable = llamacpp_top1_floor(smollm2_gguf, ids, theirs, ours)
     print(f"{len(ids)} tokens: top-1 agreement with llama.cpp {top1:.4f} (llama.cpp prefill with its own decode "
-          f"{itself:.4f}), per-row correlation min {corr.min():.5f} mean {corr.mean():.5f}; with the f32 reference: "
-          f"minfer {ours_exact:.4f}, llama.cpp {theirs_exact:.4f}")
+          f"{itself:.4f}; minfer where those two agree {on_stable:.4f}), per-row correlation min {corr.min():.5f} "
+          f"mean {corr.mean():.5f}; with the f32 reference: minfer {ours_exact:.4f}, llama.cpp {theirs_exact:.4f}")
     assert corr.min() >= 0.99
     assert top1 >= 0.96
     assert top1 >= itself - 0.01
+    assert on_stable >= 0.975
     assert ours_exact >= theirs_exact - 0.01
 
 
