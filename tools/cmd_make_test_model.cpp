@@ -64,7 +64,7 @@ void add_make_test_model_command(CLI::App& app) {
                   "Copy this tokenizer.json (and tokenizer_config.json beside it) instead of generating one");
   cmd->add_option("--seed", args->seed, "Random seed of the weights (default 0)");
   cmd->add_option("--sliding-window", args->sliding_window,
-                  "Gemma 3 and Mistral presets: the sliding window (default: the preset's)");
+                  "Gemma 2/3 and Mistral presets: the sliding window (default: the preset's)");
   cmd->add_option("--shard-size", args->shard_size,
                   "Split the weights into shards of at most this many bytes, with model.safetensors.index.json");
   cmd->add_flag("--quiet", args->quiet, "Print nothing");

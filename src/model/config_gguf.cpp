@@ -14,28 +14,33 @@ int64_t special_id(const GgufFile& g, const char* key, int64_t vocab) {
   return v && *v >= 0 && *v < vocab ? *v : -1;
 }
 
-// Gemma 3 as llama.cpp reads it (src/models/gemma3.cpp): norms stored as 1 + w already, the window and its
-// layer pattern (an array of per-layer flags, or a period whose last layer is global, 6 by default), the local
-// RoPE base (10000 by default), and llama.cpp's attention scale: 1/sqrt(head_dim), except for the 27B (62 layers),
-// which scales by 1/sqrt(hidden / heads), as its query_pre_attn_scalar says.
-void read_gemma3_metadata(const GgufFile& g, ModelConfig& c) {
-  const std::string a = "gemma3.";
+// Gemma 2 and Gemma 3 as llama.cpp reads them (src/models/gemma2.cpp, gemma3.cpp): norms stored as 1 + w already,
+// the window and its layer pattern (an array of per-layer flags, or a period whose last layer is global: 2 for
+// Gemma 2, 6 for Gemma 3), and llama.cpp's attention scale: 1/sqrt(head_dim), except for the 27B models (46 and 62
+// layers), which scale by 1/sqrt(hidden / heads), as their query_pre_attn_scalar says. Gemma 2 always soft-caps
+// (50 and 30 unless the file says otherwise) and has a 4096-position window by default; Gemma 3 soft-caps logits
+// when the file says so and rotates its local layers with their own base (10000 by default).
+void read_gemma_metadata(const GgufFile& g, ModelConfig& c) {
+  const bool gemma2 = c.arch == Architecture::kGemma2;
+  const std::string a = gemma2 ? "gemma2." : "gemma3.";
   c.hidden_act = Activation::kGeluTanh;
-  c.qk_norm = true;
+  c.qk_norm = !gemma2;
   c.sandwich_norms = true;
   c.embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
-  c.attention_scale = c.num_layers == 62 ? 1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads))
-                                         : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-  c.final_softcap = g.find_float(a + "final_logit_softcapping").value_or(0.0);
-  c.sliding_window = g.find_int(a + "attention.sliding_window").value_or(0);
+  const bool is_27b = c.num_layers == (gemma2 ? 46 : 62);
+  c.attention_scale = is_27b ? 1.0 / std::sqrt(static_cast<double>(c.hidden_size / c.num_heads))
+                             : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  c.attn_softcap = gemma2 ? g.find_float(a + "attn_logit_softcapping").value_or(50.0) : 0.0;
+  c.final_softcap = g.find_float(a + "final_logit_softcapping").value_or(gemma2 ? 30.0 : 0.0);
+  c.sliding_window = g.find_int(a + "attention.sliding_window").value_or(gemma2 ? 4096 : 0);
   if (c.sliding_window <= 0) return;
-  c.rope_local_theta = g.find_float(a + "rope.freq_base_swa").value_or(10000.0);
+  if (!gemma2) c.rope_local_theta = g.find_float(a + "rope.freq_base_swa").value_or(10000.0);
   const std::string pattern_key = a + "attention.sliding_window_pattern";
   const GgufValue* pattern = g.find(pattern_key);
   if (pattern != nullptr && pattern->type == GgufType::ARRAY) {
     for (int64_t flag : g.get_int_array(pattern_key)) c.layer_sliding.push_back(flag != 0);
   } else {
-    const int64_t period = g.find_int(pattern_key).value_or(6);
+    const int64_t period = g.find_int(pattern_key).value_or(gemma2 ? 2 : 6);
     for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(period == 0 || i % period < period - 1);
   }
 }
@@ -78,6 +83,9 @@ ModelConfig read_gguf_config(const GgufFile& g) {
     c.arch = Architecture::kQwen3;
     c.rope_style = kernels::RopeStyle::kNeox;
     c.qk_norm = true;
+  } else if (arch == "gemma2") {
+    c.arch = Architecture::kGemma2;
+    c.rope_style = kernels::RopeStyle::kNeox;
   } else if (arch == "gemma3") {
     c.arch = Architecture::kGemma3;
     c.rope_style = kernels::RopeStyle::kNeox;
@@ -90,8 +98,8 @@ ModelConfig read_gguf_config(const GgufFile& g) {
     c.qk_norm = true;
   } else {
     fail_load(path,
-              "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, qwen3moe, gemma3, "
-              "phi3)",
+              "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, qwen3moe, "
+              "gemma2, gemma3, phi3)",
               arch);
   }
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
@@ -136,7 +144,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   }
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.attention_bias = c.arch == Architecture::kQwen2 || g.find_tensor("blk.0.attn_q.bias") != nullptr;
-  if (c.arch == Architecture::kGemma3) read_gemma3_metadata(g, c);
+  if (c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3) read_gemma_metadata(g, c);
   if (c.arch == Architecture::kPhi3) read_phi3_metadata(g, c);
   // Experts: Qwen3-MoE, and Mixtral, which llama.cpp's converter writes as llama with an expert count. llama.cpp
   // renormalises the chosen experts' probabilities for both (src/models/qwen3moe.cpp, llama.cpp), as Mixtral and

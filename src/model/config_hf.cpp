@@ -39,6 +39,13 @@ class Fields {
     if (!v->is_number_integer()) fail_load(path_, "field \"{}\" must be an integer, got {}", key, v->dump());
     return v->get<int64_t>();
   }
+  // A number whose explicit null means none (0) while its absence means the class default: Gemma2Config's
+  // soft-capping fields default to 30 and 50, and a checkpoint switches them off with null.
+  double number_or_none(const char* key, double absent) const {
+    const auto it = j_.find(key);
+    if (it == j_.end()) return absent;
+    return it->is_null() ? 0.0 : number(key, 0.0);
+  }
   double number(const char* key, double fallback) const {
     const json* v = get(key);
     if (v == nullptr) return fallback;
@@ -94,8 +101,8 @@ json parse_object(const std::string& text, const std::string& path) {
 Architecture parse_architecture(const Fields& f, const std::string& path) {
   static const char* const kSupported =
       "supported: llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 "
-      "(Qwen3ForCausalLM), qwen3_moe (Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), gemma3_text "
-      "(Gemma3ForCausalLM), phi3 (Phi3ForCausalLM)";
+      "(Qwen3ForCausalLM), qwen3_moe (Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), gemma2 "
+      "(Gemma2ForCausalLM), gemma3_text (Gemma3ForCausalLM), phi3 (Phi3ForCausalLM)";
   std::string arch_class;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
@@ -111,6 +118,7 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     if (arch_class == "MixtralForCausalLM") model_type = "mixtral";
     if (arch_class == "Qwen2ForCausalLM") model_type = "qwen2";
     if (arch_class == "Qwen3ForCausalLM") model_type = "qwen3";
+    if (arch_class == "Gemma2ForCausalLM") model_type = "gemma2";
     if (arch_class == "Gemma3ForCausalLM") model_type = "gemma3_text";
   }
   Architecture arch;
@@ -128,6 +136,8 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     arch = Architecture::kQwen2;
   } else if (model_type == "qwen3") {
     arch = Architecture::kQwen3;
+  } else if (model_type == "gemma2") {
+    arch = Architecture::kGemma2;
   } else if (model_type == "gemma3_text") {
     arch = Architecture::kGemma3;
   } else {
@@ -140,6 +150,7 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
                          : arch == Architecture::kPhi3     ? "Phi3ForCausalLM"
                          : arch == Architecture::kQwen3Moe ? "Qwen3MoeForCausalLM"
                          : arch == Architecture::kMixtral  ? "MixtralForCausalLM"
+                         : arch == Architecture::kGemma2   ? "Gemma2ForCausalLM"
                                                            : "Gemma3ForCausalLM";
   if (!arch_class.empty() && arch_class != expected)
     fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type, kSupported);
@@ -275,23 +286,38 @@ void read_moe_fields(const Fields& f, const std::string& path, ModelConfig& c) {
     fail_load(path, "unsupported: shared_expert_intermediate_size (shared experts, Qwen2-MoE style)");
 }
 
-// Gemma 3 (text): GELU(tanh) MLP, sandwich norms with (1 + w) weights, q/k norms, sqrt(hidden) embedding scale,
-// query_pre_attn_scalar, optional soft-capping, and local sliding-window layers beside global ones, each kind with
-// its own RoPE base (rope_local_base_freq, or transformers 5's rope_parameters per layer type).
-void read_gemma3_fields(const Fields& f, const std::string& path, ModelConfig& c) {
+// What Gemma 2 and Gemma 3 share: GELU(tanh) MLP, sandwich norms with (1 + w) weights, sqrt(hidden) embedding
+// scale, query_pre_attn_scalar, tied embeddings by default.
+void read_gemma_fields(const Fields& f, const std::string& path, ModelConfig& c) {
   c.hidden_act = Activation::kGeluTanh;
   if (const std::string act = f.string("hidden_activation", "gelu_pytorch_tanh"); act != "gelu_pytorch_tanh")
     fail_load(path, "unsupported hidden_activation '{}' (supported: gelu_pytorch_tanh)", act);
   if (f.boolean("use_bidirectional_attention", false))
     fail_load(path, "unsupported: use_bidirectional_attention = true (an encoder; minfer runs causal decoders)");
-  c.qk_norm = true;
   c.sandwich_norms = true;
   c.norm_weight_plus_one = true;
   c.embedding_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
   c.attention_scale = 1.0 / std::sqrt(f.number("query_pre_attn_scalar", static_cast<double>(c.head_dim)));
+  c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
+}
+
+// Gemma 2: soft-capping of scores and logits (Gemma2Config's defaults 50 and 30 when absent, none when null), a
+// 4096-position window on every other layer from the first (layer_types when given), one RoPE base for all layers.
+void read_gemma2_fields(const Fields& f, const std::string& path, ModelConfig& c) {
+  read_gemma_fields(f, path, c);
+  c.attn_softcap = f.number_or_none("attn_logit_softcapping", 50.0);
+  c.final_softcap = f.number_or_none("final_logit_softcapping", 30.0);
+  c.sliding_window = f.integer("sliding_window", 4096);
+  read_layer_types(f, path, c, [](int64_t i) { return i % 2 == 0; });
+}
+
+// Gemma 3 (text): Gemma's block with q/k norms, optional soft-capping, and local sliding-window layers beside global
+// ones, each kind with its own RoPE base (rope_local_base_freq, or transformers 5's rope_parameters per layer type).
+void read_gemma3_fields(const Fields& f, const std::string& path, ModelConfig& c) {
+  read_gemma_fields(f, path, c);
+  c.qk_norm = true;
   c.attn_softcap = f.number("attn_logit_softcapping", 0.0);
   c.final_softcap = f.number("final_logit_softcapping", 0.0);
-  c.tie_word_embeddings = f.boolean("tie_word_embeddings", true);
   c.sliding_window = f.integer("sliding_window", 0);
   c.rope_local_theta = f.number("rope_local_base_freq", 10000.0);
   // Older configs: every pattern-th layer is global (transformers' sliding_window_pattern, default 6).
@@ -330,7 +356,8 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   const Fields f(j, config_path);
   ModelConfig c;
   c.arch = parse_architecture(f, config_path);
-  if (const std::string act = f.string("hidden_act", "silu"); act != "silu" && c.arch != Architecture::kGemma3)
+  const bool gemma = c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3;
+  if (const std::string act = f.string("hidden_act", "silu"); act != "silu" && !gemma)
     fail_load(config_path, "unsupported hidden_act '{}' (supported: silu)", act);
   c.vocab_size = f.integer("vocab_size");
   c.hidden_size = f.integer("hidden_size");
@@ -354,7 +381,9 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   c.attention_bias = c.arch == Architecture::kQwen2 ? true : f.boolean("attention_bias", false);
   if (f.boolean("mlp_bias", false)) fail_load(config_path, "unsupported: mlp_bias = true (MLP biases)");
   c.qk_norm = c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe;
-  if (c.arch == Architecture::kGemma3) {
+  if (c.arch == Architecture::kGemma2) {
+    read_gemma2_fields(f, config_path, c);
+  } else if (c.arch == Architecture::kGemma3) {
     read_gemma3_fields(f, config_path, c);
   } else if (c.arch == Architecture::kPhi3) {
     read_phi3_fields(f, config_path, c);

@@ -29,7 +29,8 @@ graph::Graph build_family_graph(const ModelWeights& weights) {
     case Architecture::kQwen2:
     case Architecture::kQwen3:
     case Architecture::kQwen3Moe: return build_llama_graph(weights);
-    case Architecture::kGemma3: return build_gemma3_graph(weights);
+    case Architecture::kGemma2:
+    case Architecture::kGemma3: return build_gemma_graph(weights);
   }
   fail("no graph builder for architecture {}", weights.config.arch_name());
 }

@@ -12,7 +12,7 @@
 
 namespace minfer {
 
-enum class Architecture : uint8_t { kLlama, kMistral, kMixtral, kQwen2, kQwen3, kQwen3Moe, kGemma3, kPhi3 };
+enum class Architecture : uint8_t { kLlama, kMistral, kMixtral, kQwen2, kQwen3, kQwen3Moe, kGemma2, kGemma3, kPhi3 };
 
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
 enum class Activation : uint8_t { kSilu, kGeluTanh };
@@ -111,6 +111,7 @@ struct ModelConfig {
       case Architecture::kQwen3Moe: return "qwen3moe";
       case Architecture::kQwen2: return "qwen2";
       case Architecture::kQwen3: return "qwen3";
+      case Architecture::kGemma2: return "gemma2";
       case Architecture::kGemma3: return "gemma3";
       case Architecture::kPhi3: return "phi3";
     }

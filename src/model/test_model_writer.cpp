@@ -22,7 +22,7 @@ using ojson = nlohmann::ordered_json;
 
 struct Preset {
   const char* name;
-  const char* model_type;  // config.json's: llama, qwen2, qwen3, gemma3_text
+  const char* model_type;  // config.json's: llama, qwen2, qwen3, gemma2, gemma3_text, ...
   TokenizerFamily family;
   bool tiny;
   int64_t hidden, intermediate, layers, heads, kv_heads, vocab;  // vocab 0: the tokenizer's size
@@ -36,7 +36,7 @@ struct Preset {
   double embed_std;
   double weight_std;
   int64_t head_dim = 0;  // 0: hidden / heads (Qwen3 states its own)
-  // Gemma 3: the window of the local layers, and every sliding_period-th layer global (the rest local).
+  // Gemma 2/3: the window of the local layers, and every sliding_period-th layer global (the rest local).
   int64_t sliding_window = 0;
   int64_t sliding_period = 0;
   // Mixture of experts (qwen3_moe, mixtral): experts, experts per token, each expert's FFN width.
@@ -164,6 +164,12 @@ constexpr Preset kPresets[] = {
      128},
     {"tiny-gemma3", "gemma3_text", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 1, 0, 32768, 0, true, 0.08, 0.16, 32,
      512, 3},
+    // google/gemma-2-2b (its 256k SentencePiece vocabulary replaced by a generated one of that size; local and global
+    // layers alternate) and a tiny sibling whose head_dim is not hidden / heads, as the 2B's is not.
+    {"gemma2-2b", "gemma2", TokenizerFamily::kLlama3, false, 2304, 9216, 26, 8, 4, 256000, 8192, 0, true, 0.02, 0.02,
+     256, 4096, 2},
+    {"tiny-gemma2", "gemma2", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 2, 0, 8192, 0, true, 0.08, 0.16, 32, 512,
+     2},
 };
 
 int64_t head_dim_of(const Preset& p) { return p.head_dim > 0 ? p.head_dim : p.hidden / p.heads; }
@@ -269,6 +275,40 @@ ojson gemma3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType d
           {"torch_dtype", torch_dtype_name(dtype)},
           {"transformers_version", "4.55.0.dev0"},
           {"use_bidirectional_attention", false},
+          {"use_cache", true},
+          {"vocab_size", vocab}};
+}
+
+// Gemma2ForCausalLM (google/gemma-2-2b's config.json: no layer_types, so the alternation is the reader's rule).
+// tiny-gemma2 scales by a query_pre_attn_scalar that is not head_dim and soft-caps at 5 (scores) and 4 (logits), low
+// enough to bend its small values, so a missing or misplaced cap shows.
+ojson gemma2_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
+  return {{"architectures", {"Gemma2ForCausalLM"}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"attn_logit_softcapping", p.tiny ? 5.0 : 50.0},
+          {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+          {"cache_implementation", "hybrid"},
+          {"eos_token_id", id_or_list(s.config_eos)},
+          {"final_logit_softcapping", p.tiny ? 4.0 : 30.0},
+          {"head_dim", head_dim_of(p)},
+          {"hidden_act", "gelu_pytorch_tanh"},
+          {"hidden_activation", "gelu_pytorch_tanh"},
+          {"hidden_size", p.hidden},
+          {"initializer_range", 0.02},
+          {"intermediate_size", p.intermediate},
+          {"max_position_embeddings", p.max_position_embeddings},
+          {"model_type", "gemma2"},
+          {"num_attention_heads", p.heads},
+          {"num_hidden_layers", p.layers},
+          {"num_key_value_heads", p.kv_heads},
+          {"pad_token_id", 0},
+          {"query_pre_attn_scalar", p.tiny ? 24 : head_dim_of(p)},
+          {"rms_norm_eps", 1e-06},
+          {"rope_theta", 10000.0},
+          {"sliding_window", window > 0 ? window : p.sliding_window},
+          {"torch_dtype", torch_dtype_name(dtype)},
+          {"transformers_version", "4.42.4"},
           {"use_cache", true},
           {"vocab_size", vocab}};
 }
@@ -393,6 +433,7 @@ ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
   const std::string type = p.model_type;
   if (type == "qwen2") return qwen_config(p, vocab, s, dtype);
   if (type == "qwen3") return qwen3_config(p, vocab, s, dtype);
+  if (type == "gemma2") return gemma2_config(p, vocab, s, dtype, window);
   if (type == "gemma3_text") return gemma3_config(p, vocab, s, dtype, window);
   if (type == "mistral") return mistral_config(p, vocab, s, dtype, window);
   if (type == "phi3") return phi3_config(p, vocab, s, dtype, window);
@@ -438,8 +479,9 @@ SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by
     add(s.generation_eos, id("<|endoftext|>"));
   } else {
     if (!p.tiny && std::string(p.model_type) == "gemma3_text")
-      return {2, {1}, {1, 106}};                                                  // <bos>, <eos>, <end_of_turn>
-    if (!p.tiny && std::string(p.model_type) == "mistral") return {1, {2}, {2}};  // <s>, </s>
+      return {2, {1}, {1, 106}};                                                      // <bos>, <eos>, <end_of_turn>
+    if (!p.tiny && std::string(p.model_type) == "gemma2") return {2, {1}, {1, 107}};  // Gemma 2's <end_of_turn>
+    if (!p.tiny && std::string(p.model_type) == "mistral") return {1, {2}, {2}};      // <s>, </s>
     if (!p.tiny && std::string(p.model_type) == "phi3") return {1, {32000}, {32000, 32001, 32007}};  // <|endoftext|>...
     if (!p.tiny) return {128000, {128001}, {128001}};
     s.bos = id("<|begin_of_text|>");
@@ -598,8 +640,9 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
   // Weights, in Hugging Face's names and order.
   ThreadPool pool(0);
   const int64_t head_dim = head_dim_of(p), q = p.heads * head_dim, kv = p.kv_heads * head_dim;
-  const bool bias = model_type == "qwen2", gemma = model_type == "gemma3_text", phi3 = model_type == "phi3";
-  const bool qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || gemma;
+  const bool bias = model_type == "qwen2", phi3 = model_type == "phi3";
+  const bool gemma = model_type == "gemma2" || model_type == "gemma3_text";
+  const bool qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "gemma3_text";
   // Gemma's norms multiply by (1 + w): their stored weights lie around 0.
   const Init norm = gemma ? Init::kNormOffset : Init::kNorm;
   std::vector<SafetensorsEntry> entries;

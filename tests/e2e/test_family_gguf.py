@@ -4,8 +4,8 @@ own writer), then minfer's prompt logits and 32 greedy tokens on the file agains
 llama.cpp's logits on the same file against minfer's (a second engine reading the same bytes).
 
 Adjustments to the HF copy, so that the GGUF can say the same thing: tiny-llama without its llama3 RoPE scaling (which
-llama.cpp's converter bakes into a rope_freqs tensor this writer does not make); tiny-gemma3 with a window of 8 (the
-prompt runs past it) and query_pre_attn_scalar = head_dim (GGUF has no key for it; llama.cpp scales by head_dim);
+llama.cpp's converter bakes into a rope_freqs tensor this writer does not make); tiny-gemma2 and tiny-gemma3 with a window of
+8 (the prompt runs past it) and query_pre_attn_scalar = head_dim (GGUF has no key for it; llama.cpp scales by head_dim);
 tiny-mistral and tiny-phi3 without their windows (a GGUF Mistral has none; llama.cpp switches Phi-3's off). tiny-phi3
 keeps its partial rotary embedding and longrope (its factors as llama.cpp's rope_factors_long/short tensors).
 """
@@ -36,8 +36,8 @@ def engine(minfer, model, ids, tmp_path, tag):
     return np.fromfile(logits, dtype="<f4").reshape(len(ids), -1), read_ids(out)
 
 
-@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3", "tiny-phi3",
-                                    "tiny-qwen3-moe", "tiny-mixtral"])
+@pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
+                                    "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)
@@ -48,7 +48,7 @@ def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp
         config["sliding_window"] = None  # a GGUF Mistral has no window (gguf_py_writer.py)
     if preset == "tiny-phi3":
         config["sliding_window"] = None  # llama.cpp switches Phi-3's window off (test_oracle_hf.py covers it)
-    if preset == "tiny-gemma3":
+    if preset in ("tiny-gemma2", "tiny-gemma3"):
         config.update(sliding_window=8, query_pre_attn_scalar=config["head_dim"])
     (hf / "config.json").write_text(json.dumps(config, indent=2))
     path = tmp_path / f"{preset}.gguf"
@@ -78,7 +78,8 @@ def llama_quantize(src, dst, ftype: int):
     assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
 
 
-@pytest.mark.parametrize("preset", ["tiny-mistral", "tiny-gemma3", "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral"])
+@pytest.mark.parametrize("preset", ["tiny-mistral", "tiny-gemma2", "tiny-gemma3", "tiny-phi3", "tiny-qwen3-moe",
+                                    "tiny-mixtral"])
 @pytest.mark.parametrize("ftype", [7, 15], ids=["Q8_0", "Q4_K_M"])
 def test_quantized_family_gguf_is_as_faithful_as_llamacpp(minfer, tiny_models, preset, ftype, tmp_path):
     """The families in GGUF quant types: the gguf-py file quantized by llama.cpp itself (64-wide rows are not whole
@@ -91,7 +92,7 @@ def test_quantized_family_gguf_is_as_faithful_as_llamacpp(minfer, tiny_models, p
     shutil.copytree(tiny_models(preset, "f32"), hf)
     config = read_config(hf)
     config["sliding_window"] = None if preset in ("tiny-mistral", "tiny-phi3") else config.get("sliding_window")
-    if preset == "tiny-gemma3":
+    if preset in ("tiny-gemma2", "tiny-gemma3"):
         config["query_pre_attn_scalar"] = config["head_dim"]
     (hf / "config.json").write_text(json.dumps(config, indent=2))
     f32, quantized = tmp_path / "f32.gguf", tmp_path / "quantized.gguf"

@@ -5,7 +5,8 @@ architecture: its tensor names and metadata keys, Llama's q/k rows permuted to t
 norm weights stored as 1 + w, and the tokenizer as tokenizer.ggml.* (model "gpt2"). Tests use it to check that minfer
 computes the same on a family's GGUF file as on its HF directory, independently of minfer's own GGUF writer.
 
-Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma3_text, phi3. Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
+Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3.
+Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hf_reference import load_hf_tensors  # noqa: E402
 # attends to the whole context).
 # Mixtral too is written as llama (with expert keys), as llama.cpp's converter does.
 ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-        "qwen3_moe": "qwen3moe", "gemma3_text": "gemma3", "phi3": "phi3"}
+        "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3"}
 # The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
 EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
                                        "down_proj": "ffn_down_exps"}),
@@ -105,7 +106,7 @@ def write(model_dir: str, out: str) -> None:
     model_type = cfg["model_type"]
     if model_type not in ARCH:
         raise SystemExit(f"{model_dir}: model_type {model_type!r} is not supported ({', '.join(ARCH)})")
-    arch, gemma = ARCH[model_type], model_type == "gemma3_text"
+    arch, gemma = ARCH[model_type], model_type in ("gemma2", "gemma3_text")
     heads, hidden = int(cfg["num_attention_heads"]), int(cfg["hidden_size"])
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head_dim = int(cfg.get("head_dim") or hidden // heads)
@@ -122,7 +123,12 @@ def write(model_dir: str, out: str) -> None:
     w.add_rope_dimension_count(rot)
     w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
     w.add_rope_freq_base(float(cfg.get("rope_theta", 10000.0)))
-    if gemma:
+    if model_type == "gemma2":
+        # As llama.cpp's Gemma2Model converter: both caps and the window; no pattern key (llama.cpp alternates).
+        w.add_attn_logit_softcapping(float(cfg["attn_logit_softcapping"]))
+        w.add_final_logit_softcapping(float(cfg["final_logit_softcapping"]))
+        w.add_sliding_window(int(cfg["sliding_window"]))
+    elif gemma:
         w.add_sliding_window(int(cfg["sliding_window"]))
         pattern = [t == "sliding_attention" for t in cfg["layer_types"]]
         w.add_array(f"{arch}.attention.sliding_window_pattern", pattern)

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """An independent PyTorch oracle for minfer: Hugging Face Llama (Llama 2 / 3, incl. rope_type "llama3"), Qwen2,
-Qwen3 and Gemma 3 (text), written from scratch after the published HF modeling code (modeling_llama.py,
-modeling_qwen2.py, modeling_qwen3.py, modeling_gemma3.py, modeling_rope_utils.py), reading an HF model directory with
-its own small safetensors reader.
+Qwen3, Gemma 2 and Gemma 3 (text), written from scratch after the published HF modeling code (modeling_llama.py,
+modeling_qwen2.py, modeling_qwen3.py, modeling_gemma2.py, modeling_gemma3.py, modeling_rope_utils.py), reading an HF
+model directory with its own small safetensors reader.
 
 Numerics: weights as stored, upcast to float32 (BF16 -> F32 is exact), every computation in float32 — the engine's
 numerics too. This is not HF's bf16 forward (HF would keep bf16 activations); it is the f32 computation on the
@@ -31,6 +31,9 @@ Semantics followed (HF eager attention path):
         experts e in order of weight_e * down_e(silu(gate_e(x)) * up_e(x)) (index_add, as the HF blocks do)
   Mistral: Llama's maths; with sliding_window set, every layer sees keys with key_pos > query_pos - sliding_window
   Qwen2 / Qwen3 with use_sliding_window: the layers from max_window_layers on (or layer_types) slide likewise
+  Gemma 2 (Gemma2ForCausalLM, model_type gemma2): Gemma 3's maths below without q/k norms, every layer rotating with
+        rope_theta, the even layers (0, 2, ...) sliding unless layer_types says otherwise, and the soft-capping of
+        scores and logits on by default (attn_logit_softcapping 50, final_logit_softcapping 30; null: off)
   Gemma 3 (Gemma3ForCausalLM, model_type gemma3_text): embeddings * hidden**0.5; Gemma3RMSNorm x * rsqrt(...) *
         (1 + w) everywhere (input, post_attention, pre_feedforward, post_feedforward, q/k over head_dim, final);
         h = h + post_attention_layernorm(attn(input_layernorm(h))); h = h + post_feedforward_layernorm(
@@ -189,10 +192,11 @@ class Config:
     def __init__(self, cfg: dict):
         self.raw = cfg
         self.model_type = cfg.get("model_type", "llama")
-        if self.model_type not in ("llama", "mistral", "qwen2", "qwen3", "gemma3_text", "phi3", "qwen3_moe", "mixtral"):
-            raise ValueError(f"model_type {self.model_type!r} is not supported (llama, mistral, qwen2, qwen3, "
+        if self.model_type not in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "qwen3_moe",
+                                   "mixtral"):
+            raise ValueError(f"model_type {self.model_type!r} is not supported (llama, mistral, qwen2, qwen3, gemma2, "
                              "gemma3_text, phi3, qwen3_moe, mixtral)")
-        self.gemma = self.model_type == "gemma3_text"
+        self.gemma = self.model_type in ("gemma2", "gemma3_text")
         act = cfg.get("hidden_activation", "gelu_pytorch_tanh") if self.gemma else cfg.get("hidden_act", "silu")
         if act not in ("silu", "gelu_pytorch_tanh"):
             raise ValueError(f"activation {act!r} is not supported (silu, gelu_pytorch_tanh)")
@@ -220,7 +224,7 @@ class Config:
             self.experts, self.top_k = int(cfg["num_local_experts"]), int(cfg.get("num_experts_per_tok", 2))
             self.moe_layers = [True] * self.layers
         self.rope_scaling = cfg.get("rope_scaling")
-        # LlamaConfig and Qwen2Config both default tie_word_embeddings to False; Gemma3TextConfig to True.
+        # LlamaConfig and Qwen2Config both default tie_word_embeddings to False; Gemma2Config, Gemma3TextConfig to True.
         self.tied = bool(cfg.get("tie_word_embeddings", self.gemma))
         self.sliding: List[bool] = [False] * self.layers
         self.window = 0
@@ -228,14 +232,19 @@ class Config:
         self.query_scale = self.head_dim ** -0.5
         if self.gemma:
             self.window = int(cfg.get("sliding_window") or 0)
+            gemma2 = self.model_type == "gemma2"
             if cfg.get("layer_types") is not None:
                 self.sliding = [t == "sliding_attention" for t in cfg["layer_types"]]
+            elif gemma2:  # Gemma2Attention: sliding_window if not bool(layer_idx % 2)
+                self.sliding = [i % 2 == 0 for i in range(self.layers)]
             else:
                 pattern = int(cfg.get("sliding_window_pattern", 6))
                 self.sliding = [(i + 1) % pattern != 0 for i in range(self.layers)]
-            self.local_theta = float(cfg.get("rope_local_base_freq", 10000.0))
-            self.attn_softcap = cfg.get("attn_logit_softcapping")
-            self.final_softcap = cfg.get("final_logit_softcapping")
+            # Gemma 2 rotates every layer with rope_theta; Gemma 3's local layers with rope_local_base_freq.
+            self.local_theta = self.theta if gemma2 else float(cfg.get("rope_local_base_freq", 10000.0))
+            # Gemma2Config's defaults (50, 30) apply when a key is absent; null switches the capping off.
+            self.attn_softcap = cfg.get("attn_logit_softcapping", 50.0 if gemma2 else None)
+            self.final_softcap = cfg.get("final_logit_softcapping", 30.0 if gemma2 else None)
             self.query_scale = float(cfg.get("query_pre_attn_scalar", self.head_dim)) ** -0.5
         elif self.model_type in ("mistral", "phi3", "mixtral") and cfg.get("sliding_window"):
             self.window = int(cfg["sliding_window"])

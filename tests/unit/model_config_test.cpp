@@ -164,6 +164,48 @@ TEST(HfConfig, Gemma3) {
   expect_load_error([&] { parse_hf_config(bidirectional, "cfg.json"); }, "cfg.json", "use_bidirectional_attention");
 }
 
+// google/gemma-2-2b-it's config.json.
+constexpr const char* kGemma2 = R"({
+  "architectures": ["Gemma2ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+  "attn_logit_softcapping": 50.0, "bos_token_id": 2, "cache_implementation": "hybrid", "eos_token_id": [1, 107],
+  "final_logit_softcapping": 30.0, "head_dim": 256, "hidden_act": "gelu_pytorch_tanh",
+  "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 2304, "initializer_range": 0.02, "intermediate_size": 9216,
+  "max_position_embeddings": 8192, "model_type": "gemma2", "num_attention_heads": 8, "num_hidden_layers": 26,
+  "num_key_value_heads": 4, "pad_token_id": 0, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-06,
+  "rope_theta": 10000.0, "sliding_window": 4096, "torch_dtype": "float32", "transformers_version": "4.42.4",
+  "use_cache": true, "vocab_size": 256000})";
+
+TEST(HfConfig, Gemma2) {
+  const ModelConfig c = parse_hf_config(kGemma2, "cfg.json");
+  EXPECT_EQ(c.arch, Architecture::kGemma2);
+  EXPECT_EQ(c.arch_name(), "gemma2");
+  EXPECT_EQ(c.hidden_act, Activation::kGeluTanh);
+  EXPECT_TRUE(c.sandwich_norms && c.norm_weight_plus_one && c.tie_word_embeddings);
+  EXPECT_FALSE(c.qk_norm);
+  EXPECT_FLOAT_EQ(c.embedding_scale, std::sqrt(2304.0f));
+  EXPECT_FLOAT_EQ(c.attention_score_scale(), 1.0f / 16.0f);
+  EXPECT_DOUBLE_EQ(c.attn_softcap, 50.0);
+  EXPECT_DOUBLE_EQ(c.final_softcap, 30.0);
+  EXPECT_EQ(c.sliding_window, 4096);
+  for (int64_t i = 0; i < 26; ++i) EXPECT_EQ(c.is_sliding(i), i % 2 == 0) << i;
+  EXPECT_FALSE(c.has_local_rope());  // one RoPE base for every layer
+  EXPECT_EQ(c.eos_token_ids, (std::vector<int32_t>{1, 107}));
+
+  // Gemma2Config's defaults when the caps are absent; null switches them off.
+  std::string absent = kGemma2;
+  absent.replace(absent.find("\"attn_logit_softcapping\": 50.0, "), 32, "");
+  absent.replace(absent.find("\"final_logit_softcapping\": 30.0, "), 33, "");
+  const ModelConfig d = parse_hf_config(absent, "cfg.json");
+  EXPECT_DOUBLE_EQ(d.attn_softcap, 50.0);
+  EXPECT_DOUBLE_EQ(d.final_softcap, 30.0);
+  std::string off = kGemma2;
+  off.replace(off.find("\"attn_logit_softcapping\": 50.0"), 30, "\"attn_logit_softcapping\": null");
+  off.replace(off.find("\"final_logit_softcapping\": 30.0"), 31, "\"final_logit_softcapping\": null");
+  const ModelConfig e = parse_hf_config(off, "cfg.json");
+  EXPECT_DOUBLE_EQ(e.attn_softcap, 0.0);
+  EXPECT_DOUBLE_EQ(e.final_softcap, 0.0);
+}
+
 // microsoft/Phi-3.5-mini-instruct's config.json (its 48 longrope factors shortened to the 4 of a 16-dim head).
 constexpr const char* kPhi35 = R"({
   "architectures": ["Phi3ForCausalLM"], "bos_token_id": 1, "eos_token_id": 32000, "hidden_act": "silu",

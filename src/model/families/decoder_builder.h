@@ -56,6 +56,6 @@ class DecoderBuilder {
 // One graph builder per family (model/families/<family>.cpp).
 // Llama 2/3, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Qwen3-MoE
 graph::Graph build_llama_graph(const ModelWeights& weights);
-graph::Graph build_gemma3_graph(const ModelWeights& weights);  // Gemma 3 (text)
+graph::Graph build_gemma_graph(const ModelWeights& weights);  // Gemma 2, Gemma 3 (text)
 
 }  // namespace minfer

@@ -84,7 +84,7 @@ constexpr NameRow kMixtralLayer[] = {
 };
 
 std::span<const NameRow> layer_overrides(Architecture arch) {
-  if (arch == Architecture::kGemma3) return kGemmaLayer;
+  if (arch == Architecture::kGemma2 || arch == Architecture::kGemma3) return kGemmaLayer;
   if (arch == Architecture::kPhi3) return kPhi3Layer;
   if (arch == Architecture::kQwen3Moe) return kQwen3MoeLayer;
   if (arch == Architecture::kMixtral) return kMixtralLayer;

@@ -1,13 +1,15 @@
-// Gemma 3 (text): the Llama block with sandwich norms (each sub-block's output RMSNorm-ed before its residual add),
-// per-head q/k norms, a GELU(tanh) MLP, embeddings scaled by sqrt(hidden), and local sliding-window layers between
-// global ones, each kind rotating with its own RoPE base (DecoderBuilder::attention picks both per layer).
+// Gemma 2 and Gemma 3 (text): the Llama block with sandwich norms (each sub-block's output RMSNorm-ed before its
+// residual add), a GELU(tanh) MLP, embeddings scaled by sqrt(hidden), and local sliding-window layers between global
+// ones (DecoderBuilder::attention picks the window, and Gemma 3's local RoPE base, per layer).
 //   x += post_attn_norm(o(attention(attn_norm(x))));  x += post_ffn_norm(mlp(ffn_norm(x)))
-// The (1 + w) of Gemma's RMSNorm is in the loaded weights already (ModelConfig::norm_weight_plus_one).
+// What differs between the two comes from the config: Gemma 3's per-head q/k norms, Gemma 2's soft-capping of scores
+// and logits (in the attention leaves and the head). The (1 + w) of Gemma's RMSNorm is in the loaded weights already
+// (ModelConfig::norm_weight_plus_one).
 #include "model/families/decoder_builder.h"
 
 namespace minfer {
 
-graph::Graph build_gemma3_graph(const ModelWeights& weights) {
+graph::Graph build_gemma_graph(const ModelWeights& weights) {
   graph::Graph g;
   DecoderBuilder b(weights, g);
   graph::ValueId x = b.embed();
