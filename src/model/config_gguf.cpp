@@ -83,6 +83,9 @@ ModelConfig read_gguf_config(const GgufFile& g) {
     c.arch = Architecture::kQwen3;
     c.rope_style = kernels::RopeStyle::kNeox;
     c.qk_norm = true;
+  } else if (arch == "smollm3") {
+    c.arch = Architecture::kSmolLM3;  // written by llama.cpp's LlamaModel converter: q/k rows interleaved
+    c.rope_style = kernels::RopeStyle::kInterleaved;
   } else if (arch == "gemma2") {
     c.arch = Architecture::kGemma2;
     c.rope_style = kernels::RopeStyle::kNeox;
@@ -99,7 +102,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else {
     fail_load(path,
               "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, qwen3moe, "
-              "gemma2, gemma3, phi3)",
+              "gemma2, gemma3, phi3, smollm3)",
               arch);
   }
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
@@ -146,6 +149,9 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   c.attention_bias = c.arch == Architecture::kQwen2 || g.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3) read_gemma_metadata(g, c);
   if (c.arch == Architecture::kPhi3) read_phi3_metadata(g, c);
+  // SmolLM3: llama.cpp has no key for the NoPE layers; every fourth has none (n_no_rope_layer_step = 4).
+  if (c.arch == Architecture::kSmolLM3)
+    for (int64_t i = 0; i < c.num_layers; ++i) c.layer_rope.push_back((i + 1) % 4 != 0);
   // Experts: Qwen3-MoE, and Mixtral, which llama.cpp's converter writes as llama with an expert count. llama.cpp
   // renormalises the chosen experts' probabilities for both (src/models/qwen3moe.cpp, llama.cpp), as Mixtral and
   // Qwen3-MoE's released configs (norm_topk_prob true) do.

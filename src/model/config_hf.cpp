@@ -102,7 +102,7 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
   static const char* const kSupported =
       "supported: llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 "
       "(Qwen3ForCausalLM), qwen3_moe (Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), gemma2 "
-      "(Gemma2ForCausalLM), gemma3_text (Gemma3ForCausalLM), phi3 (Phi3ForCausalLM)";
+      "(Gemma2ForCausalLM), gemma3_text (Gemma3ForCausalLM), phi3 (Phi3ForCausalLM), smollm3 (SmolLM3ForCausalLM)";
   std::string arch_class;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
@@ -119,6 +119,7 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     if (arch_class == "Qwen2ForCausalLM") model_type = "qwen2";
     if (arch_class == "Qwen3ForCausalLM") model_type = "qwen3";
     if (arch_class == "Gemma2ForCausalLM") model_type = "gemma2";
+    if (arch_class == "SmolLM3ForCausalLM") model_type = "smollm3";
     if (arch_class == "Gemma3ForCausalLM") model_type = "gemma3_text";
   }
   Architecture arch;
@@ -136,6 +137,8 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     arch = Architecture::kQwen2;
   } else if (model_type == "qwen3") {
     arch = Architecture::kQwen3;
+  } else if (model_type == "smollm3") {
+    arch = Architecture::kSmolLM3;
   } else if (model_type == "gemma2") {
     arch = Architecture::kGemma2;
   } else if (model_type == "gemma3_text") {
@@ -151,6 +154,7 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
                          : arch == Architecture::kQwen3Moe ? "Qwen3MoeForCausalLM"
                          : arch == Architecture::kMixtral  ? "MixtralForCausalLM"
                          : arch == Architecture::kGemma2   ? "Gemma2ForCausalLM"
+                         : arch == Architecture::kSmolLM3  ? "SmolLM3ForCausalLM"
                                                            : "Gemma3ForCausalLM";
   if (!arch_class.empty() && arch_class != expected)
     fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type, kSupported);
@@ -222,7 +226,8 @@ void read_llama_block_window(const Fields& f, const std::string& path, ModelConf
     c.sliding_window = f.integer("sliding_window", 0);
     return;
   }
-  if ((c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe) &&
+  if ((c.arch == Architecture::kQwen2 || c.arch == Architecture::kQwen3 || c.arch == Architecture::kQwen3Moe ||
+       c.arch == Architecture::kSmolLM3) &&
       f.boolean("use_sliding_window", false)) {
     c.sliding_window = f.integer("sliding_window", 0);
     const int64_t first = f.integer("max_window_layers", c.num_layers);
@@ -230,6 +235,22 @@ void read_llama_block_window(const Fields& f, const std::string& path, ModelConf
   } else if (c.arch == Architecture::kLlama && f.get("sliding_window") != nullptr) {
     fail_load(path, "unsupported: sliding_window on a llama model (LlamaForCausalLM has no sliding window)");
   }
+}
+
+// SmolLM3: the Llama block whose layers marked 0 in no_rope_layers attend without positional encoding (NoPE);
+// without the list, every no_rope_layer_interval-th layer (transformers' default rule, interval 4).
+void read_smollm3_fields(const Fields& f, const std::string& path, ModelConfig& c) {
+  if (const json* list = f.get("no_rope_layers")) {
+    if (!list->is_array()) fail_load(path, "field \"no_rope_layers\" must be a list of 0/1, got {}", list->dump());
+    for (const json& x : *list) {
+      if (x != 0 && x != 1) fail_load(path, "field \"no_rope_layers\" must hold 0 or 1 per layer, got {}", x.dump());
+      c.layer_rope.push_back(x == 1);
+    }
+    return;
+  }
+  const int64_t interval = f.integer("no_rope_layer_interval", 4);
+  if (interval <= 0) fail_load(path, "field \"no_rope_layer_interval\" must be positive, got {}", interval);
+  for (int64_t i = 0; i < c.num_layers; ++i) c.layer_rope.push_back((i + 1) % interval != 0);
 }
 
 // Phi-3 / 3.5: partial rotary embedding, a sliding window on every layer when set, and longrope's context ratio and
@@ -389,6 +410,7 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
     read_phi3_fields(f, config_path, c);
   } else {
     if (c.arch == Architecture::kQwen3Moe || c.arch == Architecture::kMixtral) read_moe_fields(f, config_path, c);
+    if (c.arch == Architecture::kSmolLM3) read_smollm3_fields(f, config_path, c);
     read_llama_block_window(f, config_path, c);
   }
   c.dtype = parse_torch_dtype(f, config_path);

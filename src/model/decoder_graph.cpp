@@ -28,7 +28,8 @@ graph::Graph build_family_graph(const ModelWeights& weights) {
     case Architecture::kPhi3:
     case Architecture::kQwen2:
     case Architecture::kQwen3:
-    case Architecture::kQwen3Moe: return build_llama_graph(weights);
+    case Architecture::kQwen3Moe:
+    case Architecture::kSmolLM3: return build_llama_graph(weights);
     case Architecture::kGemma2:
     case Architecture::kGemma3: return build_gemma_graph(weights);
   }
@@ -55,6 +56,8 @@ graph::RopeTables rope_tables(const ModelConfig& config, int64_t max_model_len) 
   const auto factor = static_cast<float>(config.rope_scaling.attention_factor);
   graph::RopeTables tables = {graph::RopeTable{config.rope_inv_freq(false, max_model_len), config.rope_style, factor}};
   if (config.has_local_rope()) tables.push_back(graph::RopeTable{config.rope_inv_freq(true), config.rope_style});
+  if (config.has_nope_layers())  // the identity (ModelConfig::rope_table)
+    tables.push_back(graph::RopeTable{std::vector<float>(tables[0].inv_freq.size(), 0.0f), config.rope_style});
   return tables;
 }
 

@@ -72,6 +72,8 @@ void ModelConfig::validate(const std::string& source) const {
       fail_load(source, "invalid config: {} dense-layer flags for {} layers", layer_dense.size(), num_layers);
   }
   if (sliding_window < 0) fail_load(source, "invalid config: sliding_window = {} (must be >= 0)", sliding_window);
+  if (!layer_rope.empty() && static_cast<int64_t>(layer_rope.size()) != num_layers)
+    fail_load(source, "invalid config: {} no_rope_layers entries for {} layers", layer_rope.size(), num_layers);
   if (!layer_sliding.empty() && static_cast<int64_t>(layer_sliding.size()) != num_layers)
     fail_load(source, "invalid config: {} layer types for {} layers", layer_sliding.size(), num_layers);
   if (rope_local_theta < 0 || !std::isfinite(rope_local_theta))

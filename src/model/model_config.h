@@ -12,7 +12,18 @@
 
 namespace minfer {
 
-enum class Architecture : uint8_t { kLlama, kMistral, kMixtral, kQwen2, kQwen3, kQwen3Moe, kGemma2, kGemma3, kPhi3 };
+enum class Architecture : uint8_t {
+  kLlama,
+  kMistral,
+  kMixtral,
+  kQwen2,
+  kQwen3,
+  kQwen3Moe,
+  kGemma2,
+  kGemma3,
+  kPhi3,
+  kSmolLM3
+};
 
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
 enum class Activation : uint8_t { kSilu, kGeluTanh };
@@ -83,6 +94,9 @@ struct ModelConfig {
   // The sliding layers' own RoPE base (Gemma 3's rope_local_base_freq, without rope_scaling); 0 = they rotate as the
   // global ones do.
   double rope_local_theta = 0.0;
+  // Layers that rotate q and k (SmolLM3's no_rope_layers: 1 = RoPE, 0 = no positional encoding, "NoPE"); empty =
+  // every layer rotates.
+  std::vector<bool> layer_rope;
   DType dtype = DType::F32;  // the dtype the weights are stored in
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
@@ -98,6 +112,20 @@ struct ModelConfig {
   }
   // Whether sliding layers use their own RoPE table (a second one beside the global layers').
   bool has_local_rope() const { return sliding_window > 0 && rope_local_theta > 0.0; }
+  bool uses_rope(int64_t layer) const { return layer_rope.empty() || layer_rope[static_cast<size_t>(layer)]; }
+  bool has_nope_layers() const {
+    for (bool r : layer_rope)
+      if (!r) return true;
+    return false;
+  }
+  // The RoPE table layer i rotates with, in the order rope_tables() (model/decoder_graph.h) builds them: 0 the
+  // global one; 1 the sliding layers' own where has_local_rope(); last, for NoPE layers, an identity table (zero
+  // frequencies: cos 1 and sin 0, so the rotation returns its input bit for bit), which keeps those layers' q/k/v in
+  // the fused QKV GEMM instead of a graph of their own.
+  int32_t rope_table(int64_t layer) const {
+    if (!uses_rope(layer)) return has_local_rope() ? 2 : 1;
+    return is_sliding(layer) && has_local_rope() ? 1 : 0;
+  }
   float attention_score_scale() const {
     return static_cast<float>(attention_scale > 0 ? attention_scale : 1.0 / std::sqrt(static_cast<double>(head_dim)));
   }
@@ -114,6 +142,7 @@ struct ModelConfig {
       case Architecture::kGemma2: return "gemma2";
       case Architecture::kGemma3: return "gemma3";
       case Architecture::kPhi3: return "phi3";
+      case Architecture::kSmolLM3: return "smollm3";
     }
     return "?";
   }

@@ -43,6 +43,8 @@ struct Preset {
   int64_t experts = 0;
   int64_t experts_per_tok = 0;
   int64_t moe_intermediate = 0;
+  // SmolLM3: every no_rope_interval-th layer has no positional encoding.
+  int64_t no_rope_interval = 0;
 };
 
 // The real configs (Qwen/Qwen2.5-0.5B, Qwen/Qwen2.5-1.5B, meta-llama/Llama-3.2-1B, Qwen/Qwen3-0.6B,
@@ -170,6 +172,41 @@ constexpr Preset kPresets[] = {
      256, 4096, 2},
     {"tiny-gemma2", "gemma2", TokenizerFamily::kLlama3, true, 64, 128, 3, 4, 2, 0, 8192, 0, true, 0.08, 0.16, 32, 512,
      2},
+    // HuggingFaceTB/SmolLM3-3B (Llama 3's vocabulary size; every fourth layer NoPE) and a tiny sibling with every
+    // second layer NoPE.
+    {.name = "smollm3-3b",
+     .model_type = "smollm3",
+     .family = TokenizerFamily::kLlama3,
+     .tiny = false,
+     .hidden = 2048,
+     .intermediate = 11008,
+     .layers = 36,
+     .heads = 16,
+     .kv_heads = 4,
+     .vocab = 128256,
+     .max_position_embeddings = 65536,
+     .max_window_layers = 0,
+     .tied = true,
+     .embed_std = 0.02,
+     .weight_std = 0.02,
+     .no_rope_interval = 4},
+    // (weight_std 0.12: its four layers amplify the bf16 activation rounding more than the 2-3 of the others.)
+    {.name = "tiny-smollm3",
+     .model_type = "smollm3",
+     .family = TokenizerFamily::kLlama3,
+     .tiny = true,
+     .hidden = 64,
+     .intermediate = 128,
+     .layers = 4,
+     .heads = 4,
+     .kv_heads = 2,
+     .vocab = 0,
+     .max_position_embeddings = 65536,
+     .max_window_layers = 0,
+     .tied = true,
+     .embed_std = 0.08,
+     .weight_std = 0.12,
+     .no_rope_interval = 2},
 };
 
 int64_t head_dim_of(const Preset& p) { return p.head_dim > 0 ? p.head_dim : p.hidden / p.heads; }
@@ -429,6 +466,31 @@ ojson mixtral_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType 
   return j;
 }
 
+// SmolLM3ForCausalLM (HuggingFaceTB/SmolLM3-3B's config.json): Llama's with no_rope_layers (1 = RoPE, 0 = NoPE) and
+// no Llama 3 RoPE scaling.
+ojson smollm3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+  ojson j = llama_config(p, vocab, s, dtype);
+  ojson no_rope = ojson::array(), layer_types = ojson::array();
+  for (int64_t i = 0; i < p.layers; ++i) {
+    no_rope.push_back((i + 1) % p.no_rope_interval != 0 ? 1 : 0);
+    layer_types.push_back("full_attention");
+  }
+  j["architectures"] = {"SmolLM3ForCausalLM"};
+  j["model_type"] = "smollm3";
+  j["layer_types"] = layer_types;
+  j["max_window_layers"] = p.layers;
+  j["no_rope_layer_interval"] = p.no_rope_interval;
+  j["no_rope_layers"] = no_rope;
+  j["pretraining_tp"] = 2;
+  j["rms_norm_eps"] = 1e-06;
+  j["rope_scaling"] = nullptr;
+  j["rope_theta"] = 5000000.0;
+  j["sliding_window"] = nullptr;
+  j["transformers_version"] = "4.53.0.dev0";
+  j["use_sliding_window"] = false;
+  return j;
+}
+
 ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
   const std::string type = p.model_type;
   if (type == "qwen2") return qwen_config(p, vocab, s, dtype);
@@ -439,6 +501,7 @@ ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
   if (type == "phi3") return phi3_config(p, vocab, s, dtype, window);
   if (type == "qwen3_moe") return qwen3_moe_config(p, vocab, s, dtype);
   if (type == "mixtral") return mixtral_config(p, vocab, s, dtype);
+  if (type == "smollm3") return smollm3_config(p, vocab, s, dtype);
   return llama_config(p, vocab, s, dtype);
 }
 
@@ -481,7 +544,8 @@ SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by
     if (!p.tiny && std::string(p.model_type) == "gemma3_text")
       return {2, {1}, {1, 106}};                                                      // <bos>, <eos>, <end_of_turn>
     if (!p.tiny && std::string(p.model_type) == "gemma2") return {2, {1}, {1, 107}};  // Gemma 2's <end_of_turn>
-    if (!p.tiny && std::string(p.model_type) == "mistral") return {1, {2}, {2}};      // <s>, </s>
+    if (!p.tiny && std::string(p.model_type) == "smollm3") return {std::nullopt, {128012}, {128012}};  // <|im_end|>
+    if (!p.tiny && std::string(p.model_type) == "mistral") return {1, {2}, {2}};                       // <s>, </s>
     if (!p.tiny && std::string(p.model_type) == "phi3") return {1, {32000}, {32000, 32001, 32007}};  // <|endoftext|>...
     if (!p.tiny) return {128000, {128001}, {128001}};
     s.bos = id("<|begin_of_text|>");

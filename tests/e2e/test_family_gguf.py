@@ -6,7 +6,8 @@ llama.cpp's logits on the same file against minfer's (a second engine reading th
 Adjustments to the HF copy, so that the GGUF can say the same thing: tiny-llama without its llama3 RoPE scaling (which
 llama.cpp's converter bakes into a rope_freqs tensor this writer does not make); tiny-gemma2 and tiny-gemma3 with a window of
 8 (the prompt runs past it) and query_pre_attn_scalar = head_dim (GGUF has no key for it; llama.cpp scales by head_dim);
-tiny-mistral and tiny-phi3 without their windows (a GGUF Mistral has none; llama.cpp switches Phi-3's off). tiny-phi3
+tiny-mistral and tiny-phi3 without their windows (a GGUF Mistral has none; llama.cpp switches Phi-3's off);
+tiny-smollm3 with llama.cpp's NoPE rule (every fourth layer; GGUF has no key for it). tiny-phi3
 keeps its partial rotary embedding and longrope (its factors as llama.cpp's rope_factors_long/short tensors).
 """
 
@@ -37,7 +38,7 @@ def engine(minfer, model, ids, tmp_path, tag):
 
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
-                                    "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral"])
+                                    "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)
@@ -50,6 +51,8 @@ def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp
         config["sliding_window"] = None  # llama.cpp switches Phi-3's window off (test_oracle_hf.py covers it)
     if preset in ("tiny-gemma2", "tiny-gemma3"):
         config.update(sliding_window=8, query_pre_attn_scalar=config["head_dim"])
+    if preset == "tiny-smollm3":  # GGUF has no key for the NoPE layers: llama.cpp takes every fourth
+        config.update(no_rope_layer_interval=4, no_rope_layers=[int((i + 1) % 4 != 0) for i in range(4)])
     (hf / "config.json").write_text(json.dumps(config, indent=2))
     path = tmp_path / f"{preset}.gguf"
     gguf_py_writer.write(str(hf), str(path))

@@ -5,7 +5,7 @@ architecture: its tensor names and metadata keys, Llama's q/k rows permuted to t
 norm weights stored as 1 + w, and the tokenizer as tokenizer.ggml.* (model "gpt2"). Tests use it to check that minfer
 computes the same on a family's GGUF file as on its HF directory, independently of minfer's own GGUF writer.
 
-Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3.
+Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, smollm3.
 Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
@@ -26,7 +26,7 @@ from hf_reference import load_hf_tensors  # noqa: E402
 # attends to the whole context).
 # Mixtral too is written as llama (with expert keys), as llama.cpp's converter does.
 ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-        "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3"}
+        "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "smollm3": "smollm3"}
 # The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
 EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
                                        "down_proj": "ffn_down_exps"}),
@@ -169,7 +169,9 @@ def write(model_dir: str, out: str) -> None:
         t = t.astype(np.float32)
         if gemma and name.endswith("norm.weight"):
             t = t + 1.0
-        if arch == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+        # llama.cpp's LlamaModel converter (SmolLM3Model derives from it) permutes q/k; no key marks SmolLM3's NoPE
+        # layers (llama.cpp: every fourth).
+        if arch in ("llama", "smollm3") and name.endswith(("q_proj.weight", "k_proj.weight")):
             t = permute_rows(t, heads if "q_proj" in name else kv_heads)
         w.add_tensor(gguf_name(name, names), t)
     w.write_header_to_file()

@@ -31,6 +31,8 @@ Semantics followed (HF eager attention path):
         experts e in order of weight_e * down_e(silu(gate_e(x)) * up_e(x)) (index_add, as the HF blocks do)
   Mistral: Llama's maths; with sliding_window set, every layer sees keys with key_pos > query_pos - sliding_window
   Qwen2 / Qwen3 with use_sliding_window: the layers from max_window_layers on (or layer_types) slide likewise
+  SmolLM3 (SmolLM3ForCausalLM): Llama's maths; the layers marked 0 in no_rope_layers (by default every
+        no_rope_layer_interval-th) skip the rotation of q and k
   Gemma 2 (Gemma2ForCausalLM, model_type gemma2): Gemma 3's maths below without q/k norms, every layer rotating with
         rope_theta, the even layers (0, 2, ...) sliding unless layer_types says otherwise, and the soft-capping of
         scores and logits on by default (attn_logit_softcapping 50, final_logit_softcapping 30; null: off)
@@ -193,9 +195,9 @@ class Config:
         self.raw = cfg
         self.model_type = cfg.get("model_type", "llama")
         if self.model_type not in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "qwen3_moe",
-                                   "mixtral"):
+                                   "mixtral", "smollm3"):
             raise ValueError(f"model_type {self.model_type!r} is not supported (llama, mistral, qwen2, qwen3, gemma2, "
-                             "gemma3_text, phi3, qwen3_moe, mixtral)")
+                             "gemma3_text, phi3, qwen3_moe, mixtral, smollm3)")
         self.gemma = self.model_type in ("gemma2", "gemma3_text")
         act = cfg.get("hidden_activation", "gelu_pytorch_tanh") if self.gemma else cfg.get("hidden_act", "silu")
         if act not in ("silu", "gelu_pytorch_tanh"):
@@ -249,11 +251,17 @@ class Config:
         elif self.model_type in ("mistral", "phi3", "mixtral") and cfg.get("sliding_window"):
             self.window = int(cfg["sliding_window"])
             self.sliding = [True] * self.layers
-        elif self.model_type in ("qwen2", "qwen3") and cfg.get("use_sliding_window"):
+        elif self.model_type in ("qwen2", "qwen3", "smollm3") and cfg.get("use_sliding_window"):
             self.window = int(cfg["sliding_window"])
             first = int(cfg.get("max_window_layers", self.layers))
             self.sliding = [t == "sliding_attention" for t in cfg["layer_types"]] if cfg.get("layer_types") else \
                 [i >= first for i in range(self.layers)]
+        # SmolLM3Attention: use_rope = no_rope_layers[layer_idx] (default: every no_rope_layer_interval-th layer 0).
+        self.rotates = [True] * self.layers
+        if self.model_type == "smollm3":
+            interval = int(cfg.get("no_rope_layer_interval", 4))
+            self.rotates = [bool(r) for r in cfg.get("no_rope_layers") or
+                            [int((i + 1) % interval != 0) for i in range(self.layers)]]
         if self.heads % self.kv_heads != 0:
             raise ValueError(f"num_attention_heads {self.heads} is not a multiple of num_key_value_heads {self.kv_heads}")
 
@@ -450,8 +458,9 @@ class Reference:
             if L["q_norm"] is not None:
                 q = self._rms_norm(q, L["q_norm"])
                 k = self._rms_norm(k, L["k_norm"])
-            q = self._rotate(q, cos, sin)
-            k = self._rotate(k, cos, sin)
+            if c.rotates[i]:
+                q = self._rotate(q, cos, sin)
+                k = self._rotate(k, cos, sin)
             self.cache_k[i] = k if self.cache_k[i] is None else torch.cat((self.cache_k[i], k), dim=0)
             self.cache_v[i] = v if self.cache_v[i] is None else torch.cat((self.cache_v[i], v), dim=0)
             keys = self.cache_k[i].repeat_interleave(rep, dim=1)  # repeat_kv: [total, heads, d]

@@ -159,6 +159,21 @@ TEST_F(FusionOnTestModels, TinyGemma3F32) {
   EXPECT_EQ(fused.dispatches_per_step, 9 * layers + 2);
 }
 
+// Gemma 2: Gemma 3's block without q/k norms (unfused 18 a layer), fused to the same 9 a layer; its final
+// soft-capping is one more dispatch after the head in both graphs.
+TEST_F(FusionOnTestModels, TinyGemma2F32) {
+  const ModelWeights weights = load_model(write("tiny-gemma2", DType::F32, 8));
+  const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, kPrompt);
+  const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, kPrompt);
+  expect_same_results(fused, none);
+  const int64_t layers = weights.config.num_layers;
+  EXPECT_EQ(none.dispatches_per_step, 18 * layers + 5);
+  EXPECT_EQ(fused.dispatches_per_step, 9 * layers + 3);
+}
+
+// SmolLM3: its NoPE layers rotate with the identity table, so they fuse as the others do (5 a layer).
+TEST_F(FusionOnTestModels, TinySmolLM3F32) { expect_fused_matches_unfused(write("tiny-smollm3", DType::F32), kPrompt); }
+
 // Quantized weights fuse as float ones do (int8 rows packed with their scales, W8A8 panels rebuilt): the same
 // 5 dispatches per layer, the same tokens and logits as the unfused quantized graph.
 TEST_F(FusionOnTestModels, QuantizedWeightsFuseToo) {

@@ -206,6 +206,43 @@ TEST(HfConfig, Gemma2) {
   EXPECT_DOUBLE_EQ(e.final_softcap, 0.0);
 }
 
+// HuggingFaceTB/SmolLM3-3B's config.json (36 layers; its layer_types list, all full_attention, left out).
+constexpr const char* kSmolLM3 = R"({
+  "architectures": ["SmolLM3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": null,
+  "eos_token_id": 128012, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+  "intermediate_size": 11008, "max_position_embeddings": 65536, "max_window_layers": 28, "mlp_bias": false,
+  "model_type": "smollm3", "no_rope_layer_interval": 4,
+  "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0,
+    1, 1, 1, 0],
+  "num_attention_heads": 16, "num_hidden_layers": 36, "num_key_value_heads": 4, "pad_token_id": 128004,
+  "pretraining_tp": 2, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 5000000.0, "sliding_window": null,
+  "torch_dtype": "bfloat16", "use_cache": false, "use_sliding_window": false, "vocab_size": 128256})";
+
+TEST(HfConfig, SmolLM3) {
+  const ModelConfig c = parse_hf_config(kSmolLM3, "cfg.json");
+  EXPECT_EQ(c.arch, Architecture::kSmolLM3);
+  EXPECT_EQ(c.arch_name(), "smollm3");
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_TRUE(c.has_nope_layers());
+  for (int64_t i = 0; i < 36; ++i) {
+    EXPECT_EQ(c.uses_rope(i), i % 4 != 3) << i;
+    EXPECT_EQ(c.rope_table(i), i % 4 != 3 ? 0 : 1) << i;  // NoPE layers: the identity table after the global one
+  }
+  // Without the list, every no_rope_layer_interval-th layer; a list of the wrong length or values is refused.
+  std::string interval = kSmolLM3;
+  const size_t at = interval.find("\"no_rope_layers\"");
+  interval.erase(at, interval.find(']', at) + 3 - at);
+  interval.replace(interval.find("\"no_rope_layer_interval\": 4"), 27, "\"no_rope_layer_interval\": 3");
+  const ModelConfig d = parse_hf_config(interval, "cfg.json");
+  for (int64_t i = 0; i < 36; ++i) EXPECT_EQ(d.uses_rope(i), i % 3 != 2) << i;
+  std::string bad = kSmolLM3;
+  bad.replace(bad.find("[1, 1, 1, 0,"), 12, "[2, 1, 1, 0,");
+  expect_load_error([&] { parse_hf_config(bad, "cfg.json"); }, "cfg.json", "no_rope_layers");
+  std::string short_list = kSmolLM3;
+  short_list.replace(short_list.find("[1, 1, 1, 0,"), 12, "[");
+  expect_load_error([&] { parse_hf_config(short_list, "cfg.json"); }, "cfg.json", "no_rope_layers");
+}
+
 // microsoft/Phi-3.5-mini-instruct's config.json (its 48 longrope factors shortened to the 4 of a 16-dim head).
 constexpr const char* kPhi35 = R"({
   "architectures": ["Phi3ForCausalLM"], "bos_token_id": 1, "eos_token_id": 32000, "hidden_act": "silu",

@@ -70,8 +70,7 @@ ValueId DecoderBuilder::attention(int64_t layer, ValueId h) {
   }
   const ValueId v = matmul(h, p + "wv", bias ? p + "bv" : "", p + "v");
   const bool sliding = c_.is_sliding(layer);
-  // Table 1 is the sliding layers' own (model_runner builds the tables in this order).
-  const int32_t table = sliding && c_.has_local_rope() ? 1 : 0;
+  const int32_t table = c_.rope_table(layer);  // the sliding layers' own, or the identity for NoPE layers
   const ValueId q_rot = rope(q, c_.num_heads, table, p + "q_rot");
   const ValueId k_rot = rope(k, c_.num_kv_heads, table, p + "k_rot");
   const auto l = static_cast<int32_t>(layer);
