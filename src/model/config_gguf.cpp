@@ -127,8 +127,20 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   if (scaling == "linear") {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = g.get_float(key("rope.scaling.factor"));
+  } else if (scaling == "yarn") {
+    // llama.cpp's converter writes the factor, the original context and, when the config has them, the betas and
+    // the attention factor (else transformers' default, 0.1 ln(factor) + 1, which llama.cpp computes too).
+    RopeScaling& s = c.rope_scaling;
+    s.type = "yarn";
+    s.factor = g.get_float(key("rope.scaling.factor"));
+    s.original_max_position_embeddings =
+        g.find_int(key("rope.scaling.original_context_length")).value_or(c.max_position_embeddings);
+    s.beta_fast = g.find_float(key("rope.scaling.yarn_beta_fast")).value_or(32.0);
+    s.beta_slow = g.find_float(key("rope.scaling.yarn_beta_slow")).value_or(1.0);
+    s.attention_factor = g.find_float(key("rope.scaling.yarn_attn_factor"))
+                             .value_or(s.factor <= 1.0 ? 1.0 : 0.1 * std::log(s.factor) + 1.0);
   } else if (scaling != "none") {
-    fail_load(path, "unsupported {} '{}' (supported: none, linear)", key("rope.scaling.type"), scaling);
+    fail_load(path, "unsupported {} '{}' (supported: none, linear, yarn)", key("rope.scaling.type"), scaling);
   }
   if (const auto lin = g.find_float(key("rope.scale_linear")); lin && *lin != 1.0) {
     c.rope_scaling.type = "linear";

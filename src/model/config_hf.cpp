@@ -186,10 +186,24 @@ RopeScaling parse_rope_scaling(const json* rs, const std::string& path) {
     out.attention_factor = f.number("attention_factor", 0.0);  // 0: from the context ratio (read_phi3_fields)
     return out;
   }
-  if (type != "linear" && type != "llama3")
-    fail_load(path, "unsupported rope_scaling type '{}' (supported: default, linear, llama3, longrope)", type);
+  if (type != "linear" && type != "llama3" && type != "yarn")
+    fail_load(path, "unsupported rope_scaling type '{}' (supported: default, linear, llama3, longrope, yarn)", type);
   out.type = type;
   out.factor = f.number("factor", 0.0);
+  if (type == "yarn") {
+    // original_max_position_embeddings 0: the model's max_position_embeddings (resolved by parse_hf_config).
+    out.original_max_position_embeddings = f.integer("original_max_position_embeddings", 0);
+    out.beta_fast = f.number("beta_fast", 32.0);
+    out.beta_slow = f.number("beta_slow", 1.0);
+    out.truncate = f.boolean("truncate", true);
+    // cos / sin scale: given, or the paper's 0.1 ln(factor) + 1 (as a ratio with mscale / mscale_all_dim, DeepSeek's
+    // form, when both are set).
+    auto mscale = [&](double m) { return out.factor <= 1.0 ? 1.0 : 0.1 * m * std::log(out.factor) + 1.0; };
+    const double m = f.number("mscale", 0.0), m_all = f.number("mscale_all_dim", 0.0);
+    out.attention_factor =
+        f.number("attention_factor", m != 0.0 && m_all != 0.0 ? mscale(m) / mscale(m_all) : mscale(1.0));
+    return out;
+  }
   if (type == "llama3") {
     out.low_freq_factor = f.number("low_freq_factor", 1.0);
     out.high_freq_factor = f.number("high_freq_factor", 4.0);
@@ -396,6 +410,8 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   c.rms_norm_eps = f.number("rms_norm_eps", 1e-6);  // the default of both LlamaConfig and Qwen2Config
   c.rope_theta = f.number("rope_theta", 10000.0);
   c.rope_scaling = parse_rope_scaling(f.get("rope_scaling"), config_path);
+  if (c.rope_scaling.type == "yarn" && c.rope_scaling.original_max_position_embeddings == 0)
+    c.rope_scaling.original_max_position_embeddings = c.max_position_embeddings;
   c.rope_style = kernels::RopeStyle::kNeox;  // HF checkpoints store Q/K rows for rotate_half
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", false);
   // Qwen2's attention always has q/k/v biases; Llama's only when attention_bias says so.

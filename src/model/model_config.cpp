@@ -1,5 +1,6 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -13,6 +14,22 @@ std::vector<float> ModelConfig::rope_inv_freq(bool local, int64_t max_model_len)
   const RopeScaling unscaled;
   const RopeScaling& s = local ? unscaled : rope_scaling;
   const double theta = local ? rope_local_theta : rope_theta;
+  // YaRN's ramp: the (fractional) dimension index at which a frequency turns `rotations` times over the original
+  // context, rounded outwards when truncate, clamped to the rotary dims.
+  double yarn_low = 0.0, yarn_high = 0.0;
+  if (s.type == "yarn") {
+    auto dim_of = [&](double rotations) {
+      return static_cast<double>(dims) *
+             std::log(static_cast<double>(s.original_max_position_embeddings) / (rotations * 2.0 * std::numbers::pi)) /
+             (2.0 * std::log(theta));
+    };
+    yarn_low = dim_of(s.beta_fast);
+    yarn_high = dim_of(s.beta_slow);
+    if (s.truncate) yarn_low = std::floor(yarn_low), yarn_high = std::ceil(yarn_high);
+    yarn_low = std::max(yarn_low, 0.0);
+    yarn_high = std::min(yarn_high, static_cast<double>(dims - 1));
+    if (yarn_high == yarn_low) yarn_high += 0.001;  // transformers' guard against a zero-width ramp
+  }
   // Computed in double and rounded once; HF computes the same formula in float32 (results agree to ~1 ulp).
   for (int64_t i = 0; i < half; ++i) {
     double f = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(dims));
@@ -34,6 +51,11 @@ std::vector<float> ModelConfig::rope_inv_freq(bool local, int64_t max_model_len)
         const double smooth = (old_ctx / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
         f = (1.0 - smooth) * f / s.factor + smooth * f;
       }
+    } else if (s.type == "yarn") {
+      // ramp: the weight of the interpolated (factor-divided) frequency, 0 below the ramp (fast-turning dimensions
+      // keep theirs) and 1 above it.
+      const double ramp = std::clamp((static_cast<double>(i) - yarn_low) / (yarn_high - yarn_low), 0.0, 1.0);
+      f = f / s.factor * ramp + f * (1.0 - ramp);
     }
     if (!s.freq_factors.empty()) f /= static_cast<double>(s.freq_factors[static_cast<size_t>(i)]);
     out[static_cast<size_t>(i)] = static_cast<float>(f);
@@ -82,8 +104,14 @@ void ModelConfig::validate(const std::string& source) const {
     if (v < 0 || !std::isfinite(v)) fail_load(source, "invalid config: a scale or soft-cap of {} (must be >= 0)", v);
 
   const RopeScaling& s = rope_scaling;
-  if (s.type != "none" && s.type != "linear" && s.type != "llama3" && s.type != "longrope")
-    fail_load(source, "unsupported rope_scaling type '{}' (supported: none, linear, llama3, longrope)", s.type);
+  if (s.type != "none" && s.type != "linear" && s.type != "llama3" && s.type != "longrope" && s.type != "yarn")
+    fail_load(source, "unsupported rope_scaling type '{}' (supported: none, linear, llama3, longrope, yarn)", s.type);
+  if (s.type == "yarn" && (s.original_max_position_embeddings <= 0 || !(s.attention_factor > 0) || !(s.beta_fast > 0) ||
+                           !(s.beta_slow > 0)))
+    fail_load(source,
+              "rope_scaling: yarn needs original_max_position_embeddings, positive beta_fast / beta_slow and a "
+              "positive attention factor (got {}, {}, {}, {})",
+              s.original_max_position_embeddings, s.beta_fast, s.beta_slow, s.attention_factor);
   if (s.type == "longrope") {
     for (const auto* f : {&s.long_factor, &s.short_factor}) {
       if (static_cast<int64_t>(f->size()) != rotary_dims() / 2)

@@ -43,7 +43,14 @@ struct RopeScaling {
   // frequencies, the long ones when the engine's context exceeds original_max_position_embeddings (for every
   // position, as llama.cpp and vLLM choose them), else the short ones; cos and sin are scaled by attention_factor.
   std::vector<float> long_factor, short_factor;
+  // cos and sin are scaled by this (longrope's, YaRN's mscale); 1 = not at all.
   double attention_factor = 1.0;
+  // "yarn" (transformers' _compute_yarn_parameters; Qwen2.5/Qwen3 long context, OLMo 3, ...): per frequency a blend
+  // of the original (extrapolated) and factor-divided (interpolated) one, ramped between the dimensions that turn
+  // beta_fast and beta_slow times over original_max_position_embeddings (rounded outwards when truncate).
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;
 };
 
 struct ModelConfig {

@@ -74,6 +74,37 @@ def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp
     assert np.abs(theirs - from_gguf).max() <= 2e-3 * scale
 
 
+# YaRN in GGUF (llama.cpp's keys): with transformers' defaults, which llama.cpp computes too (it reads neither the
+# betas nor the attention factor from the file), and with every knob stated, which minfer reads from the file.
+YARN = {"defaults": dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64),
+        "explicit": dict(rope_type="yarn", factor=8.0, original_max_position_embeddings=48, beta_fast=16, beta_slow=2,
+                         attention_factor=1.1)}
+
+
+@pytest.mark.parametrize("name", list(YARN))
+def test_yarn_gguf_matches_hf_directory_and_llamacpp(minfer, tiny_models, name, tmp_path):
+    hf = tmp_path / "hf"
+    shutil.copytree(tiny_models("tiny-qwen3", "f32"), hf)
+    config = read_config(hf)
+    config["rope_scaling"] = YARN[name]
+    (hf / "config.json").write_text(json.dumps(config, indent=2))
+    path = tmp_path / "yarn.gguf"
+    gguf_py_writer.write(str(hf), str(path))
+    ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
+    from_hf, hf_ids = engine(minfer, hf, ids, tmp_path, "hf")
+    from_gguf, gguf_ids = engine(minfer, path, ids, tmp_path, "gguf")
+    scale = np.abs(from_hf).max()
+    assert np.abs(from_gguf - from_hf).max() <= 1e-5 * scale
+    assert gguf_ids == hf_ids
+    if name != "defaults":
+        return
+    llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
+    llama.eval(ids)
+    theirs = np.array(llama.scores[:len(ids)], dtype=np.float32)
+    print(f"yarn: llama.cpp vs minfer {np.abs(theirs - from_gguf).max() / scale:.2e} (relative to the largest logit)")
+    assert np.abs(theirs - from_gguf).max() <= 2e-3 * scale
+
+
 def llama_quantize(src, dst, ftype: int):
     import ctypes
     params = llama_cpp.llama_model_quantize_default_params()

@@ -150,6 +150,34 @@ def test_sliding_window_matches_oracle(minfer, tiny_models, preset, fusion, tmp_
     assert engine_ids == model.greedy(ids, GREEDY_TOKENS)
 
 
+# YaRN (Qwen3's long-context setting) with an original context of 64, so that the ramp leaves only the fastest
+# dimensions unscaled and the blend bites on this prompt; once with transformers' defaults (betas 32 / 1, attention
+# factor 0.1 ln(4) + 1), once with every knob given.
+YARN = [dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=64),
+        dict(rope_type="yarn", factor=8.0, original_max_position_embeddings=48, beta_fast=16, beta_slow=2,
+             attention_factor=1.1, truncate=False)]
+
+
+@pytest.mark.parametrize("scaling", YARN, ids=["defaults", "explicit"])
+@pytest.mark.parametrize("fusion", ["auto", "none"])
+def test_yarn_rope_scaling_matches_oracle(minfer, tiny_models, scaling, fusion, tmp_path):
+    model_dir = tmp_path / "tiny-qwen3-yarn"
+    shutil.copytree(tiny_models("tiny-qwen3", "f32"), model_dir)
+    config = read_config(model_dir)
+    config["rope_scaling"] = scaling
+    (model_dir / "config.json").write_text(json.dumps(config, indent=2))
+    ids = minfer.tokenize(model_dir / "tokenizer.json", PROMPT)
+    engine_logits, engine_ids = run_engine(minfer, model_dir, ids, tmp_path, "--fusion", fusion)
+    model = oracle(model_dir)
+    expected = model.prompt_logits(ids)
+    err = relative_error(engine_logits, expected)
+    assert err.max() < TOLERANCE["f32"], f"logits relative error {err.max():.3g} at position {int(err.argmax())}"
+    assert engine_ids == model.greedy(ids, GREEDY_TOKENS)
+    config["rope_scaling"] = None  # the scaling matters: without it the logits differ
+    (model_dir / "config.json").write_text(json.dumps(config, indent=2))
+    assert relative_error(ref.Reference.from_dir(str(model_dir)).prompt_logits(ids), expected).max() > 1e-3
+
+
 @pytest.mark.parametrize("max_seq_len", [4096, 8192])
 def test_phi3_longrope_factors_follow_the_context(minfer, tiny_models, max_seq_len, tmp_path):
     """tiny-phi3's longrope (original context 4096): short factors for an engine context within it, long ones past

@@ -147,6 +147,18 @@ def write(model_dir: str, out: str) -> None:
         w.add_uint32(f"{arch}.rope.scaling.original_context_length", original)
         w.add_tensor("rope_factors_long.weight", np.array(scaling["long_factor"], dtype=np.float32))
         w.add_tensor("rope_factors_short.weight", np.array(scaling["short_factor"], dtype=np.float32))
+    elif kind == "yarn":
+        # As llama.cpp's converter (TextModel.set_gguf_parameters): type, factor, original context, and the betas and
+        # attention factor when the config states them.
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(float(scaling["factor"]))
+        w.add_rope_scaling_orig_ctx_len(int(scaling["original_max_position_embeddings"]))
+        if scaling.get("attention_factor") is not None:
+            w.add_rope_scaling_yarn_attn_factor(float(scaling["attention_factor"]))
+        if scaling.get("beta_fast") is not None:
+            w.add_rope_scaling_yarn_beta_fast(float(scaling["beta_fast"]))
+        if scaling.get("beta_slow") is not None:
+            w.add_rope_scaling_yarn_beta_slow(float(scaling["beta_slow"]))
     elif kind != "default":
         raise SystemExit(f"{model_dir}: rope_scaling {scaling} is not written")
     if model_type == "phi3" and cfg.get("sliding_window"):

@@ -13,7 +13,8 @@ Semantics followed (HF eager attention path):
   per layer: h = h + o_proj(attn(input_layernorm(h))); h = h + down(silu(gate(x)) * up(x)), x = post_attention_layernorm(h)
   RMSNorm: w * (x * rsqrt(mean(x^2) + eps)), in f32
   RoPE: rotate_half (half-split, "NeoX") form, inv_freq = 1 / theta^(arange(0, d, 2) / d), optional llama3 scaling
-        exactly as _compute_llama3_parameters; cos/sin of position * inv_freq in f32
+        exactly as _compute_llama3_parameters, linear, or yarn as _compute_yarn_parameters (cos/sin times its
+        attention factor); cos/sin of position * inv_freq in f32
   attention: GQA via repeat_kv (query head h reads KV head h // (heads / kv_heads)), scores * head_dim^-0.5,
         causal mask, softmax in f32
   Qwen2: q/k/v projections have biases; Llama: biases only if attention_bias / mlp_bias (present in the file)
@@ -158,6 +159,38 @@ def load_hf_tensors(model_dir: str) -> Dict[str, np.ndarray]:
 
 # ---------------------------------------------------------------------------------------------------------------
 # RoPE
+
+
+def yarn_inv_freq(dim: int, base: float, rs: dict, max_position_embeddings: int):
+    """YaRN as _compute_yarn_parameters: inverse frequencies blended between the original (extrapolation) and the
+    factor-divided (interpolation) ones over a linear ramp between the dimensions that turn beta_fast and beta_slow
+    times over the original context; and the cos/sin scale (attention_factor, else 0.1 ln(factor) + 1, or the
+    mscale / mscale_all_dim ratio)."""
+    factor = rs["factor"]
+    original = rs.get("original_max_position_embeddings") or max_position_embeddings
+
+    def get_mscale(scale, mscale=1.0):
+        return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+    attention = rs.get("attention_factor")
+    if attention is None:
+        m, m_all = rs.get("mscale"), rs.get("mscale_all_dim")
+        attention = get_mscale(factor, m) / get_mscale(factor, m_all) if m and m_all else get_mscale(factor)
+    beta_fast, beta_slow = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+    def correction_dim(rotations):
+        return (dim * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(beta_fast), correction_dim(beta_slow)
+    if rs.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = torch.clamp((torch.arange(dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    return interpolation * ramp + extrapolation * (1 - ramp), float(attention)
 
 
 def default_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
@@ -348,6 +381,9 @@ class Reference:
                     (1.0 if ratio <= 1.0 else math.sqrt(1 + math.log(ratio) / math.log(original)))
             elif rope_type == "linear":
                 inv_freq = inv_freq / c.rope_scaling["factor"]
+            elif rope_type == "yarn":
+                inv_freq, self.attention_scaling = yarn_inv_freq(c.rot_dim, c.theta, c.rope_scaling,
+                                                                 int(c.raw["max_position_embeddings"]))
             elif rope_type != "default":
                 raise ValueError(f"rope_scaling type {rope_type!r} is not supported (default, linear, llama3)")
         self.inv_freq = inv_freq

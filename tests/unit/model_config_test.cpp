@@ -114,8 +114,9 @@ TEST(HfConfig, Errors) {
                         "cfg.json");
       },
       "cfg.json", "unsupported layer type \"chunked_attention\"");
-  expect_load_error([] { parse_hf_config(qwen_with("rope_scaling", R"({"rope_type": "yarn", "factor": 4.0})"), "c"); },
-                    "c", "unsupported rope_scaling type 'yarn'");
+  expect_load_error(
+      [] { parse_hf_config(qwen_with("rope_scaling", R"({"rope_type": "dynamic", "factor": 4.0})"), "c"); }, "c",
+      "unsupported rope_scaling type 'dynamic'");
   expect_load_error([] { parse_hf_config(qwen_with("eos_token_id", "200000"), "cfg.json"); }, "cfg.json",
                     "eos_token_id 200000 is outside the vocabulary");
   expect_load_error([] { parse_hf_config("{\"model_type\": ", "cfg.json"); }, "cfg.json", "invalid JSON");
@@ -310,6 +311,33 @@ TEST(RopeInvFreq, Llama3ScalingMatchesTransformers) {
       {31, 9.418306490260875e-08},
   };
   for (const auto& [i, v] : torch_values) EXPECT_NEAR(f[i], v, v * 2e-6) << i;
+}
+
+// Qwen3's long-context setting (its model card: factor 4 over 32768 positions). The fastest-turning frequencies keep
+// their value, the slowest are divided by the factor, and cos / sin are scaled by 0.1 ln(4) + 1 unless given.
+TEST(HfConfig, YarnRopeScaling) {
+  const ModelConfig c = parse_hf_config(
+      qwen_with("rope_scaling", R"({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})"),
+      "c");
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 32768);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1.0);
+  ModelConfig plain = c;
+  plain.rope_scaling = RopeScaling{};
+  const std::vector<float> yarn = c.rope_inv_freq(), unscaled = plain.rope_inv_freq();
+  EXPECT_EQ(yarn.front(), unscaled.front());
+  EXPECT_FLOAT_EQ(yarn.back(), unscaled.back() / 4.0f);
+  for (size_t i = 1; i < yarn.size(); ++i) EXPECT_LE(yarn[i], unscaled[i]) << i;
+  // Without original_max_position_embeddings, the model's context; an explicit attention factor wins.
+  const ModelConfig d = parse_hf_config(
+      qwen_with("rope_scaling", R"({"rope_type": "yarn", "factor": 2.0, "attention_factor": 1.5})"), "c");
+  EXPECT_EQ(d.rope_scaling.original_max_position_embeddings, d.max_position_embeddings);
+  EXPECT_DOUBLE_EQ(d.rope_scaling.attention_factor, 1.5);
+  expect_load_error(
+      [] {
+        parse_hf_config(qwen_with("rope_scaling", R"({"rope_type": "yarn", "factor": 2.0, "beta_fast": -1})"), "c");
+      },
+      "c", "yarn needs");
 }
 
 TEST(RopeInvFreq, LinearAndFreqFactors) {
