@@ -45,6 +45,23 @@ void read_gemma_metadata(const GgufFile& g, ModelConfig& c) {
   }
 }
 
+// OLMo 3 as llama.cpp reads it (src/models/olmo2.cpp): a window when the file has one, on the layers of its pattern
+// (an array of flags, or a period whose last layer is global, 4 by default), rotating without the RoPE scaling and
+// with rope.freq_base_swa when given (else the model's base).
+void read_olmo3_window(const GgufFile& g, ModelConfig& c) {
+  c.sliding_window = g.find_int("olmo2.attention.sliding_window").value_or(0);
+  if (c.sliding_window <= 0) return;
+  c.rope_local_theta = g.find_float("olmo2.rope.freq_base_swa").value_or(c.rope_theta);
+  const std::string pattern_key = "olmo2.attention.sliding_window_pattern";
+  const GgufValue* pattern = g.find(pattern_key);
+  if (pattern != nullptr && pattern->type == GgufType::ARRAY) {
+    for (int64_t flag : g.get_int_array(pattern_key)) c.layer_sliding.push_back(flag != 0);
+  } else {
+    const int64_t period = g.find_int(pattern_key).value_or(4);
+    for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(period == 0 || i % period < period - 1);
+  }
+}
+
 // Phi-3: its window (which llama.cpp switches off, applied here as transformers applies it) and longrope, whose
 // factors arrive as the rope_factors_long / rope_factors_short tensors (see the loader).
 void read_phi3_metadata(const GgufFile& g, ModelConfig& c) {
@@ -86,6 +103,10 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else if (arch == "smollm3") {
     c.arch = Architecture::kSmolLM3;  // written by llama.cpp's LlamaModel converter: q/k rows interleaved
     c.rope_style = kernels::RopeStyle::kInterleaved;
+  } else if (arch == "olmo2") {  // OLMo 2 and OLMo 3
+    c.arch = Architecture::kOlmo2;
+    c.rope_style = kernels::RopeStyle::kNeox;
+    c.qk_norm = c.qk_norm_full_width = c.post_norms_only = true;
   } else if (arch == "gemma2") {
     c.arch = Architecture::kGemma2;
     c.rope_style = kernels::RopeStyle::kNeox;
@@ -102,7 +123,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else {
     fail_load(path,
               "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, qwen3moe, "
-              "gemma2, gemma3, phi3, smollm3)",
+              "gemma2, gemma3, phi3, smollm3, olmo2)",
               arch);
   }
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
@@ -161,6 +182,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   c.attention_bias = c.arch == Architecture::kQwen2 || g.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3) read_gemma_metadata(g, c);
   if (c.arch == Architecture::kPhi3) read_phi3_metadata(g, c);
+  if (c.arch == Architecture::kOlmo2) read_olmo3_window(g, c);
   // SmolLM3: llama.cpp has no key for the NoPE layers; every fourth has none (n_no_rope_layer_step = 4).
   if (c.arch == Architecture::kSmolLM3)
     for (int64_t i = 0; i < c.num_layers; ++i) c.layer_rope.push_back((i + 1) % 4 != 0);

@@ -102,7 +102,9 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
   static const char* const kSupported =
       "supported: llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 "
       "(Qwen3ForCausalLM), qwen3_moe (Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), gemma2 "
-      "(Gemma2ForCausalLM), gemma3_text (Gemma3ForCausalLM), phi3 (Phi3ForCausalLM), smollm3 (SmolLM3ForCausalLM)";
+      "(Gemma2ForCausalLM), gemma3_text (Gemma3ForCausalLM), phi3 (Phi3ForCausalLM), smollm3 (SmolLM3ForCausalLM), "
+      "olmo2 "
+      "(Olmo2ForCausalLM), olmo3 (Olmo3ForCausalLM)";
   std::string arch_class;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
@@ -120,6 +122,8 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     if (arch_class == "Qwen3ForCausalLM") model_type = "qwen3";
     if (arch_class == "Gemma2ForCausalLM") model_type = "gemma2";
     if (arch_class == "SmolLM3ForCausalLM") model_type = "smollm3";
+    if (arch_class == "Olmo2ForCausalLM") model_type = "olmo2";
+    if (arch_class == "Olmo3ForCausalLM") model_type = "olmo3";
     if (arch_class == "Gemma3ForCausalLM") model_type = "gemma3_text";
   }
   Architecture arch;
@@ -139,6 +143,8 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     arch = Architecture::kQwen3;
   } else if (model_type == "smollm3") {
     arch = Architecture::kSmolLM3;
+  } else if (model_type == "olmo2" || model_type == "olmo3") {
+    arch = Architecture::kOlmo2;
   } else if (model_type == "gemma2") {
     arch = Architecture::kGemma2;
   } else if (model_type == "gemma3_text") {
@@ -155,7 +161,9 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
                          : arch == Architecture::kMixtral  ? "MixtralForCausalLM"
                          : arch == Architecture::kGemma2   ? "Gemma2ForCausalLM"
                          : arch == Architecture::kSmolLM3  ? "SmolLM3ForCausalLM"
-                                                           : "Gemma3ForCausalLM";
+                         : arch == Architecture::kOlmo2
+                             ? (model_type == "olmo3" ? "Olmo3ForCausalLM" : "Olmo2ForCausalLM")
+                             : "Gemma3ForCausalLM";
   if (!arch_class.empty() && arch_class != expected)
     fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type, kSupported);
   return arch;
@@ -265,6 +273,20 @@ void read_smollm3_fields(const Fields& f, const std::string& path, ModelConfig& 
   const int64_t interval = f.integer("no_rope_layer_interval", 4);
   if (interval <= 0) fail_load(path, "field \"no_rope_layer_interval\" must be positive, got {}", interval);
   for (int64_t i = 0; i < c.num_layers; ++i) c.layer_rope.push_back((i + 1) % interval != 0);
+}
+
+// OLMo 2 / OLMo 3: post norms only and q/k norms over the whole projection; OLMo 3 (model_type olmo3) slides a
+// window (4096 by default) on the layers layer_types marks (by default all but every fourth), which rotate with the
+// unscaled RoPE (transformers' Olmo3 gives them a rotary embedding of rope_type "default").
+void read_olmo_fields(const Fields& f, const std::string& path, ModelConfig& c, bool olmo3) {
+  c.qk_norm = true;
+  c.qk_norm_full_width = true;
+  c.post_norms_only = true;
+  c.rms_norm_eps = f.number("rms_norm_eps", 1e-5);  // Olmo2Config's and Olmo3Config's default
+  if (!olmo3) return;
+  c.sliding_window = f.integer("sliding_window", 4096);
+  read_layer_types(f, path, c, [](int64_t i) { return (i + 1) % 4 != 0; });
+  c.rope_local_theta = c.rope_theta;
 }
 
 // Phi-3 / 3.5: partial rotary embedding, a sliding window on every layer when set, and longrope's context ratio and
@@ -424,6 +446,8 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
     read_gemma3_fields(f, config_path, c);
   } else if (c.arch == Architecture::kPhi3) {
     read_phi3_fields(f, config_path, c);
+  } else if (c.arch == Architecture::kOlmo2) {
+    read_olmo_fields(f, config_path, c, f.string("model_type", "") == "olmo3" || f.get("layer_types") != nullptr);
   } else {
     if (c.arch == Architecture::kQwen3Moe || c.arch == Architecture::kMixtral) read_moe_fields(f, config_path, c);
     if (c.arch == Architecture::kSmolLM3) read_smollm3_fields(f, config_path, c);

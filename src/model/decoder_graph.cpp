@@ -32,6 +32,7 @@ graph::Graph build_family_graph(const ModelWeights& weights) {
     case Architecture::kSmolLM3: return build_llama_graph(weights);
     case Architecture::kGemma2:
     case Architecture::kGemma3: return build_gemma_graph(weights);
+    case Architecture::kOlmo2: return build_olmo2_graph(weights);
   }
   fail("no graph builder for architecture {}", weights.config.arch_name());
 }

@@ -22,7 +22,8 @@ enum class Architecture : uint8_t {
   kGemma2,
   kGemma3,
   kPhi3,
-  kSmolLM3
+  kSmolLM3,
+  kOlmo2  // OLMo 2 and OLMo 3 (llama.cpp's one GGUF architecture for both)
 };
 
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
@@ -79,6 +80,10 @@ struct ModelConfig {
   // the 1 once at load (GGUF files store 1 + w already), so the graph's RMSNorm is the same for every family.
   bool sandwich_norms = false;
   bool norm_weight_plus_one = false;
+  // OLMo 2/3: no norm before attention or the MLP, only the post norms of sandwich_norms (post_attn_norm,
+  // post_ffn_norm), and q_norm / k_norm over the whole projection (num_heads * head_dim wide) rather than per head.
+  bool post_norms_only = false;
+  bool qk_norm_full_width = false;
   double attention_scale = 0.0;  // scores are scaled by this; 0 = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2)
   double attn_softcap = 0.0;     // attn_logit_softcapping (Gemma 2 style); 0 = none
   double final_softcap = 0.0;    // final_logit_softcapping; 0 = none
@@ -150,6 +155,7 @@ struct ModelConfig {
       case Architecture::kGemma3: return "gemma3";
       case Architecture::kPhi3: return "phi3";
       case Architecture::kSmolLM3: return "smollm3";
+      case Architecture::kOlmo2: return "olmo2";
     }
     return "?";
   }

@@ -174,6 +174,12 @@ constexpr Preset kPresets[] = {
      2},
     // HuggingFaceTB/SmolLM3-3B (Llama 3's vocabulary size; every fourth layer NoPE) and a tiny sibling with every
     // second layer NoPE.
+    // allenai/OLMo-2-0425-1B (its 100k vocabulary replaced by a generated one of that size), and tiny siblings of it
+    // and of OLMo 3 (a 512-position window on three of its four layers, and YaRN on the fourth).
+    {"olmo2-1b", "olmo2", TokenizerFamily::kLlama3, false, 2048, 8192, 16, 16, 16, 100352, 4096, 0, false, 0.02, 0.02},
+    {"tiny-olmo2", "olmo2", TokenizerFamily::kLlama3, true, 64, 128, 2, 4, 2, 0, 4096, 0, false, 0.08, 0.16},
+    {"tiny-olmo3", "olmo3", TokenizerFamily::kLlama3, true, 64, 128, 4, 4, 2, 0, 65536, 0, false, 0.08, 0.12, 0, 512,
+     4},
     {.name = "smollm3-3b",
      .model_type = "smollm3",
      .family = TokenizerFamily::kLlama3,
@@ -491,6 +497,48 @@ ojson smollm3_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType 
   return j;
 }
 
+// Olmo2ForCausalLM (allenai/OLMo-2-0425-1B's config.json) and Olmo3ForCausalLM (allenai/Olmo-3-7B's form: a window
+// on the layers of layer_types and YaRN on the full ones; tiny-olmo3's original context of 64 makes YaRN bite).
+ojson olmo_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
+  const bool olmo3 = std::string(p.model_type) == "olmo3";
+  ojson j = {{"architectures", {olmo3 ? "Olmo3ForCausalLM" : "Olmo2ForCausalLM"}},
+             {"attention_bias", false},
+             {"attention_dropout", 0.0},
+             {"bos_token_id", s.bos ? ojson(*s.bos) : ojson(nullptr)},
+             {"eos_token_id", id_or_list(s.config_eos)},
+             {"hidden_act", "silu"},
+             {"hidden_size", p.hidden},
+             {"initializer_range", 0.02},
+             {"intermediate_size", p.intermediate},
+             {"max_position_embeddings", p.max_position_embeddings},
+             {"model_type", p.model_type},
+             {"num_attention_heads", p.heads},
+             {"num_hidden_layers", p.layers},
+             {"num_key_value_heads", p.kv_heads},
+             {"pad_token_id", 100277},
+             {"rms_norm_eps", 1e-06},
+             {"rope_scaling", nullptr},
+             {"rope_theta", 500000.0},
+             {"tie_word_embeddings", p.tied},
+             {"torch_dtype", torch_dtype_name(dtype)},
+             {"transformers_version", olmo3 ? "4.57.0" : "4.48.0"},
+             {"use_cache", true},
+             {"vocab_size", vocab}};
+  if (!olmo3) return j;
+  ojson layer_types = ojson::array();
+  for (int64_t i = 0; i < p.layers; ++i)
+    layer_types.push_back((i + 1) % p.sliding_period == 0 ? "full_attention" : "sliding_attention");
+  j["layer_types"] = layer_types;
+  j["sliding_window"] = window > 0 ? window : p.sliding_window;
+  j["rope_scaling"] = {{"attention_factor", 1.2079441541679836},
+                       {"beta_fast", 32},
+                       {"beta_slow", 1},
+                       {"factor", 8.0},
+                       {"original_max_position_embeddings", p.tiny ? 64 : 8192},
+                       {"rope_type", "yarn"}};
+  return j;
+}
+
 ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
   const std::string type = p.model_type;
   if (type == "qwen2") return qwen_config(p, vocab, s, dtype);
@@ -502,6 +550,7 @@ ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
   if (type == "qwen3_moe") return qwen3_moe_config(p, vocab, s, dtype);
   if (type == "mixtral") return mixtral_config(p, vocab, s, dtype);
   if (type == "smollm3") return smollm3_config(p, vocab, s, dtype);
+  if (type == "olmo2" || type == "olmo3") return olmo_config(p, vocab, s, dtype, window);
   return llama_config(p, vocab, s, dtype);
 }
 
@@ -544,8 +593,9 @@ SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by
     if (!p.tiny && std::string(p.model_type) == "gemma3_text")
       return {2, {1}, {1, 106}};                                                      // <bos>, <eos>, <end_of_turn>
     if (!p.tiny && std::string(p.model_type) == "gemma2") return {2, {1}, {1, 107}};  // Gemma 2's <end_of_turn>
-    if (!p.tiny && std::string(p.model_type) == "smollm3") return {std::nullopt, {128012}, {128012}};  // <|im_end|>
-    if (!p.tiny && std::string(p.model_type) == "mistral") return {1, {2}, {2}};                       // <s>, </s>
+    if (!p.tiny && std::string(p.model_type) == "smollm3") return {std::nullopt, {128012}, {128012}};   // <|im_end|>
+    if (!p.tiny && std::string(p.model_type).starts_with("olmo")) return {100257, {100257}, {100257}};  // <|endoftext|>
+    if (!p.tiny && std::string(p.model_type) == "mistral") return {1, {2}, {2}};                        // <s>, </s>
     if (!p.tiny && std::string(p.model_type) == "phi3") return {1, {32000}, {32000, 32001, 32007}};  // <|endoftext|>...
     if (!p.tiny) return {128000, {128001}, {128001}};
     s.bos = id("<|begin_of_text|>");
@@ -706,7 +756,8 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
   const int64_t head_dim = head_dim_of(p), q = p.heads * head_dim, kv = p.kv_heads * head_dim;
   const bool bias = model_type == "qwen2", phi3 = model_type == "phi3";
   const bool gemma = model_type == "gemma2" || model_type == "gemma3_text";
-  const bool qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "gemma3_text";
+  const bool olmo = model_type == "olmo2" || model_type == "olmo3";  // post norms only, whole-projection q/k norms
+  const bool qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "gemma3_text" || olmo;
   // Gemma's norms multiply by (1 + w): their stored weights lie around 0.
   const Init norm = gemma ? Init::kNormOffset : Init::kNorm;
   std::vector<SafetensorsEntry> entries;
@@ -730,7 +781,7 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
   add("model.embed_tokens.weight", {vocab, p.hidden}, Init::kMatrix);
   for (int64_t i = 0; i < p.layers; ++i) {
     const std::string l = "model.layers." + std::to_string(i) + ".";
-    add(l + "input_layernorm.weight", {p.hidden}, norm);
+    if (!olmo) add(l + "input_layernorm.weight", {p.hidden}, norm);
     if (phi3) {
       add(l + "self_attn.qkv_proj.weight", {q + 2 * kv, p.hidden}, Init::kMatrix);
     } else {
@@ -744,15 +795,13 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
       add(l + "self_attn.v_proj.bias", {kv}, Init::kBias);
     }
     if (qk_norm) {
-      add(l + "self_attn.q_norm.weight", {head_dim}, norm);
-      add(l + "self_attn.k_norm.weight", {head_dim}, norm);
+      add(l + "self_attn.q_norm.weight", {olmo ? q : head_dim}, norm);
+      add(l + "self_attn.k_norm.weight", {olmo ? kv : head_dim}, norm);
     }
     add(l + "self_attn.o_proj.weight", {p.hidden, q}, Init::kMatrix);
     add(l + "post_attention_layernorm.weight", {p.hidden}, norm);
-    if (gemma) {
-      add(l + "pre_feedforward_layernorm.weight", {p.hidden}, norm);
-      add(l + "post_feedforward_layernorm.weight", {p.hidden}, norm);
-    }
+    if (gemma) add(l + "pre_feedforward_layernorm.weight", {p.hidden}, norm);
+    if (gemma || olmo) add(l + "post_feedforward_layernorm.weight", {p.hidden}, norm);
     if (p.experts > 0) {
       add_experts(l);
     } else if (phi3) {

@@ -38,7 +38,8 @@ def engine(minfer, model, ids, tmp_path, tag):
 
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
-                                    "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3"])
+                                    "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3", "tiny-olmo2",
+                                    "tiny-olmo3"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)
@@ -51,6 +52,8 @@ def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp
         config["sliding_window"] = None  # llama.cpp switches Phi-3's window off (test_oracle_hf.py covers it)
     if preset in ("tiny-gemma2", "tiny-gemma3"):
         config.update(sliding_window=8, query_pre_attn_scalar=config["head_dim"])
+    if preset == "tiny-olmo3":
+        config.update(sliding_window=8)
     if preset == "tiny-smollm3":  # GGUF has no key for the NoPE layers: llama.cpp takes every fourth
         config.update(no_rope_layer_interval=4, no_rope_layers=[int((i + 1) % 4 != 0) for i in range(4)])
     (hf / "config.json").write_text(json.dumps(config, indent=2))

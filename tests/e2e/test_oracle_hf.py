@@ -4,8 +4,9 @@ For tiny-llama (Llama 3 layout with llama3 RoPE scaling, untied lm_head), tiny-q
 tiny-qwen3 (per-head q/k norms, head_dim 32 with 4 heads of a 64-wide model), tiny-gemma3 (sandwich norms with
 (1 + w) weights, GELU(tanh), scaled embeddings, query_pre_attn_scalar, two sliding-window layers with their own RoPE base
 and a global one) and tiny-gemma2 (Gemma's block without q/k norms, sliding and global layers alternating, scores
-soft-capped at 5 and logits at 4) and tiny-smollm3 (every second layer without positional encoding), each in f32
-and bf16 weights, written by `minfer make-test-model`:
+soft-capped at 5 and logits at 4) tiny-smollm3 (every second layer without positional encoding), tiny-olmo2 (post norms only,
+q/k norms over the whole projection) and tiny-olmo3 (OLMo 2's block with a window on three of four layers, which rotate
+unscaled, and YaRN on the fourth), each in f32 and bf16 weights, written by `minfer make-test-model`:
   * the prompt's logits (every position) from `minfer generate --dump-prompt-logits` against the oracle's;
     error metric: for each row (position), max |engine - oracle| / max |oracle|, and the worst row must be below
     1e-4 (f32 weights) or 3e-2 (bf16 weights, measured up to 2.2e-2 on tiny-phi3; the oracle upcasts bf16 to f32 and
@@ -74,7 +75,8 @@ CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), (
          ("tiny-gemma3", "f32"), ("tiny-gemma3", "bf16"),
          ("tiny-mistral", "f32"), ("tiny-mistral", "bf16"), ("tiny-phi3", "f32"), ("tiny-phi3", "bf16"),
          ("tiny-qwen3-moe", "f32"), ("tiny-qwen3-moe", "bf16"), ("tiny-mixtral", "f32"), ("tiny-mixtral", "bf16"),
-         ("tiny-smollm3", "f32"), ("tiny-smollm3", "bf16")]
+         ("tiny-smollm3", "f32"), ("tiny-smollm3", "bf16"), ("tiny-olmo2", "f32"), ("tiny-olmo2", "bf16"),
+         ("tiny-olmo3", "f32"), ("tiny-olmo3", "bf16")]
 
 
 @pytest.mark.parametrize("preset,dtype", CASES, ids=[f"{p}-{d}" for p, d in CASES])
@@ -118,6 +120,7 @@ def test_sharded_checkpoint_matches_oracle(minfer, tiny_models, tmp_path):
 # layers (with its own caps), Mistral's every layer, Qwen2's layers from max_window_layers on.
 WINDOWED = {"tiny-gemma3": dict(sliding_window=8, attn_logit_softcapping=2.0, final_logit_softcapping=5.0),
             "tiny-gemma2": dict(sliding_window=8),
+            "tiny-olmo3": dict(sliding_window=8),
             "tiny-mistral": dict(sliding_window=8),
             "tiny-qwen2": dict(sliding_window=8, use_sliding_window=True, max_window_layers=1),
             "tiny-phi3": dict(sliding_window=8)}

@@ -5,7 +5,7 @@ architecture: its tensor names and metadata keys, Llama's q/k rows permuted to t
 norm weights stored as 1 + w, and the tokenizer as tokenizer.ggml.* (model "gpt2"). Tests use it to check that minfer
 computes the same on a family's GGUF file as on its HF directory, independently of minfer's own GGUF writer.
 
-Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, smollm3.
+Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, smollm3, olmo2, olmo3.
 Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
@@ -26,7 +26,8 @@ from hf_reference import load_hf_tensors  # noqa: E402
 # attends to the whole context).
 # Mixtral too is written as llama (with expert keys), as llama.cpp's converter does.
 ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-        "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "smollm3": "smollm3"}
+        "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "smollm3": "smollm3",
+        "olmo2": "olmo2", "olmo3": "olmo2"}
 # The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
 EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
                                        "down_proj": "ffn_down_exps"}),
@@ -161,6 +162,9 @@ def write(model_dir: str, out: str) -> None:
             w.add_rope_scaling_yarn_beta_slow(float(scaling["beta_slow"]))
     elif kind != "default":
         raise SystemExit(f"{model_dir}: rope_scaling {scaling} is not written")
+    if model_type == "olmo3":  # as llama.cpp's Olmo2Model converter: the window and its per-layer pattern
+        w.add_sliding_window(int(cfg["sliding_window"]))
+        w.add_array(f"{arch}.attention.sliding_window_pattern", [t == "sliding_attention" for t in cfg["layer_types"]])
     if model_type == "phi3" and cfg.get("sliding_window"):
         w.add_sliding_window(int(cfg["sliding_window"]))
     if model_type in EXPERT_NAMES:
@@ -170,7 +174,9 @@ def write(model_dir: str, out: str) -> None:
         if model_type == "qwen3_moe":
             w.add_expert_feed_forward_length(int(cfg["moe_intermediate_size"]))
     add_tokenizer(w, model_dir, cfg)
-    names = GEMMA_NAMES if gemma else PHI3_NAMES if model_type == "phi3" else LAYER_NAMES
+    # OLMo names its post norms as Gemma does (llama.cpp's post_attention_norm / post_ffw_norm).
+    names = GEMMA_NAMES if gemma or model_type in ("olmo2", "olmo3") else PHI3_NAMES if model_type == "phi3" else \
+        LAYER_NAMES
     tensors = load_hf_tensors(model_dir)
     if model_type in EXPERT_NAMES:
         tensors = stack_experts(tensors, *EXPERT_NAMES[model_type])

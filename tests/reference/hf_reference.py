@@ -32,6 +32,10 @@ Semantics followed (HF eager attention path):
         experts e in order of weight_e * down_e(silu(gate_e(x)) * up_e(x)) (index_add, as the HF blocks do)
   Mistral: Llama's maths; with sliding_window set, every layer sees keys with key_pos > query_pos - sliding_window
   Qwen2 / Qwen3 with use_sliding_window: the layers from max_window_layers on (or layer_types) slide likewise
+  OLMo 2 / 3 (Olmo2ForCausalLM, Olmo3ForCausalLM): h = h + post_attention_layernorm(attn(h)); h = h +
+        post_feedforward_layernorm(mlp(h)), no pre-norms; q_norm / k_norm over the whole q / k projection before
+        the split into heads; OLMo 3's layer_types (default: all but every fourth) slide a window and rotate with
+        the default (unscaled) RoPE, the full ones with rope_scaling
   SmolLM3 (SmolLM3ForCausalLM): Llama's maths; the layers marked 0 in no_rope_layers (by default every
         no_rope_layer_interval-th) skip the rotation of q and k
   Gemma 2 (Gemma2ForCausalLM, model_type gemma2): Gemma 3's maths below without q/k norms, every layer rotating with
@@ -228,10 +232,13 @@ class Config:
         self.raw = cfg
         self.model_type = cfg.get("model_type", "llama")
         if self.model_type not in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "qwen3_moe",
-                                   "mixtral", "smollm3"):
+                                   "mixtral", "smollm3", "olmo2", "olmo3"):
             raise ValueError(f"model_type {self.model_type!r} is not supported (llama, mistral, qwen2, qwen3, gemma2, "
-                             "gemma3_text, phi3, qwen3_moe, mixtral, smollm3)")
+                             "gemma3_text, phi3, qwen3_moe, mixtral, smollm3, olmo2, olmo3)")
         self.gemma = self.model_type in ("gemma2", "gemma3_text")
+        # OLMo 2 / 3: no pre-norms, post_attention_layernorm / post_feedforward_layernorm on each sub-block's output,
+        # q_norm / k_norm over the whole projection.
+        self.olmo = self.model_type in ("olmo2", "olmo3")
         act = cfg.get("hidden_activation", "gelu_pytorch_tanh") if self.gemma else cfg.get("hidden_act", "silu")
         if act not in ("silu", "gelu_pytorch_tanh"):
             raise ValueError(f"activation {act!r} is not supported (silu, gelu_pytorch_tanh)")
@@ -281,6 +288,13 @@ class Config:
             self.attn_softcap = cfg.get("attn_logit_softcapping", 50.0 if gemma2 else None)
             self.final_softcap = cfg.get("final_logit_softcapping", 30.0 if gemma2 else None)
             self.query_scale = float(cfg.get("query_pre_attn_scalar", self.head_dim)) ** -0.5
+        elif self.model_type == "olmo3":
+            # Olmo3Config: a window of 4096 on all but every fourth layer by default; Olmo3Model gives the sliding
+            # layers a rotary embedding of rope_type "default" (no scaling), the full ones the configured one.
+            self.window = int(cfg.get("sliding_window") or 4096)
+            self.sliding = [t == "sliding_attention" for t in cfg["layer_types"]] if cfg.get("layer_types") else \
+                [(i + 1) % 4 != 0 for i in range(self.layers)]
+            self.local_theta = self.theta
         elif self.model_type in ("mistral", "phi3", "mixtral") and cfg.get("sliding_window"):
             self.window = int(cfg["sliding_window"])
             self.sliding = [True] * self.layers
@@ -317,8 +331,10 @@ class Reference:
 
         q_out, kv_out = c.heads * c.head_dim, c.kv_heads * c.head_dim
         qkv_bias = c.model_type == "qwen2"
-        # Qwen3Attention, Gemma3Attention: q_norm / k_norm, RMSNorm over head_dim, before RoPE
-        qk_norm = c.model_type in ("qwen3", "qwen3_moe", "gemma3_text")
+        # Qwen3Attention, Gemma3Attention: q_norm / k_norm, RMSNorm over head_dim, before RoPE (OLMo's over the whole
+        # projection, before the split into heads)
+        qk_norm = c.model_type in ("qwen3", "qwen3_moe", "gemma3_text") or c.olmo
+        q_norm_width, k_norm_width = (q_out, kv_out) if c.olmo else (c.head_dim, c.head_dim)
         if c.model_type == "phi3":  # fused projections -> the separate ones the rest reads
             for i in range(c.layers):
                 p = f"model.layers.{i}."
@@ -332,12 +348,13 @@ class Reference:
         for i in range(c.layers):
             p = f"model.layers.{i}."
             layer = {
-                "ln1": get(p + "input_layernorm.weight", (c.hidden,)),
+                "ln1": None if c.olmo else get(p + "input_layernorm.weight", (c.hidden,)),
                 # Gemma: post_attention_layernorm is the attention block's output norm, pre_feedforward the MLP's input
-                "ln2": get(p + ("pre_feedforward_layernorm.weight" if c.gemma else "post_attention_layernorm.weight"),
-                           (c.hidden,)),
-                "post_attn": get(p + "post_attention_layernorm.weight", (c.hidden,)) if c.gemma else None,
-                "post_ffn": get(p + "post_feedforward_layernorm.weight", (c.hidden,)) if c.gemma else None,
+                "ln2": None if c.olmo else get(
+                    p + ("pre_feedforward_layernorm.weight" if c.gemma else "post_attention_layernorm.weight"),
+                    (c.hidden,)),
+                "post_attn": get(p + "post_attention_layernorm.weight", (c.hidden,)) if c.gemma or c.olmo else None,
+                "post_ffn": get(p + "post_feedforward_layernorm.weight", (c.hidden,)) if c.gemma or c.olmo else None,
                 "wq": get(p + "self_attn.q_proj.weight", (q_out, c.hidden)),
                 "wk": get(p + "self_attn.k_proj.weight", (kv_out, c.hidden)),
                 "wv": get(p + "self_attn.v_proj.weight", (kv_out, c.hidden)),
@@ -346,8 +363,8 @@ class Reference:
                 "bk": get(p + "self_attn.k_proj.bias", (kv_out,), required=qkv_bias),
                 "bv": get(p + "self_attn.v_proj.bias", (kv_out,), required=qkv_bias),
                 "bo": get(p + "self_attn.o_proj.bias", (c.hidden,), required=False),
-                "q_norm": get(p + "self_attn.q_norm.weight", (c.head_dim,), required=qk_norm),
-                "k_norm": get(p + "self_attn.k_norm.weight", (c.head_dim,), required=qk_norm),
+                "q_norm": get(p + "self_attn.q_norm.weight", (q_norm_width,), required=qk_norm),
+                "k_norm": get(p + "self_attn.k_norm.weight", (k_norm_width,), required=qk_norm),
                 "gate": get(p + "mlp.gate_proj.weight", (c.intermediate, c.hidden), required=not c.moe_layers[i]),
                 "up": get(p + "mlp.up_proj.weight", (c.intermediate, c.hidden), required=not c.moe_layers[i]),
                 "down": get(p + "mlp.down_proj.weight", (c.hidden, c.intermediate), required=not c.moe_layers[i]),
@@ -388,7 +405,7 @@ class Reference:
                 raise ValueError(f"rope_scaling type {rope_type!r} is not supported (default, linear, llama3)")
         self.inv_freq = inv_freq
         # Gemma 3's sliding layers rotate with their own base; every other family's with the one table.
-        self.local_inv_freq = default_inv_freq(c.head_dim, c.local_theta) if c.gemma else None
+        self.local_inv_freq = default_inv_freq(c.head_dim, c.local_theta) if c.gemma or c.window and c.olmo else None
         self.reset()
 
     def _experts(self, get, p: str):
@@ -455,10 +472,10 @@ class Reference:
         x_rot, x_pass = x[..., :rot], x[..., rot:]
         return torch.cat((x_rot * cos + rotate_half(x_rot) * sin, x_pass), dim=-1)
 
-    def _rope(self, positions: torch.Tensor, inv_freq: torch.Tensor):
+    def _rope(self, positions: torch.Tensor, inv_freq: torch.Tensor, scaling: float):
         freqs = positions[:, None] * inv_freq[None, :]  # [n, d/2]
         emb = torch.cat((freqs, freqs), dim=-1)
-        return (emb.cos() * self.attention_scaling)[:, None, :], (emb.sin() * self.attention_scaling)[:, None, :]
+        return (emb.cos() * scaling)[:, None, :], (emb.sin() * scaling)[:, None, :]
 
     @torch.no_grad()
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
@@ -469,8 +486,9 @@ class Reference:
         if int(ids_t.min()) < 0 or int(ids_t.max()) >= c.vocab:
             raise ValueError(f"token id out of range [0, {c.vocab})")
         positions = torch.arange(self.pos, self.pos + n, dtype=torch.float32)
-        rope_global = self._rope(positions, self._inv_freq())  # cos, sin [n, 1, rot]
-        rope_local = self._rope(positions, self.local_inv_freq) if c.gemma else rope_global
+        rope_global = self._rope(positions, self._inv_freq(), self.attention_scaling)  # cos, sin [n, 1, rot]
+        # The local layers' default rope: no scaling, cos / sin unscaled.
+        rope_local = self._rope(positions, self.local_inv_freq, 1.0) if self.local_inv_freq is not None else rope_global
         total = self.pos + n
         # Causal mask: query i (position pos + i) sees keys 0 .. pos + i; sliding layers only the last `window`.
         key_pos = torch.arange(total)[None, :]
@@ -487,11 +505,13 @@ class Reference:
         for i, L in enumerate(self.layers):
             cos, sin = rope_local if c.sliding[i] else rope_global
             layer_mask = window_mask if c.sliding[i] else mask
-            x = self._rms_norm(h, L["ln1"])
-            q = self._linear(x, L["wq"], L["bq"]).view(n, c.heads, c.head_dim)
-            k = self._linear(x, L["wk"], L["bk"]).view(n, c.kv_heads, c.head_dim)
+            x = h if L["ln1"] is None else self._rms_norm(h, L["ln1"])
+            q, k = self._linear(x, L["wq"], L["bq"]), self._linear(x, L["wk"], L["bk"])
+            if c.olmo:
+                q, k = self._rms_norm(q, L["q_norm"]), self._rms_norm(k, L["k_norm"])
+            q, k = q.view(n, c.heads, c.head_dim), k.view(n, c.kv_heads, c.head_dim)
             v = self._linear(x, L["wv"], L["bv"]).view(n, c.kv_heads, c.head_dim)
-            if L["q_norm"] is not None:
+            if L["q_norm"] is not None and not c.olmo:
                 q = self._rms_norm(q, L["q_norm"])
                 k = self._rms_norm(k, L["k_norm"])
             if c.rotates[i]:
@@ -508,8 +528,8 @@ class Reference:
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
             attn = torch.einsum("hqk,khd->qhd", probs, values).reshape(n, c.heads * c.head_dim)
             o = self._linear(attn, L["wo"], L["bo"])
-            h = h + (self._rms_norm(o, L["post_attn"]) if c.gemma else o)
-            x = self._rms_norm(h, L["ln2"])
+            h = h + (self._rms_norm(o, L["post_attn"]) if L["post_attn"] is not None else o)
+            x = h if L["ln2"] is None else self._rms_norm(h, L["ln2"])
             if L["moe"] is not None:
                 h = h + self._moe(x, *L["moe"])
                 continue
@@ -518,7 +538,7 @@ class Reference:
             act = torch.nn.functional.gelu(gate, approximate="tanh") if c.act == "gelu_pytorch_tanh" else \
                 torch.nn.functional.silu(gate)
             d = self._linear(act * up, L["down"], L["bdown"])
-            h = h + (self._rms_norm(d, L["post_ffn"]) if c.gemma else d)
+            h = h + (self._rms_norm(d, L["post_ffn"]) if L["post_ffn"] is not None else d)
         self.pos = total
         logits = self._rms_norm(h, self.norm) @ self.lm_head.t()
         if c.final_softcap:

@@ -174,6 +174,20 @@ TEST_F(FusionOnTestModels, TinyGemma2F32) {
 // SmolLM3: its NoPE layers rotate with the identity table, so they fuse as the others do (5 a layer).
 TEST_F(FusionOnTestModels, TinySmolLM3F32) { expect_fused_matches_unfused(write("tiny-smollm3", DType::F32), kPrompt); }
 
+// OLMo 2: no pre-norms and q/k norms over the whole projection (unfused 18 a layer). Fused, 16: the QKV pass fuses
+// only per-head norms (a whole-row norm cannot run in a GEMM's column-chunk epilogue), so q, k and v stay three GEMMs
+// with their norms, rotations and KV write; no norm precedes a GEMM to become its prologue, and each post norm +
+// residual add stays two passes (the add-then-norm pass has no add to start from); gate/up + SiLU fuse.
+TEST_F(FusionOnTestModels, TinyOlmo2F32) {
+  const ModelWeights weights = load_model(write("tiny-olmo2", DType::F32));
+  const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, kPrompt);
+  const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, kPrompt);
+  expect_same_results(fused, none);
+  const int64_t layers = weights.config.num_layers;
+  EXPECT_EQ(none.dispatches_per_step, 18 * layers + 4);
+  EXPECT_EQ(fused.dispatches_per_step, 16 * layers + 2);
+}
+
 // Quantized weights fuse as float ones do (int8 rows packed with their scales, W8A8 panels rebuilt): the same
 // 5 dispatches per layer, the same tokens and logits as the unfused quantized graph.
 TEST_F(FusionOnTestModels, QuantizedWeightsFuseToo) {

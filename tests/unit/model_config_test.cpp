@@ -244,6 +244,41 @@ TEST(HfConfig, SmolLM3) {
   expect_load_error([&] { parse_hf_config(short_list, "cfg.json"); }, "cfg.json", "no_rope_layers");
 }
 
+// allenai/Olmo-3-7B-Instruct's config.json (32 layers; layer_types left to the default rule).
+constexpr const char* kOlmo3 = R"({
+  "architectures": ["Olmo3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "eos_token_id": 100257,
+  "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 11008,
+  "max_position_embeddings": 65536, "model_type": "olmo3", "num_attention_heads": 32, "num_hidden_layers": 32,
+  "num_key_value_heads": 32, "pad_token_id": 100277, "rms_norm_eps": 1e-06,
+  "rope_scaling": {"attention_factor": 1.2079441541679836, "beta_fast": 32, "beta_slow": 1, "factor": 8.0,
+    "original_max_position_embeddings": 8192, "rope_type": "yarn"},
+  "rope_theta": 500000, "sliding_window": 4096, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+  "vocab_size": 100278})";
+
+TEST(HfConfig, Olmo3AndOlmo2) {
+  const ModelConfig c = parse_hf_config(kOlmo3, "cfg.json");
+  EXPECT_EQ(c.arch, Architecture::kOlmo2);
+  EXPECT_TRUE(c.qk_norm && c.qk_norm_full_width && c.post_norms_only);
+  EXPECT_FALSE(c.sandwich_norms || c.norm_weight_plus_one);
+  EXPECT_EQ(c.sliding_window, 4096);
+  for (int64_t i = 0; i < 32; ++i) EXPECT_EQ(c.is_sliding(i), i % 4 != 3) << i;
+  // The sliding layers rotate with the unscaled table, the full ones with YaRN.
+  EXPECT_TRUE(c.has_local_rope());
+  EXPECT_EQ(c.rope_table(0), 1);
+  EXPECT_EQ(c.rope_table(3), 0);
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_NE(c.rope_inv_freq(true).back(), c.rope_inv_freq(false).back());
+  // OLMo 2: the same block without windows (its config has no sliding_window or layer_types).
+  std::string olmo2 = kOlmo3;
+  olmo2.replace(olmo2.find("Olmo3ForCausalLM"), 16, "Olmo2ForCausalLM");
+  olmo2.replace(olmo2.find("\"olmo3\""), 7, "\"olmo2\"");
+  olmo2.replace(olmo2.find("\"sliding_window\": 4096, "), 24, "");
+  const ModelConfig d = parse_hf_config(olmo2, "cfg.json");
+  EXPECT_EQ(d.arch, Architecture::kOlmo2);
+  EXPECT_EQ(d.sliding_window, 0);
+  EXPECT_FALSE(d.has_local_rope());
+}
+
 // microsoft/Phi-3.5-mini-instruct's config.json (its 48 longrope factors shortened to the 4 of a 16-dim head).
 constexpr const char* kPhi35 = R"({
   "architectures": ["Phi3ForCausalLM"], "bos_token_id": 1, "eos_token_id": 32000, "hidden_act": "silu",

@@ -125,6 +125,9 @@ TEST(ShardWeights, RefusesSplitsThatCannotBeMade) {
   full.quant.weight_bits = 8;
   EXPECT_NE(error_of([&] { shard_weights(full, 0, 2, false); }).find("int8 weights quantized ahead of time"),
             std::string::npos);
+  // OLMo's q/k norms span every head: a rank holding half of them cannot compute them.
+  const std::string olmo = error_of([] { shard_weights(load_preset("tiny-olmo2"), 0, 2, false); });
+  EXPECT_NE(olmo.find("(olmo2) norms q and k over all heads at once"), std::string::npos) << olmo;
 }
 
 }  // namespace

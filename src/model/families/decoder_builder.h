@@ -57,5 +57,6 @@ class DecoderBuilder {
 // Llama 2/3, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Qwen3-MoE
 graph::Graph build_llama_graph(const ModelWeights& weights);
 graph::Graph build_gemma_graph(const ModelWeights& weights);  // Gemma 2, Gemma 3 (text)
+graph::Graph build_olmo2_graph(const ModelWeights& weights);  // OLMo 2, OLMo 3
 
 }  // namespace minfer

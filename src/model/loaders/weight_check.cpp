@@ -27,7 +27,7 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
   if (!c.tie_word_embeddings) out["lm_head"] = {c.vocab_size, c.hidden_size};
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
-    out[p + "attn_norm"] = {c.hidden_size};
+    if (!c.post_norms_only) out[p + "attn_norm"] = {c.hidden_size};
     out[p + "wq"] = {q, c.hidden_size};
     out[p + "wk"] = {kv, c.hidden_size};
     out[p + "wv"] = {kv, c.hidden_size};
@@ -38,11 +38,11 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
       out[p + "bv"] = {kv};
     }
     if (c.qk_norm) {
-      out[p + "q_norm"] = {c.head_dim};
-      out[p + "k_norm"] = {c.head_dim};
+      out[p + "q_norm"] = {c.qk_norm_full_width ? q : c.head_dim};
+      out[p + "k_norm"] = {c.qk_norm_full_width ? kv : c.head_dim};
     }
-    out[p + "ffn_norm"] = {c.hidden_size};
-    if (c.sandwich_norms) {
+    if (!c.post_norms_only) out[p + "ffn_norm"] = {c.hidden_size};
+    if (c.sandwich_norms || c.post_norms_only) {
       out[p + "post_attn_norm"] = {c.hidden_size};
       out[p + "post_ffn_norm"] = {c.hidden_size};
     }

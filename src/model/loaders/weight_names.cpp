@@ -84,7 +84,9 @@ constexpr NameRow kMixtralLayer[] = {
 };
 
 std::span<const NameRow> layer_overrides(Architecture arch) {
-  if (arch == Architecture::kGemma2 || arch == Architecture::kGemma3) return kGemmaLayer;
+  // OLMo 2/3 name their post norms as Gemma does (and have no pre-FFN norm for the middle row to find).
+  if (arch == Architecture::kGemma2 || arch == Architecture::kGemma3 || arch == Architecture::kOlmo2)
+    return kGemmaLayer;
   if (arch == Architecture::kPhi3) return kPhi3Layer;
   if (arch == Architecture::kQwen3Moe) return kQwen3MoeLayer;
   if (arch == Architecture::kMixtral) return kMixtralLayer;
