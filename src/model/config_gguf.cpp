@@ -103,6 +103,9 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else if (arch == "smollm3") {
     c.arch = Architecture::kSmolLM3;  // written by llama.cpp's LlamaModel converter: q/k rows interleaved
     c.rope_style = kernels::RopeStyle::kInterleaved;
+  } else if (arch == "granite") {  // written by llama.cpp's LlamaModel converter: q/k rows interleaved
+    c.arch = Architecture::kGranite;
+    c.rope_style = kernels::RopeStyle::kInterleaved;
   } else if (arch == "olmo2") {  // OLMo 2 and OLMo 3
     c.arch = Architecture::kOlmo2;
     c.rope_style = kernels::RopeStyle::kNeox;
@@ -123,7 +126,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else {
     fail_load(path,
               "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, qwen3moe, "
-              "gemma2, gemma3, phi3, smollm3, olmo2)",
+              "gemma2, gemma3, phi3, smollm3, olmo2, granite)",
               arch);
   }
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
@@ -183,6 +186,13 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   if (c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3) read_gemma_metadata(g, c);
   if (c.arch == Architecture::kPhi3) read_phi3_metadata(g, c);
   if (c.arch == Architecture::kOlmo2) read_olmo3_window(g, c);
+  if (c.arch == Architecture::kGranite) {
+    // llama.cpp's keys (src/models/granite.cpp): an attention scale of 0 or none means 1/sqrt(head_dim).
+    c.embedding_scale = static_cast<float>(g.find_float(key("embedding_scale")).value_or(0.0));
+    c.attention_scale = g.find_float(key("attention.scale")).value_or(0.0);
+    c.residual_multiplier = g.find_float(key("residual_scale")).value_or(1.0);
+    c.logits_scaling = g.get_float(key("logit_scale"));
+  }
   // SmolLM3: llama.cpp has no key for the NoPE layers; every fourth has none (n_no_rope_layer_step = 4).
   if (c.arch == Architecture::kSmolLM3)
     for (int64_t i = 0; i < c.num_layers; ++i) c.layer_rope.push_back((i + 1) % 4 != 0);

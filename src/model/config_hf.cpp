@@ -104,7 +104,7 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
       "(Qwen3ForCausalLM), qwen3_moe (Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), gemma2 "
       "(Gemma2ForCausalLM), gemma3_text (Gemma3ForCausalLM), phi3 (Phi3ForCausalLM), smollm3 (SmolLM3ForCausalLM), "
       "olmo2 "
-      "(Olmo2ForCausalLM), olmo3 (Olmo3ForCausalLM)";
+      "(Olmo2ForCausalLM), olmo3 (Olmo3ForCausalLM), granite (GraniteForCausalLM)";
   std::string arch_class;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
@@ -123,6 +123,7 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     if (arch_class == "Gemma2ForCausalLM") model_type = "gemma2";
     if (arch_class == "SmolLM3ForCausalLM") model_type = "smollm3";
     if (arch_class == "Olmo2ForCausalLM") model_type = "olmo2";
+    if (arch_class == "GraniteForCausalLM") model_type = "granite";
     if (arch_class == "Olmo3ForCausalLM") model_type = "olmo3";
     if (arch_class == "Gemma3ForCausalLM") model_type = "gemma3_text";
   }
@@ -143,6 +144,8 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
     arch = Architecture::kQwen3;
   } else if (model_type == "smollm3") {
     arch = Architecture::kSmolLM3;
+  } else if (model_type == "granite") {
+    arch = Architecture::kGranite;
   } else if (model_type == "olmo2" || model_type == "olmo3") {
     arch = Architecture::kOlmo2;
   } else if (model_type == "gemma2") {
@@ -161,6 +164,7 @@ Architecture parse_architecture(const Fields& f, const std::string& path) {
                          : arch == Architecture::kMixtral  ? "MixtralForCausalLM"
                          : arch == Architecture::kGemma2   ? "Gemma2ForCausalLM"
                          : arch == Architecture::kSmolLM3  ? "SmolLM3ForCausalLM"
+                         : arch == Architecture::kGranite  ? "GraniteForCausalLM"
                          : arch == Architecture::kOlmo2
                              ? (model_type == "olmo3" ? "Olmo3ForCausalLM" : "Olmo2ForCausalLM")
                              : "Gemma3ForCausalLM";
@@ -287,6 +291,15 @@ void read_olmo_fields(const Fields& f, const std::string& path, ModelConfig& c, 
   c.sliding_window = f.integer("sliding_window", 4096);
   read_layer_types(f, path, c, [](int64_t i) { return (i + 1) % 4 != 0; });
   c.rope_local_theta = c.rope_theta;
+}
+
+// Granite: the Llama block with four multipliers (GraniteConfig's defaults 1): the embeddings', the attention
+// scores' (in place of 1/sqrt(head_dim)), each block output's and the logits' divisor.
+void read_granite_fields(const Fields& f, ModelConfig& c) {
+  c.embedding_scale = static_cast<float>(f.number("embedding_multiplier", 1.0));
+  c.attention_scale = f.number("attention_multiplier", 1.0);
+  c.residual_multiplier = f.number("residual_multiplier", 1.0);
+  c.logits_scaling = f.number("logits_scaling", 1.0);
 }
 
 // Phi-3 / 3.5: partial rotary embedding, a sliding window on every layer when set, and longrope's context ratio and
@@ -451,6 +464,7 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   } else {
     if (c.arch == Architecture::kQwen3Moe || c.arch == Architecture::kMixtral) read_moe_fields(f, config_path, c);
     if (c.arch == Architecture::kSmolLM3) read_smollm3_fields(f, config_path, c);
+    if (c.arch == Architecture::kGranite) read_granite_fields(f, c);
     read_llama_block_window(f, config_path, c);
   }
   c.dtype = parse_torch_dtype(f, config_path);

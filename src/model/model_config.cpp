@@ -100,6 +100,10 @@ void ModelConfig::validate(const std::string& source) const {
     fail_load(source, "invalid config: {} layer types for {} layers", layer_sliding.size(), num_layers);
   if (rope_local_theta < 0 || !std::isfinite(rope_local_theta))
     fail_load(source, "invalid config: rope_local_base_freq = {}", rope_local_theta);
+  if (!(residual_multiplier > 0) || !std::isfinite(residual_multiplier) || !(logits_scaling > 0) ||
+      !std::isfinite(logits_scaling))
+    fail_load(source, "invalid config: residual_multiplier = {}, logits_scaling = {} (must be positive)",
+              residual_multiplier, logits_scaling);
   for (double v : {attention_scale, attn_softcap, final_softcap})
     if (v < 0 || !std::isfinite(v)) fail_load(source, "invalid config: a scale or soft-cap of {} (must be >= 0)", v);
 

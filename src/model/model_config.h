@@ -23,7 +23,8 @@ enum class Architecture : uint8_t {
   kGemma3,
   kPhi3,
   kSmolLM3,
-  kOlmo2  // OLMo 2 and OLMo 3 (llama.cpp's one GGUF architecture for both)
+  kOlmo2,  // OLMo 2 and OLMo 3 (llama.cpp's one GGUF architecture for both)
+  kGranite
 };
 
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
@@ -86,7 +87,11 @@ struct ModelConfig {
   bool qk_norm_full_width = false;
   double attention_scale = 0.0;  // scores are scaled by this; 0 = 1/sqrt(head_dim) (Gemma: query_pre_attn_scalar^-1/2)
   double attn_softcap = 0.0;     // attn_logit_softcapping (Gemma 2 style); 0 = none
-  double final_softcap = 0.0;    // final_logit_softcapping; 0 = none
+  // Granite: each block's output (o, down) times residual_multiplier and the logits divided by logits_scaling,
+  // folded into those weights and the final norm at load (loaders/output_scales.cpp).
+  double residual_multiplier = 1.0;
+  double logits_scaling = 1.0;
+  double final_softcap = 0.0;  // final_logit_softcapping; 0 = none
   // Sliding-window attention: layers marked in layer_sliding (all of them when it is empty) see the last
   // sliding_window positions only; 0 = no window anywhere.
   int64_t sliding_window = 0;
@@ -156,6 +161,7 @@ struct ModelConfig {
       case Architecture::kPhi3: return "phi3";
       case Architecture::kSmolLM3: return "smollm3";
       case Architecture::kOlmo2: return "olmo2";
+      case Architecture::kGranite: return "granite";
     }
     return "?";
   }

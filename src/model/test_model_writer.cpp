@@ -176,6 +176,11 @@ constexpr Preset kPresets[] = {
     // second layer NoPE.
     // allenai/OLMo-2-0425-1B (its 100k vocabulary replaced by a generated one of that size), and tiny siblings of it
     // and of OLMo 3 (a 512-position window on three of its four layers, and YaRN on the fourth).
+    // ibm-granite/granite-3.3-2b-instruct (its 49k vocabulary replaced by a generated one of that size) and a tiny
+    // sibling whose attention multiplier is not 1/sqrt(head_dim) (embed_std 0.01: its embeddings are multiplied by 12).
+    {"granite-3.3-2b", "granite", TokenizerFamily::kLlama3, false, 2048, 8192, 40, 32, 8, 49159, 131072, 0, true, 0.02,
+     0.02},
+    {"tiny-granite", "granite", TokenizerFamily::kLlama3, true, 64, 128, 2, 4, 2, 0, 131072, 0, true, 0.01, 0.16},
     {"olmo2-1b", "olmo2", TokenizerFamily::kLlama3, false, 2048, 8192, 16, 16, 16, 100352, 4096, 0, false, 0.02, 0.02},
     {"tiny-olmo2", "olmo2", TokenizerFamily::kLlama3, true, 64, 128, 2, 4, 2, 0, 4096, 0, false, 0.08, 0.16},
     {"tiny-olmo3", "olmo3", TokenizerFamily::kLlama3, true, 64, 128, 4, 4, 2, 0, 65536, 0, false, 0.08, 0.12, 0, 512,
@@ -539,6 +544,23 @@ ojson olmo_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
   return j;
 }
 
+// GraniteForCausalLM (ibm-granite/granite-3.3-2b-instruct's config.json: Llama's with four multipliers; tiny-granite
+// scales its scores by 0.1, not 1/sqrt(16), so a missed multiplier shows).
+ojson granite_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype) {
+  ojson j = llama_config(p, vocab, s, dtype);
+  j["architectures"] = {"GraniteForCausalLM"};
+  j["model_type"] = "granite";
+  j["attention_multiplier"] = p.tiny ? 0.1 : 0.015625;
+  j["embedding_multiplier"] = 12.0;
+  j["residual_multiplier"] = 0.22;
+  j["logits_scaling"] = 8.0;
+  j["rope_scaling"] = nullptr;
+  j["rope_theta"] = 10000000.0;
+  j.erase("head_dim");  // Granite states none (llama.cpp's converter ignores it)
+  j["transformers_version"] = "4.49.0";
+  return j;
+}
+
 ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
   const std::string type = p.model_type;
   if (type == "qwen2") return qwen_config(p, vocab, s, dtype);
@@ -551,6 +573,7 @@ ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
   if (type == "mixtral") return mixtral_config(p, vocab, s, dtype);
   if (type == "smollm3") return smollm3_config(p, vocab, s, dtype);
   if (type == "olmo2" || type == "olmo3") return olmo_config(p, vocab, s, dtype, window);
+  if (type == "granite") return granite_config(p, vocab, s, dtype);
   return llama_config(p, vocab, s, dtype);
 }
 
@@ -595,7 +618,8 @@ SpecialIds special_ids(const Preset& p, const std::map<std::string, int64_t>& by
     if (!p.tiny && std::string(p.model_type) == "gemma2") return {2, {1}, {1, 107}};  // Gemma 2's <end_of_turn>
     if (!p.tiny && std::string(p.model_type) == "smollm3") return {std::nullopt, {128012}, {128012}};   // <|im_end|>
     if (!p.tiny && std::string(p.model_type).starts_with("olmo")) return {100257, {100257}, {100257}};  // <|endoftext|>
-    if (!p.tiny && std::string(p.model_type) == "mistral") return {1, {2}, {2}};                        // <s>, </s>
+    if (!p.tiny && std::string(p.model_type) == "granite") return {0, {0}, {0}};                     // <|end_of_text|>
+    if (!p.tiny && std::string(p.model_type) == "mistral") return {1, {2}, {2}};                     // <s>, </s>
     if (!p.tiny && std::string(p.model_type) == "phi3") return {1, {32000}, {32000, 32001, 32007}};  // <|endoftext|>...
     if (!p.tiny) return {128000, {128001}, {128001}};
     s.bos = id("<|begin_of_text|>");

@@ -39,7 +39,7 @@ def engine(minfer, model, ids, tmp_path, tag):
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
                                     "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3", "tiny-olmo2",
-                                    "tiny-olmo3"])
+                                    "tiny-olmo3", "tiny-granite"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)
@@ -116,7 +116,7 @@ def llama_quantize(src, dst, ftype: int):
 
 
 @pytest.mark.parametrize("preset", ["tiny-mistral", "tiny-gemma2", "tiny-gemma3", "tiny-phi3", "tiny-qwen3-moe",
-                                    "tiny-mixtral"])
+                                    "tiny-mixtral", "tiny-olmo2", "tiny-granite"])
 @pytest.mark.parametrize("ftype", [7, 15], ids=["Q8_0", "Q4_K_M"])
 def test_quantized_family_gguf_is_as_faithful_as_llamacpp(minfer, tiny_models, preset, ftype, tmp_path):
     """The families in GGUF quant types: the gguf-py file quantized by llama.cpp itself (64-wide rows are not whole

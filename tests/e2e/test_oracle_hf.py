@@ -6,7 +6,8 @@ tiny-qwen3 (per-head q/k norms, head_dim 32 with 4 heads of a 64-wide model), ti
 and a global one) and tiny-gemma2 (Gemma's block without q/k norms, sliding and global layers alternating, scores
 soft-capped at 5 and logits at 4) tiny-smollm3 (every second layer without positional encoding), tiny-olmo2 (post norms only,
 q/k norms over the whole projection) and tiny-olmo3 (OLMo 2's block with a window on three of four layers, which rotate
-unscaled, and YaRN on the fourth), each in f32 and bf16 weights, written by `minfer make-test-model`:
+unscaled, and YaRN on the fourth) and tiny-granite (embedding, attention, residual and logit multipliers), each in
+f32 and bf16 weights, written by `minfer make-test-model`:
   * the prompt's logits (every position) from `minfer generate --dump-prompt-logits` against the oracle's;
     error metric: for each row (position), max |engine - oracle| / max |oracle|, and the worst row must be below
     1e-4 (f32 weights) or 3e-2 (bf16 weights, measured up to 2.2e-2 on tiny-phi3; the oracle upcasts bf16 to f32 and
@@ -76,7 +77,7 @@ CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), (
          ("tiny-mistral", "f32"), ("tiny-mistral", "bf16"), ("tiny-phi3", "f32"), ("tiny-phi3", "bf16"),
          ("tiny-qwen3-moe", "f32"), ("tiny-qwen3-moe", "bf16"), ("tiny-mixtral", "f32"), ("tiny-mixtral", "bf16"),
          ("tiny-smollm3", "f32"), ("tiny-smollm3", "bf16"), ("tiny-olmo2", "f32"), ("tiny-olmo2", "bf16"),
-         ("tiny-olmo3", "f32"), ("tiny-olmo3", "bf16")]
+         ("tiny-olmo3", "f32"), ("tiny-olmo3", "bf16"), ("tiny-granite", "f32"), ("tiny-granite", "bf16")]
 
 
 @pytest.mark.parametrize("preset,dtype", CASES, ids=[f"{p}-{d}" for p, d in CASES])

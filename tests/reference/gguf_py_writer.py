@@ -5,7 +5,8 @@ architecture: its tensor names and metadata keys, Llama's q/k rows permuted to t
 norm weights stored as 1 + w, and the tokenizer as tokenizer.ggml.* (model "gpt2"). Tests use it to check that minfer
 computes the same on a family's GGUF file as on its HF directory, independently of minfer's own GGUF writer.
 
-Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, smollm3, olmo2, olmo3.
+Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, smollm3, olmo2, olmo3,
+granite.
 Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
@@ -27,7 +28,7 @@ from hf_reference import load_hf_tensors  # noqa: E402
 # Mixtral too is written as llama (with expert keys), as llama.cpp's converter does.
 ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
         "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "smollm3": "smollm3",
-        "olmo2": "olmo2", "olmo3": "olmo2"}
+        "olmo2": "olmo2", "olmo3": "olmo2", "granite": "granite"}
 # The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
 EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
                                        "down_proj": "ffn_down_exps"}),
@@ -162,6 +163,11 @@ def write(model_dir: str, out: str) -> None:
             w.add_rope_scaling_yarn_beta_slow(float(scaling["beta_slow"]))
     elif kind != "default":
         raise SystemExit(f"{model_dir}: rope_scaling {scaling} is not written")
+    if model_type == "granite":  # as llama.cpp's GraniteModel converter: the multipliers as *_scale keys
+        w.add_attention_scale(float(cfg["attention_multiplier"]))
+        w.add_embedding_scale(float(cfg["embedding_multiplier"]))
+        w.add_residual_scale(float(cfg["residual_multiplier"]))
+        w.add_logit_scale(float(cfg["logits_scaling"]))
     if model_type == "olmo3":  # as llama.cpp's Olmo2Model converter: the window and its per-layer pattern
         w.add_sliding_window(int(cfg["sliding_window"]))
         w.add_array(f"{arch}.attention.sliding_window_pattern", [t == "sliding_attention" for t in cfg["layer_types"]])
@@ -187,9 +193,9 @@ def write(model_dir: str, out: str) -> None:
         t = t.astype(np.float32)
         if gemma and name.endswith("norm.weight"):
             t = t + 1.0
-        # llama.cpp's LlamaModel converter (SmolLM3Model derives from it) permutes q/k; no key marks SmolLM3's NoPE
+        # llama.cpp's LlamaModel converter (SmolLM3Model and GraniteModel derive from it) permutes q/k; no key marks SmolLM3's NoPE
         # layers (llama.cpp: every fourth).
-        if arch in ("llama", "smollm3") and name.endswith(("q_proj.weight", "k_proj.weight")):
+        if arch in ("llama", "smollm3", "granite") and name.endswith(("q_proj.weight", "k_proj.weight")):
             t = permute_rows(t, heads if "q_proj" in name else kv_heads)
         w.add_tensor(gguf_name(name, names), t)
     w.write_header_to_file()

@@ -32,6 +32,8 @@ Semantics followed (HF eager attention path):
         experts e in order of weight_e * down_e(silu(gate_e(x)) * up_e(x)) (index_add, as the HF blocks do)
   Mistral: Llama's maths; with sliding_window set, every layer sees keys with key_pos > query_pos - sliding_window
   Qwen2 / Qwen3 with use_sliding_window: the layers from max_window_layers on (or layer_types) slide likewise
+  Granite (GraniteForCausalLM): Llama's maths with embeddings * embedding_multiplier, scores * attention_multiplier
+        (not head_dim ** -0.5), o-proj and down-proj outputs * residual_multiplier, logits / logits_scaling
   OLMo 2 / 3 (Olmo2ForCausalLM, Olmo3ForCausalLM): h = h + post_attention_layernorm(attn(h)); h = h +
         post_feedforward_layernorm(mlp(h)), no pre-norms; q_norm / k_norm over the whole q / k projection before
         the split into heads; OLMo 3's layer_types (default: all but every fourth) slide a window and rotate with
@@ -232,9 +234,9 @@ class Config:
         self.raw = cfg
         self.model_type = cfg.get("model_type", "llama")
         if self.model_type not in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "qwen3_moe",
-                                   "mixtral", "smollm3", "olmo2", "olmo3"):
+                                   "mixtral", "smollm3", "olmo2", "olmo3", "granite"):
             raise ValueError(f"model_type {self.model_type!r} is not supported (llama, mistral, qwen2, qwen3, gemma2, "
-                             "gemma3_text, phi3, qwen3_moe, mixtral, smollm3, olmo2, olmo3)")
+                             "gemma3_text, phi3, qwen3_moe, mixtral, smollm3, olmo2, olmo3, granite)")
         self.gemma = self.model_type in ("gemma2", "gemma3_text")
         # OLMo 2 / 3: no pre-norms, post_attention_layernorm / post_feedforward_layernorm on each sub-block's output,
         # q_norm / k_norm over the whole projection.
@@ -309,6 +311,14 @@ class Config:
             interval = int(cfg.get("no_rope_layer_interval", 4))
             self.rotates = [bool(r) for r in cfg.get("no_rope_layers") or
                             [int((i + 1) % interval != 0) for i in range(self.layers)]]
+        # GraniteConfig's multipliers (default 1): embeddings, attention scores (in place of head_dim ** -0.5), each
+        # block output before its residual add, and the logits' divisor.
+        self.embedding_multiplier = self.residual_multiplier = self.logits_scaling = 1.0
+        if self.model_type == "granite":
+            self.embedding_multiplier = float(cfg.get("embedding_multiplier", 1.0))
+            self.query_scale = float(cfg.get("attention_multiplier", 1.0))
+            self.residual_multiplier = float(cfg.get("residual_multiplier", 1.0))
+            self.logits_scaling = float(cfg.get("logits_scaling", 1.0))
         if self.heads % self.kv_heads != 0:
             raise ValueError(f"num_attention_heads {self.heads} is not a multiple of num_key_value_heads {self.kv_heads}")
 
@@ -502,6 +512,7 @@ class Reference:
         h = self.embed[ids_t]  # [n, hidden]
         if c.gemma:
             h = h * torch.tensor(c.hidden ** 0.5, dtype=torch.float32)
+        h = h * c.embedding_multiplier
         for i, L in enumerate(self.layers):
             cos, sin = rope_local if c.sliding[i] else rope_global
             layer_mask = window_mask if c.sliding[i] else mask
@@ -527,7 +538,7 @@ class Reference:
             scores = scores + layer_mask[None]
             probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
             attn = torch.einsum("hqk,khd->qhd", probs, values).reshape(n, c.heads * c.head_dim)
-            o = self._linear(attn, L["wo"], L["bo"])
+            o = self._linear(attn, L["wo"], L["bo"]) * c.residual_multiplier
             h = h + (self._rms_norm(o, L["post_attn"]) if L["post_attn"] is not None else o)
             x = h if L["ln2"] is None else self._rms_norm(h, L["ln2"])
             if L["moe"] is not None:
@@ -537,10 +548,10 @@ class Reference:
             up = self._linear(x, L["up"], L["bup"])
             act = torch.nn.functional.gelu(gate, approximate="tanh") if c.act == "gelu_pytorch_tanh" else \
                 torch.nn.functional.silu(gate)
-            d = self._linear(act * up, L["down"], L["bdown"])
+            d = self._linear(act * up, L["down"], L["bdown"]) * c.residual_multiplier
             h = h + (self._rms_norm(d, L["post_ffn"]) if L["post_ffn"] is not None else d)
         self.pos = total
-        logits = self._rms_norm(h, self.norm) @ self.lm_head.t()
+        logits = self._rms_norm(h, self.norm) @ self.lm_head.t() / c.logits_scaling
         if c.final_softcap:
             logits = torch.tanh(logits / c.final_softcap) * c.final_softcap
         return logits

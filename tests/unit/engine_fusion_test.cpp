@@ -188,6 +188,9 @@ TEST_F(FusionOnTestModels, TinyOlmo2F32) {
   EXPECT_EQ(fused.dispatches_per_step, 16 * layers + 2);
 }
 
+// Granite: its multipliers are scales the Llama graph already has or weights scaled at load, so it fuses as Llama.
+TEST_F(FusionOnTestModels, TinyGraniteF32) { expect_fused_matches_unfused(write("tiny-granite", DType::F32), kPrompt); }
+
 // Quantized weights fuse as float ones do (int8 rows packed with their scales, W8A8 panels rebuilt): the same
 // 5 dispatches per layer, the same tokens and logits as the unfused quantized graph.
 TEST_F(FusionOnTestModels, QuantizedWeightsFuseToo) {

@@ -279,6 +279,28 @@ TEST(HfConfig, Olmo3AndOlmo2) {
   EXPECT_FALSE(d.has_local_rope());
 }
 
+// ibm-granite/granite-3.3-2b-instruct's config.json.
+constexpr const char* kGranite = R"({
+  "architectures": ["GraniteForCausalLM"], "attention_bias": false, "attention_dropout": 0.1,
+  "attention_multiplier": 0.015625, "bos_token_id": 0, "embedding_multiplier": 12.0, "eos_token_id": 0,
+  "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 8192,
+  "logits_scaling": 8.0, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "granite",
+  "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8, "pad_token_id": 0,
+  "residual_multiplier": 0.22, "rms_norm_eps": 1e-05, "rope_scaling": null, "rope_theta": 10000000.0,
+  "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_cache": true, "vocab_size": 49159})";
+
+TEST(HfConfig, Granite) {
+  const ModelConfig c = parse_hf_config(kGranite, "cfg.json");
+  EXPECT_EQ(c.arch, Architecture::kGranite);
+  EXPECT_EQ(c.arch_name(), "granite");
+  EXPECT_FLOAT_EQ(c.embedding_scale, 12.0f);
+  EXPECT_FLOAT_EQ(c.attention_score_scale(), 0.015625f);  // not 1/sqrt(64)
+  EXPECT_DOUBLE_EQ(c.residual_multiplier, 0.22);
+  EXPECT_DOUBLE_EQ(c.logits_scaling, 8.0);
+  expect_load_error([] { parse_hf_config(with(kGranite, "logits_scaling", "0"), "cfg.json"); }, "cfg.json",
+                    "logits_scaling = 0");
+}
+
 // microsoft/Phi-3.5-mini-instruct's config.json (its 48 longrope factors shortened to the 4 of a 16-dim head).
 constexpr const char* kPhi35 = R"({
   "architectures": ["Phi3ForCausalLM"], "bos_token_id": 1, "eos_token_id": 32000, "hidden_act": "silu",

@@ -1,14 +1,18 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 
 #include "base/error.h"
+#include "base/half.h"
 #include "formats/safetensors_file.h"
 #include "formats/safetensors_writer.h"
+#include "kernels/quant.h"
 #include "model/loaders/loaders.h"
 #include "model/model_weights.h"
 #include "model/test_model_writer.h"
@@ -24,6 +28,66 @@ namespace fs = std::filesystem;
 const std::string kModels = std::string(MINFER_SHARED_DIR) + "/models/stories260K";
 const std::string kBin = kModels + "/stories260K.bin";
 const std::string kGguf = kModels + "/stories260K.gguf";
+
+// A [4, 256] weight of `type` with random bytes, every 2-byte pair made a finite f16 below 2 (so whichever pairs
+// the type reads as its scales hold sane values; the integer codes stay random).
+Tensor random_blocks(DType type, uint32_t seed) {
+  Tensor t = Tensor::allocate(type, {4, 256});
+  std::mt19937 rng(seed);
+  uint8_t* b = t.mutable_as<uint8_t>();
+  for (size_t i = 0; i < t.nbytes(); ++i) b[i] = static_cast<uint8_t>(rng());
+  for (size_t i = 1; i < t.nbytes(); i += 2) b[i] &= 0xBF;  // clear the top exponent bit of each f16's high byte
+  return t;
+}
+
+std::vector<float> dequantized(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  if (t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16) {
+    const Tensor f = to_f32(t);
+    std::memcpy(v.data(), f.data, v.size() * 4);
+  } else {
+    kernels::dequantize_rows(t, 0, t.dim(0), v.data());
+  }
+  return v;
+}
+
+// Granite's multipliers folded into the weights: every dtype the loaders give (float, and each GGUF block type through
+// its f16 scale fields) dequantizes to the multiplier times the original, within the rounding of those fields.
+TEST(FoldOutputScales, EveryWeightTypeScalesAsAWhole) {
+  for (DType type :
+       {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+        DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+    SCOPED_TRACE(std::string(dtype_name(type)));
+    ModelWeights w;
+    w.config.num_layers = 1;
+    w.config.residual_multiplier = 0.22;
+    w.config.logits_scaling = 8.0;
+    Tensor original = random_blocks(type, 3);
+    if (type == DType::F32) {  // random bytes are not sane f32s: make them
+      float* v = original.mutable_as<float>();
+      for (int64_t i = 0; i < original.numel(); ++i) v[i] = std::sin(static_cast<float>(i));
+    }
+    w.tensors["layers.0.wo"] = original;
+    w.tensors["layers.0.w_down"] = original;
+    Tensor norm = Tensor::allocate(DType::F32, {4});
+    for (int i = 0; i < 4; ++i) norm.mutable_as<float>()[i] = 1.0f + static_cast<float>(i);
+    w.tensors["final_norm"] = norm;
+    const std::vector<float> before = dequantized(original);
+    fold_output_scales(w);
+    const std::vector<float> after = dequantized(w.get("layers.0.wo"));
+    EXPECT_EQ(dequantized(original), before);  // a scaled copy: the loaded (mapped) tensor is not written
+    float largest = 0.0f;
+    for (float v : before) largest = std::max(largest, std::fabs(0.22f * v));
+    int misses = 0;
+    for (size_t i = 0; i < before.size(); ++i) {
+      // f16 fields round to 2^-11 relative; bf16 elements to 2^-9.
+      if (std::fabs(after[i] - 0.22f * before[i]) > 4e-3f * largest + 1e-30f && ++misses <= 3)
+        ADD_FAILURE() << "element " << i << ": " << after[i] << " vs 0.22 x " << before[i];
+    }
+    EXPECT_EQ(misses, 0);
+    EXPECT_FLOAT_EQ(w.get("final_norm").as<float>()[3], 4.0f / 8.0f);
+  }
+}
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.dtype == b.dtype && a.shape == b.shape && std::memcmp(a.data, b.data, a.nbytes()) == 0;
