@@ -37,6 +37,20 @@ def engine(minfer, model, ids, tmp_path, tag):
     return np.fromfile(logits, dtype="<f4").reshape(len(ids), -1), read_ids(out)
 
 
+def gguf_matches_hf_directory(minfer, hf, config, tmp_path):
+    """Writes `config` into the HF copy `hf`, the copy as GGUF with gguf-py, and asserts minfer computes the same
+    prompt logits (1e-5 of the largest) and greedy ids on both. Returns the file, the ids and the two logits."""
+    (hf / "config.json").write_text(json.dumps(config, indent=2))
+    path = tmp_path / "model.gguf"
+    gguf_py_writer.write(str(hf), str(path))
+    ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
+    from_hf, hf_ids = engine(minfer, hf, ids, tmp_path, "hf")
+    from_gguf, gguf_ids = engine(minfer, path, ids, tmp_path, "gguf")
+    assert np.abs(from_gguf - from_hf).max() <= 1e-5 * np.abs(from_hf).max()
+    assert gguf_ids == hf_ids
+    return path, ids, from_hf, from_gguf
+
+
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
                                     "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3", "tiny-olmo2",
                                     "tiny-olmo3", "tiny-granite"])
@@ -56,16 +70,8 @@ def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp
         config.update(sliding_window=8)
     if preset == "tiny-smollm3":  # GGUF has no key for the NoPE layers: llama.cpp takes every fourth
         config.update(no_rope_layer_interval=4, no_rope_layers=[int((i + 1) % 4 != 0) for i in range(4)])
-    (hf / "config.json").write_text(json.dumps(config, indent=2))
-    path = tmp_path / f"{preset}.gguf"
-    gguf_py_writer.write(str(hf), str(path))
-
-    ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
-    from_hf, hf_ids = engine(minfer, hf, ids, tmp_path, "hf")
-    from_gguf, gguf_ids = engine(minfer, path, ids, tmp_path, "gguf")
+    path, ids, from_hf, from_gguf = gguf_matches_hf_directory(minfer, hf, config, tmp_path)
     scale = np.abs(from_hf).max()
-    assert np.abs(from_gguf - from_hf).max() <= 1e-5 * scale
-    assert gguf_ids == hf_ids
 
     llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
     text_ids = ids[1:] if ids[0] == config.get("bos_token_id") else ids  # minfer's tokenize adds the BOS
@@ -90,15 +96,8 @@ def test_yarn_gguf_matches_hf_directory_and_llamacpp(minfer, tiny_models, name, 
     shutil.copytree(tiny_models("tiny-qwen3", "f32"), hf)
     config = read_config(hf)
     config["rope_scaling"] = YARN[name]
-    (hf / "config.json").write_text(json.dumps(config, indent=2))
-    path = tmp_path / "yarn.gguf"
-    gguf_py_writer.write(str(hf), str(path))
-    ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
-    from_hf, hf_ids = engine(minfer, hf, ids, tmp_path, "hf")
-    from_gguf, gguf_ids = engine(minfer, path, ids, tmp_path, "gguf")
+    path, ids, from_hf, from_gguf = gguf_matches_hf_directory(minfer, hf, config, tmp_path)
     scale = np.abs(from_hf).max()
-    assert np.abs(from_gguf - from_hf).max() <= 1e-5 * scale
-    assert gguf_ids == hf_ids
     if name != "defaults":
         return
     llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)

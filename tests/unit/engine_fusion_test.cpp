@@ -74,6 +74,20 @@ void expect_fused_matches_unfused(const ModelWeights& weights, const std::vector
   EXPECT_EQ(fused.dispatches_per_step, 5 * layers + 2);
 }
 
+// For blocks other than Llama's: fused == unfused, with the given dispatches per layer plus the given fixed ones.
+struct DispatchCounts {
+  int64_t per_layer, fixed;
+};
+void expect_fused_matches_unfused(const ModelWeights& weights, const std::vector<int32_t>& prompt, DispatchCounts none,
+                                  DispatchCounts fused) {
+  const GenerationRun unfused_run = generate(weights, {FusionStrategy::kNone, {}}, prompt);
+  const GenerationRun fused_run = generate(weights, {FusionStrategy::kAuto, {}}, prompt);
+  expect_same_results(fused_run, unfused_run);
+  const int64_t layers = weights.config.num_layers;
+  EXPECT_EQ(unfused_run.dispatches_per_step, none.per_layer * layers + none.fixed);
+  EXPECT_EQ(fused_run.dispatches_per_step, fused.per_layer * layers + fused.fixed);
+}
+
 void expect_fused_matches_unfused(const std::string& path, const std::vector<int32_t>& prompt) {
   SCOPED_TRACE(path);
   expect_fused_matches_unfused(load_model(path), prompt);
@@ -144,31 +158,19 @@ TEST_F(FusionOnTestModels, TinyMixtralBf16) {
 }
 
 // Gemma 3: sandwich norms, GELU(tanh), scaled embeddings, sliding-window layers with their own RoPE table.
+// Unfused, 20 a layer: the Llama block's 18 (q/k norms included) and the two output norms. Fused, 9 a layer:
+// [add + attention norm], [QKV + q/k norms + rope + kv write], attention, o, post-attention norm, [add + ffn
+// norm], [gate/up + gelu], down, post-FFN norm (an output norm needs whole rows, so it stays out of the GEMM's
+// epilogue and keeps its residual add out of it too). The first layer's attention norm is the QKV GEMM's
+// prologue instead and the last layer's add stands alone; then the embedding and the gathered head.
 TEST_F(FusionOnTestModels, TinyGemma3F32) {
-  const ModelWeights weights = load_model(write("tiny-gemma3", DType::F32, 8));
-  const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, kPrompt);
-  const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, kPrompt);
-  expect_same_results(fused, none);
-  // Unfused, 20 a layer: the Llama block's 18 (q/k norms included) and the two output norms. Fused, 9 a layer:
-  // [add + attention norm], [QKV + q/k norms + rope + kv write], attention, o, post-attention norm, [add + ffn
-  // norm], [gate/up + gelu], down, post-FFN norm (an output norm needs whole rows, so it stays out of the GEMM's
-  // epilogue and keeps its residual add out of it too). The first layer's attention norm is the QKV GEMM's
-  // prologue instead and the last layer's add stands alone; then the embedding and the gathered head.
-  const int64_t layers = weights.config.num_layers;
-  EXPECT_EQ(none.dispatches_per_step, 20 * layers + 4);
-  EXPECT_EQ(fused.dispatches_per_step, 9 * layers + 2);
+  expect_fused_matches_unfused(load_model(write("tiny-gemma3", DType::F32, 8)), kPrompt, {20, 4}, {9, 2});
 }
 
 // Gemma 2: Gemma 3's block without q/k norms (unfused 18 a layer), fused to the same 9 a layer; its final
 // soft-capping is one more dispatch after the head in both graphs.
 TEST_F(FusionOnTestModels, TinyGemma2F32) {
-  const ModelWeights weights = load_model(write("tiny-gemma2", DType::F32, 8));
-  const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, kPrompt);
-  const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, kPrompt);
-  expect_same_results(fused, none);
-  const int64_t layers = weights.config.num_layers;
-  EXPECT_EQ(none.dispatches_per_step, 18 * layers + 5);
-  EXPECT_EQ(fused.dispatches_per_step, 9 * layers + 3);
+  expect_fused_matches_unfused(load_model(write("tiny-gemma2", DType::F32, 8)), kPrompt, {18, 5}, {9, 3});
 }
 
 // SmolLM3: its NoPE layers rotate with the identity table, so they fuse as the others do (5 a layer).
@@ -179,13 +181,7 @@ TEST_F(FusionOnTestModels, TinySmolLM3F32) { expect_fused_matches_unfused(write(
 // with their norms, rotations and KV write; no norm precedes a GEMM to become its prologue, and each post norm +
 // residual add stays two passes (the add-then-norm pass has no add to start from); gate/up + SiLU fuse.
 TEST_F(FusionOnTestModels, TinyOlmo2F32) {
-  const ModelWeights weights = load_model(write("tiny-olmo2", DType::F32));
-  const GenerationRun none = generate(weights, {FusionStrategy::kNone, {}}, kPrompt);
-  const GenerationRun fused = generate(weights, {FusionStrategy::kAuto, {}}, kPrompt);
-  expect_same_results(fused, none);
-  const int64_t layers = weights.config.num_layers;
-  EXPECT_EQ(none.dispatches_per_step, 18 * layers + 4);
-  EXPECT_EQ(fused.dispatches_per_step, 16 * layers + 2);
+  expect_fused_matches_unfused(load_model(write("tiny-olmo2", DType::F32)), kPrompt, {18, 4}, {16, 2});
 }
 
 // Granite: its multipliers are scales the Llama graph already has or weights scaled at load, so it fuses as Llama.

@@ -92,8 +92,9 @@ void fold_output_scales(ModelWeights& w) {
       }
     }
   }
-  if (c.logits_scaling != 1.0) w.tensors["final_norm"] = scaled(to_f32(w.get("final_norm")),
-                                                                 static_cast<float>(1.0 / c.logits_scaling), "final_norm");
+  if (c.logits_scaling != 1.0)
+    w.tensors["final_norm"] =
+        scaled(to_f32(w.get("final_norm")), static_cast<float>(1.0 / c.logits_scaling), "final_norm");
 }
 
 }  // namespace minfer
