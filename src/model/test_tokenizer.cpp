@@ -188,9 +188,14 @@ GeneratedTokenizer generate_test_tokenizer(TokenizerFamily family, int64_t vocab
     if (ids.emplace(a + b, static_cast<int64_t>(regular.size())).second) regular.push_back(a + b);
   }
 
-  // Special tokens: named ones from the family's base id, then reserved ones up to vocab_size.
-  const int64_t base = tiny ? static_cast<int64_t>(regular.size()) : (qwen ? 151643 : 128000);
+  // Special tokens: named ones from the family's base id, then reserved ones up to vocab_size. A real shape whose
+  // vocabulary is smaller than that base (Mistral's 32000, Granite's 49159, OLMo's 100352) gets them at its end.
   const std::vector<std::string> named = named_specials(family, tiny);
+  const int64_t family_base = qwen ? 151643 : 128000;
+  const auto named_count = static_cast<int64_t>(named.size());
+  const int64_t base = tiny                                      ? static_cast<int64_t>(regular.size())
+                       : vocab_size >= family_base + named_count ? family_base
+                                                                 : vocab_size - named_count;
   if (base < static_cast<int64_t>(regular.size()) || (!tiny && vocab_size < base + static_cast<int64_t>(named.size())))
     fail("test tokenizer: vocab size {} is too small for the {} special tokens", vocab_size,
          qwen ? "Qwen2" : "Llama 3");

@@ -274,6 +274,15 @@ TEST(TestTokenizer, IsAValidByteLevelBpe) {
     }
     EXPECT_TRUE(model["vocab"].contains("\xc4\xa0the"));  // " the" learned as one token
   }
+  // A real shape's vocabulary smaller than the family's special-token base (Mistral's 32000): the named specials
+  // end it, every id once.
+  const GeneratedTokenizer small = generate_test_tokenizer(TokenizerFamily::kLlama3, 32000);
+  EXPECT_EQ(small.size, 32000);
+  std::set<int64_t> small_ids;
+  for (const auto& [text, id] : small.tokenizer["model"]["vocab"].items()) small_ids.insert(id.get<int64_t>());
+  for (const auto& t : small.tokenizer["added_tokens"]) small_ids.insert(t["id"].get<int64_t>());
+  EXPECT_EQ(small_ids.size(), 32000u);
+  EXPECT_EQ(*small_ids.rbegin(), 31999);
   // Deterministic.
   EXPECT_EQ(generate_test_tokenizer(TokenizerFamily::kQwen2).tokenizer.dump(),
             generate_test_tokenizer(TokenizerFamily::kQwen2).tokenizer.dump());
