@@ -98,79 +98,55 @@ json parse_object(const std::string& text, const std::string& path) {
   return j;
 }
 
-Architecture parse_architecture(const Fields& f, const std::string& path) {
-  static const char* const kSupported =
-      "supported: llama (LlamaForCausalLM), mistral (MistralForCausalLM), qwen2 (Qwen2ForCausalLM), qwen3 "
-      "(Qwen3ForCausalLM), qwen3_moe (Qwen3MoeForCausalLM), mixtral (MixtralForCausalLM), gemma2 "
-      "(Gemma2ForCausalLM), gemma3_text (Gemma3ForCausalLM), phi3 (Phi3ForCausalLM), smollm3 (SmolLM3ForCausalLM), "
-      "olmo2 "
-      "(Olmo2ForCausalLM), olmo3 (Olmo3ForCausalLM), granite (GraniteForCausalLM)";
+// The Hugging Face model types read, with the class each one's config names (checked when given) and the family.
+struct HfArchitecture {
+  const char* model_type;
+  const char* hf_class;
+  Architecture arch;
+};
+constexpr HfArchitecture kHfArchitectures[] = {
+    {"llama", "LlamaForCausalLM", Architecture::kLlama},
+    {"mistral", "MistralForCausalLM", Architecture::kMistral},
+    {"mixtral", "MixtralForCausalLM", Architecture::kMixtral},
+    {"qwen2", "Qwen2ForCausalLM", Architecture::kQwen2},
+    {"qwen3", "Qwen3ForCausalLM", Architecture::kQwen3},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", Architecture::kQwen3Moe},
+    {"gemma2", "Gemma2ForCausalLM", Architecture::kGemma2},
+    {"gemma3_text", "Gemma3ForCausalLM", Architecture::kGemma3},
+    {"phi3", "Phi3ForCausalLM", Architecture::kPhi3},
+    {"smollm3", "SmolLM3ForCausalLM", Architecture::kSmolLM3},
+    {"olmo2", "Olmo2ForCausalLM", Architecture::kOlmo2},
+    {"olmo3", "Olmo3ForCausalLM", Architecture::kOlmo2},
+    {"granite", "GraniteForCausalLM", Architecture::kGranite},
+};
+
+std::string supported_architectures() {
+  std::string out = "supported:";
+  for (const HfArchitecture& a : kHfArchitectures) out += fmt::format(" {} ({}),", a.model_type, a.hf_class);
+  out.pop_back();
+  return out;
+}
+
+// The config's model_type (or, without one, its class) as a row of kHfArchitectures; a class that contradicts the
+// model type is refused too.
+const HfArchitecture& parse_architecture(const Fields& f, const std::string& path) {
   std::string arch_class;
   if (const json* a = f.get("architectures")) {
     if (!a->is_array() || a->empty() || !(*a)[0].is_string())
       fail_load(path, "field \"architectures\" must be a list of class names, got {}", a->dump());
     arch_class = (*a)[0].get<std::string>();
   }
-  std::string model_type = f.string("model_type", "");
-  if (model_type.empty()) {
-    if (arch_class == "LlamaForCausalLM") model_type = "llama";
-    if (arch_class == "MistralForCausalLM") model_type = "mistral";
-    if (arch_class == "Phi3ForCausalLM") model_type = "phi3";
-    if (arch_class == "Qwen3MoeForCausalLM") model_type = "qwen3_moe";
-    if (arch_class == "MixtralForCausalLM") model_type = "mixtral";
-    if (arch_class == "Qwen2ForCausalLM") model_type = "qwen2";
-    if (arch_class == "Qwen3ForCausalLM") model_type = "qwen3";
-    if (arch_class == "Gemma2ForCausalLM") model_type = "gemma2";
-    if (arch_class == "SmolLM3ForCausalLM") model_type = "smollm3";
-    if (arch_class == "Olmo2ForCausalLM") model_type = "olmo2";
-    if (arch_class == "GraniteForCausalLM") model_type = "granite";
-    if (arch_class == "Olmo3ForCausalLM") model_type = "olmo3";
-    if (arch_class == "Gemma3ForCausalLM") model_type = "gemma3_text";
-  }
-  Architecture arch;
-  if (model_type == "llama") {
-    arch = Architecture::kLlama;
-  } else if (model_type == "mistral") {
-    arch = Architecture::kMistral;
-  } else if (model_type == "phi3") {
-    arch = Architecture::kPhi3;
-  } else if (model_type == "qwen3_moe") {
-    arch = Architecture::kQwen3Moe;
-  } else if (model_type == "mixtral") {
-    arch = Architecture::kMixtral;
-  } else if (model_type == "qwen2") {
-    arch = Architecture::kQwen2;
-  } else if (model_type == "qwen3") {
-    arch = Architecture::kQwen3;
-  } else if (model_type == "smollm3") {
-    arch = Architecture::kSmolLM3;
-  } else if (model_type == "granite") {
-    arch = Architecture::kGranite;
-  } else if (model_type == "olmo2" || model_type == "olmo3") {
-    arch = Architecture::kOlmo2;
-  } else if (model_type == "gemma2") {
-    arch = Architecture::kGemma2;
-  } else if (model_type == "gemma3_text") {
-    arch = Architecture::kGemma3;
-  } else {
-    fail_load(path, "unsupported architecture '{}' ({})", model_type.empty() ? arch_class : model_type, kSupported);
-  }
-  const char* expected = arch == Architecture::kLlama      ? "LlamaForCausalLM"
-                         : arch == Architecture::kMistral  ? "MistralForCausalLM"
-                         : arch == Architecture::kQwen2    ? "Qwen2ForCausalLM"
-                         : arch == Architecture::kQwen3    ? "Qwen3ForCausalLM"
-                         : arch == Architecture::kPhi3     ? "Phi3ForCausalLM"
-                         : arch == Architecture::kQwen3Moe ? "Qwen3MoeForCausalLM"
-                         : arch == Architecture::kMixtral  ? "MixtralForCausalLM"
-                         : arch == Architecture::kGemma2   ? "Gemma2ForCausalLM"
-                         : arch == Architecture::kSmolLM3  ? "SmolLM3ForCausalLM"
-                         : arch == Architecture::kGranite  ? "GraniteForCausalLM"
-                         : arch == Architecture::kOlmo2
-                             ? (model_type == "olmo3" ? "Olmo3ForCausalLM" : "Olmo2ForCausalLM")
-                             : "Gemma3ForCausalLM";
-  if (!arch_class.empty() && arch_class != expected)
-    fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type, kSupported);
-  return arch;
+  const std::string model_type = f.string("model_type", "");
+  const HfArchitecture* found = nullptr;
+  for (const HfArchitecture& a : kHfArchitectures)
+    if (model_type.empty() ? arch_class == a.hf_class : model_type == a.model_type) found = &a;
+  if (found == nullptr)
+    fail_load(path, "unsupported architecture '{}' ({})", model_type.empty() ? arch_class : model_type,
+              supported_architectures());
+  if (!arch_class.empty() && arch_class != found->hf_class)
+    fail_load(path, "unsupported architecture class '{}' for model_type '{}' ({})", arch_class, model_type,
+              supported_architectures());
+  return *found;
 }
 
 RopeScaling parse_rope_scaling(const json* rs, const std::string& path) {
@@ -425,7 +401,8 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   const json j = parse_object(config_text, config_path);
   const Fields f(j, config_path);
   ModelConfig c;
-  c.arch = parse_architecture(f, config_path);
+  const HfArchitecture& architecture = parse_architecture(f, config_path);
+  c.arch = architecture.arch;
   const bool gemma = c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3;
   if (const std::string act = f.string("hidden_act", "silu"); act != "silu" && !gemma)
     fail_load(config_path, "unsupported hidden_act '{}' (supported: silu)", act);
@@ -460,7 +437,7 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
   } else if (c.arch == Architecture::kPhi3) {
     read_phi3_fields(f, config_path, c);
   } else if (c.arch == Architecture::kOlmo2) {
-    read_olmo_fields(f, config_path, c, f.string("model_type", "") == "olmo3" || f.get("layer_types") != nullptr);
+    read_olmo_fields(f, config_path, c, std::string_view(architecture.model_type) == "olmo3");
   } else {
     if (c.arch == Architecture::kQwen3Moe || c.arch == Architecture::kMixtral) read_moe_fields(f, config_path, c);
     if (c.arch == Architecture::kSmolLM3) read_smollm3_fields(f, config_path, c);
