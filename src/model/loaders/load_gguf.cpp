@@ -39,7 +39,6 @@ ModelWeights load_gguf_checkpoint(const std::string& path) {
   w.config.validate(path);
   split_fused_projections(w, origins);
   check_weights(w, origins, path, [arch = w.config.arch](const std::string& c) { return canonical_to_gguf(c, arch); });
-  fold_output_scales(w);
   if (gguf->has("tokenizer.ggml.model")) w.tokenizer.gguf_path = path;
   return w;
 }

@@ -97,7 +97,6 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
   split_fused_projections(w, origins);
   check_weights(w, origins, checkpoint, hf_name_of);
   if (w.config.norm_weight_plus_one) add_one_to_norms(w);
-  fold_output_scales(w);
 
   const fs::path tok = fs::path(dir) / "tokenizer.json";
   const fs::path tok_config = fs::path(dir) / "tokenizer_config.json";

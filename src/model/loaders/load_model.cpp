@@ -18,9 +18,8 @@ bool starts_with_gguf_magic(const std::string& path) {
   return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
 }
 
-}  // namespace
-
-ModelWeights load_model(const std::string& path) {
+// The loader for what the path is.
+ModelWeights load_checkpoint(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) fail_load(path, "no such file or directory");
@@ -44,6 +43,14 @@ ModelWeights load_model(const std::string& path) {
   }
   if (starts_with_gguf_magic(path)) return load_gguf_checkpoint(path);
   return load_llama2c_checkpoint(path);
+}
+
+}  // namespace
+
+ModelWeights load_model(const std::string& path) {
+  ModelWeights w = load_checkpoint(path);
+  fold_output_scales(w);  // after every format's loader: the weights are in canonical names by now
+  return w;
 }
 
 const Tensor* ModelWeights::find(const std::string& name) const {

@@ -18,7 +18,7 @@ ModelWeights load_gguf_checkpoint(const std::string& path);
 // A llama2.c legacy .bin; the tokenizer is tok<vocab>.bin, tokenizer.bin or another tok*.bin beside it.
 ModelWeights load_llama2c_checkpoint(const std::string& path);
 // Granite's residual_multiplier and logits_scaling folded into the o/down projections and the final norm
-// (loaders/output_scales.cpp); nothing to do for other families.
+// (loaders/output_scales.cpp; load_model calls it after whichever loader ran); nothing to do for other families.
 void fold_output_scales(ModelWeights& w);
 
 // Name mapping, exposed for tests. Canonical name, or nullopt for a name that is not part of the model.
