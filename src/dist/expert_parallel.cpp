@@ -88,7 +88,9 @@ void moe_ffn_expert_parallel(const float* x, int64_t rows, int64_t hidden, const
   // This rank's rows, and its routing of them.
   const int64_t r0 = rows * me / ranks, n = rows * (me + 1) / ranks - r0;
   float* logits = grow(ms.logits, n * experts);
-  if (n > 0) kernels::gemm(x + r0 * hidden, n, hidden, *moe.router, nullptr, logits, pool);
+  if (n > 0)
+    kernels::gemm(x + r0 * hidden, n, hidden, *moe.router, moe.router_bias ? moe.router_bias->as<float>() : nullptr,
+                  logits, pool);
   int32_t* choice = grow(ms.choice, n * k);
   float* prob = grow(ms.prob, n * k);
   kernels::moe_route(logits, n, experts, k, moe.renormalize, choice, prob);

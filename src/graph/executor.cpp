@@ -157,7 +157,11 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     case OpKind::kAttention:
       kernels::paged_attention(in(0), buffer(node.output), node.heads, kv_layers[static_cast<size_t>(node.layer)],
                                step.attention_of(node.layer),
-                               {.scale = node.scale, .window = node.window, .softcap = node.softcap}, pool_);
+                               {.scale = node.scale,
+                                .window = node.window,
+                                .softcap = node.softcap,
+                                .sinks = node.sinks ? node.sinks->as<float>() : nullptr},
+                               pool_);
       return;
     case OpKind::kAdd: {
       const float* a = in(0);
@@ -204,7 +208,14 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     }
     case OpKind::kFusedMatMul: run_fused_matmul(node, step, kv_layers, tokens, sampled); return;
     case OpKind::kMoe: {
-      const kernels::MoeWeights moe{node.weight, node.experts, node.top_k, node.renormalize, node.block};
+      const kernels::MoeWeights moe{.router = node.weight,
+                                    .experts = node.experts,
+                                    .top_k = node.top_k,
+                                    .renormalize = node.renormalize,
+                                    .gate_up_block = node.block,
+                                    .router_bias = node.bias,
+                                    .expert_biases = node.expert_biases,
+                                    .activation = node.moe_activation};
       if (node.expert_parallel)
         dist::moe_ffn_expert_parallel(in(0), rows_of(node.output), width(node.output), moe, node.expert_begin,
                                       buffer(node.output), pool_, moe_scratch_, ep_scratch_, *comm_);

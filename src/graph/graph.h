@@ -11,6 +11,7 @@
 
 #include "kernels/fused/fused_matmul.h"
 #include "kernels/kernels.h"
+#include "kernels/moe.h"
 #include "tensor/tensor.h"
 
 namespace minfer::graph {
@@ -55,7 +56,8 @@ struct Node {
   std::vector<ValueId> inputs;
   ValueId output = kNoValue;
   const Tensor* weight = nullptr;  // MatMul, RmsNorm, Embedding
-  const Tensor* bias = nullptr;    // MatMul (optional)
+  const Tensor* bias = nullptr;    // MatMul (optional); Moe: the router's (optional)
+  const Tensor* sinks = nullptr;   // Attention: f32 [heads] sink logits (kernels::AttentionParams::sinks), optional
   // Attributes.
   int32_t layer = -1;    // KvWrite, Attention
   int32_t rope = 0;      // Rope, FusedMatMul kRopeKvWrite: which of the executor's RoPE tables (local/global)
@@ -82,6 +84,10 @@ struct Node {
   std::vector<const Tensor*> experts;
   int64_t top_k = 0;
   bool renormalize = false;
+  // Moe (gpt-oss): f32 gate, up and down biases of each expert in the order of `experts` (empty: none), and the
+  // experts' activation.
+  std::vector<const Tensor*> expert_biases;
+  kernels::MoeActivation moe_activation = kernels::MoeActivation::kSilu;
   // Moe under expert parallel: `experts` holds this rank's experts only, from expert_begin on (of the router's
   // rows); tokens go to the ranks holding their experts and come back by all-to-all (dist/expert_parallel.h).
   bool expert_parallel = false;

@@ -160,6 +160,7 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
     span.scale = params.scale;
     span.window = params.window;
     span.softcap = params.softcap;
+    span.sinks = it.num_parts > 0 ? params.sinks : nullptr;  // the first range of a split context counts them
     span.ctx_begin = it.ctx_begin;
     span.ctx_end = it.ctx_end;
     span.partial = it.partial >= 0 ? partial_base + it.partial : nullptr;

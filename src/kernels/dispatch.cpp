@@ -48,6 +48,7 @@ struct Ops {
                        .rope = rope,
                        .silu_mul = L->silu_mul,
                        .gelu_tanh_mul = L->gelu_tanh_mul,
+                       .swiglu_oai = L->swiglu_oai,
                        .add = L->add,
                        .softmax = L->softmax,
                        .embedding = embedding,
@@ -121,6 +122,9 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 }
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   active_kernels().gelu_tanh_mul(gate, up, out, n);
+}
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
+  active_kernels().swiglu_oai(gate, up, out, n);
 }
 void add(const float* a, const float* b, float* out, int64_t n) { active_kernels().add(a, b, out, n); }
 void softmax(float* x, int64_t rows, int64_t cols) { active_kernels().softmax(x, rows, cols); }

@@ -26,6 +26,7 @@ struct KernelTable {
                int64_t half_rot, RopeStyle style);
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, int64_t n);
+  void (*swiglu_oai)(const float* gate, const float* up, float* out, int64_t n);
   void (*add)(const float* a, const float* b, float* out, int64_t n);
   void (*softmax)(float* x, int64_t rows, int64_t cols);
   void (*embedding)(const int32_t* ids, int64_t n, const Tensor& table, float* out);

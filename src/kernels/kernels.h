@@ -41,6 +41,8 @@ void rope_angles(const int32_t* positions, int64_t tokens, const float* inv_freq
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // out = gelu_tanh(gate) * up (GELU with the tanh approximation, PyTorch's approximate="tanh": Gemma's MLP).
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+// gpt-oss's clamped SwiGLU (ref::swiglu_oai).
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
 
 // out[i] = a[i] + b[i]
 void add(const float* a, const float* b, float* out, int64_t n);
@@ -98,6 +100,9 @@ struct AttentionParams {
   int64_t window = 0;
   // Soft-capping of the scaled scores, cap * tanh(s / cap) (Gemma 2's attn_logit_softcapping); 0: none.
   float softcap = 0.0f;
+  // Attention sinks (gpt-oss): query head h's logit sinks[h] joins every softmax's denominator (as a key with that
+  // score and a zero value would); null: none.
+  const float* sinks = nullptr;
 };
 
 // out [tokens, heads, head_dim] = softmax(q k^T * scale) v over each sequence's pages; grouped-query

@@ -48,6 +48,9 @@ struct AttentionSpan {
   float scale = 1.0f;
   int64_t window = 0;    // AttentionParams::window: token i sees keys from window_start(i) on
   float softcap = 0.0f;  // AttentionParams::softcap
+  // AttentionParams::sinks (indexed by query head), given to one span of a split context only (the driver's first
+  // range), so the merge counts each sink once; null: none.
+  const float* sinks = nullptr;
   // Flash-decoding split of a long context: only cached positions [ctx_begin, ctx_end) are read (ctx_begin is
   // a multiple of the page size; positions past a token's own stay masked as always).
   int64_t ctx_begin = 0;
@@ -87,6 +90,7 @@ struct LeafKernels {
   RopeFn rope;
   BinaryFn silu_mul;
   BinaryFn gelu_tanh_mul;
+  BinaryFn swiglu_oai;
   BinaryFn add;
   SoftmaxFn softmax;
   EmbeddingFn embedding;

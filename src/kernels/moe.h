@@ -1,5 +1,5 @@
-// Mixture-of-experts feed-forward (Qwen3-MoE, Mixtral) over a batch of rows: a softmax router picks top_k experts
-// per row; each expert then runs once over all the rows routed to it, as grouped GEMMs (its gate, up and down
+// Mixture-of-experts feed-forward (Qwen3-MoE, Mixtral, gpt-oss) over a batch of rows: a softmax router picks top_k
+// experts per row; each expert then runs once over all the rows routed to it, as grouped GEMMs (its gate, up and down
 // weights read once per call, whatever the number of rows: no per-token GEMV in prefill), and each row's output is
 // the probability-weighted sum of its experts' outputs.
 #pragma once
@@ -13,6 +13,9 @@
 
 namespace minfer::kernels {
 
+// How an expert gates: down(silu(gate(x)) * up(x)), or gpt-oss's clamped SwiGLU (ref::swiglu_oai).
+enum class MoeActivation : uint8_t { kSilu, kSwigluOai };
+
 struct MoeWeights {
   const Tensor* router = nullptr;  // [experts, hidden], any GEMM weight type
   // 3 per expert: gate [ff, hidden], up [ff, hidden], down [hidden, ff]; or with gate_up_block, 2 per expert: gate and
@@ -21,6 +24,11 @@ struct MoeWeights {
   int64_t top_k = 0;
   bool renormalize = true;  // the chosen experts' probabilities renormalised to sum to 1 (norm_topk_prob)
   int64_t gate_up_block = 0;
+  // gpt-oss: the router's bias (f32 [experts]) and 3 f32 biases per expert, in the order of `experts`: gate [ff],
+  // up [ff], down [hidden] (not with gate_up_block). Null / empty: none.
+  const Tensor* router_bias = nullptr;
+  std::span<const Tensor* const> expert_biases;
+  MoeActivation activation = MoeActivation::kSilu;
 };
 
 // Buffers a call grows once to the largest batch and then reuses.

@@ -23,14 +23,25 @@ void check_weights(const MoeWeights& m, int64_t hidden) {
   MINFER_CHECK(static_cast<int64_t>(m.experts.size()) == per_expert * experts, "moe: {} expert matrices for {} experts",
                m.experts.size(), experts);
   MINFER_CHECK(m.top_k >= 1 && m.top_k <= experts, "moe: top_k {} of {} experts", m.top_k, experts);
+  MINFER_CHECK(m.router_bias == nullptr || (m.router_bias->dtype == DType::F32 && m.router_bias->numel() == experts),
+               "moe: router bias {} for {} experts", m.router_bias ? m.router_bias->shape_string() : "", experts);
+  MINFER_CHECK(m.expert_biases.empty() || (m.gate_up_block == 0 && m.expert_biases.size() == m.experts.size()),
+               "moe: {} expert biases for {} expert matrices (gate/up interleaved by {})", m.expert_biases.size(),
+               m.experts.size(), m.gate_up_block);
 }
 
-// silu(gate_e(xe)) * up_e(xe) into s.gate [n, ff]: one GEMM over the interleaved gate/up weights with the SiLU
+// Expert e's bias i (0 gate, 1 up, 2 down) as f32 data, or null.
+const float* expert_bias(const MoeWeights& m, int64_t e, int64_t i) {
+  return m.expert_biases.empty() ? nullptr : m.expert_biases[static_cast<size_t>(3 * e + i)]->as<float>();
+}
+
+// act(gate_e(xe)) * up_e(xe) into s.gate [n, ff]: one GEMM over the interleaved gate/up weights with the SiLU
 // product in its epilogue when they are packed (one pass over the rows, one fork of the pool), else two GEMMs.
 // Returns ff.
 int64_t expert_gate_up(const MoeWeights& m, int64_t e, const float* xe, int64_t n, int64_t hidden, ThreadPool& pool,
                        MoeScratch& s) {
   if (m.gate_up_block > 0) {
+    MINFER_CHECK(m.activation == MoeActivation::kSilu, "moe: interleaved gate/up weights gate with SiLU only");
     const Tensor& gate_up = *m.experts[static_cast<size_t>(2 * e)];
     const int64_t ff = gate_up.dim(0) / 2;
     fused::FusedMatMul op;
@@ -50,9 +61,9 @@ int64_t expert_gate_up(const MoeWeights& m, int64_t e, const float* xe, int64_t 
   const int64_t ff = gate.dim(0);
   float* g = grow(s.gate, n * ff);
   float* u = grow(s.up, n * ff);
-  gemm(xe, n, hidden, gate, nullptr, g, pool);
-  gemm(xe, n, hidden, up, nullptr, u, pool);
-  silu_mul(g, u, g, n * ff);
+  gemm(xe, n, hidden, gate, expert_bias(m, e, 0), g, pool);
+  gemm(xe, n, hidden, up, expert_bias(m, e, 1), u, pool);
+  (m.activation == MoeActivation::kSwigluOai ? swiglu_oai : silu_mul)(g, u, g, n * ff);
   return ff;
 }
 
@@ -89,14 +100,15 @@ void moe_expert_ffn(const MoeWeights& m, int64_t e, const float* x, int64_t n, i
   const int64_t per_expert = m.gate_up_block > 0 ? 2 : 3;
   const int64_t ff = expert_gate_up(m, e, x, n, hidden, pool, s);
   const Tensor& down = *m.experts[static_cast<size_t>(per_expert * e + per_expert - 1)];
-  gemm(s.gate.data(), n, ff, down, nullptr, out, pool);
+  gemm(s.gate.data(), n, ff, down, per_expert == 3 ? expert_bias(m, e, 2) : nullptr, out, pool);
 }
 
 void moe_ffn(const float* x, int64_t rows, int64_t hidden, const MoeWeights& m, float* out, ThreadPool& pool,
              MoeScratch& s) {
   check_weights(m, hidden);
   const int64_t experts = m.router->dim(0), k = m.top_k;
-  gemm(x, rows, hidden, *m.router, nullptr, grow(s.logits, rows * experts), pool);
+  gemm(x, rows, hidden, *m.router, m.router_bias ? m.router_bias->as<float>() : nullptr, grow(s.logits, rows * experts),
+       pool);
   s.choice.resize(static_cast<size_t>(rows * k));
   s.prob.resize(static_cast<size_t>(rows * k));
   moe_route(s.logits.data(), rows, experts, k, m.renormalize, s.choice.data(), s.prob.data());

@@ -14,6 +14,31 @@ int64_t special_id(const GgufFile& g, const char* key, int64_t vocab) {
   return v && *v >= 0 && *v < vocab ? *v : -1;
 }
 
+// Which layers slide, as llama.cpp's load_swa_pattern reads `key`: an array of per-layer flags, or a period (else
+// `period`) whose last layer in each run is global.
+void read_window_pattern(const GgufFile& g, const std::string& key, int64_t period, ModelConfig& c) {
+  const GgufValue* pattern = g.find(key);
+  if (pattern != nullptr && pattern->type == GgufType::ARRAY) {
+    for (int64_t flag : g.get_int_array(key)) c.layer_sliding.push_back(flag != 0);
+    return;
+  }
+  period = g.find_int(key).value_or(period);
+  for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(period == 0 || i % period < period - 1);
+}
+
+// gpt-oss as llama.cpp reads it (src/models/openai-moe.cpp): q/k/v/o biases, sinks, a window on every other layer
+// from the first (pattern 2), its experts (biased, clamped SwiGLU, softmax over the chosen ones), and the model's
+// one RoPE (YaRN-scaled) on every layer.
+void read_gpt_oss_metadata(const GgufFile& g, ModelConfig& c) {
+  c.attention_bias = c.o_bias = c.attention_sinks = true;
+  c.moe_bias = c.moe_swiglu_oai = true;
+  c.sliding_window = g.get_int("gpt-oss.attention.sliding_window");
+  read_window_pattern(g, "gpt-oss.attention.sliding_window_pattern", 2, c);
+  if (const auto swa_base = g.find_float("gpt-oss.rope.freq_base_swa"); swa_base && *swa_base != c.rope_theta)
+    fail_load(g.path(), "unsupported: gpt-oss.rope.freq_base_swa ({}) differs from the RoPE base ({})", *swa_base,
+              c.rope_theta);
+}
+
 // Gemma 2 and Gemma 3 as llama.cpp reads them (src/models/gemma2.cpp, gemma3.cpp): norms stored as 1 + w already,
 // the window and its layer pattern (an array of per-layer flags, or a period whose last layer is global: 2 for
 // Gemma 2, 6 for Gemma 3), and llama.cpp's attention scale: 1/sqrt(head_dim), except for the 27B models (46 and 62
@@ -35,14 +60,7 @@ void read_gemma_metadata(const GgufFile& g, ModelConfig& c) {
   c.sliding_window = g.find_int(a + "attention.sliding_window").value_or(gemma2 ? 4096 : 0);
   if (c.sliding_window <= 0) return;
   if (!gemma2) c.rope_local_theta = g.find_float(a + "rope.freq_base_swa").value_or(10000.0);
-  const std::string pattern_key = a + "attention.sliding_window_pattern";
-  const GgufValue* pattern = g.find(pattern_key);
-  if (pattern != nullptr && pattern->type == GgufType::ARRAY) {
-    for (int64_t flag : g.get_int_array(pattern_key)) c.layer_sliding.push_back(flag != 0);
-  } else {
-    const int64_t period = g.find_int(pattern_key).value_or(gemma2 ? 2 : 6);
-    for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(period == 0 || i % period < period - 1);
-  }
+  read_window_pattern(g, a + "attention.sliding_window_pattern", gemma2 ? 2 : 6, c);
 }
 
 // OLMo 3 as llama.cpp reads it (src/models/olmo2.cpp): a window when the file has one, on the layers of its pattern
@@ -52,14 +70,7 @@ void read_olmo3_window(const GgufFile& g, ModelConfig& c) {
   c.sliding_window = g.find_int("olmo2.attention.sliding_window").value_or(0);
   if (c.sliding_window <= 0) return;
   c.rope_local_theta = g.find_float("olmo2.rope.freq_base_swa").value_or(c.rope_theta);
-  const std::string pattern_key = "olmo2.attention.sliding_window_pattern";
-  const GgufValue* pattern = g.find(pattern_key);
-  if (pattern != nullptr && pattern->type == GgufType::ARRAY) {
-    for (int64_t flag : g.get_int_array(pattern_key)) c.layer_sliding.push_back(flag != 0);
-  } else {
-    const int64_t period = g.find_int(pattern_key).value_or(4);
-    for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(period == 0 || i % period < period - 1);
-  }
+  read_window_pattern(g, "olmo2.attention.sliding_window_pattern", 4, c);
 }
 
 // Phi-3: its window (which llama.cpp switches off, applied here as transformers applies it) and longrope, whose
@@ -119,6 +130,9 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else if (arch == "phi3") {
     c.arch = Architecture::kPhi3;
     c.rope_style = kernels::RopeStyle::kNeox;
+  } else if (arch == "gpt-oss") {
+    c.arch = Architecture::kGptOss;
+    c.rope_style = kernels::RopeStyle::kNeox;
   } else if (arch == "qwen3moe") {
     c.arch = Architecture::kQwen3Moe;
     c.rope_style = kernels::RopeStyle::kNeox;
@@ -126,7 +140,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   } else {
     fail_load(path,
               "unsupported architecture '{}' (general.architecture; supported: llama, qwen2, qwen3, qwen3moe, "
-              "gemma2, gemma3, phi3, smollm3, olmo2, granite)",
+              "gemma2, gemma3, phi3, smollm3, olmo2, granite, gpt-oss)",
               arch);
   }
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
@@ -186,6 +200,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   if (c.arch == Architecture::kGemma2 || c.arch == Architecture::kGemma3) read_gemma_metadata(g, c);
   if (c.arch == Architecture::kPhi3) read_phi3_metadata(g, c);
   if (c.arch == Architecture::kOlmo2) read_olmo3_window(g, c);
+  if (c.arch == Architecture::kGptOss) read_gpt_oss_metadata(g, c);
   if (c.arch == Architecture::kGranite) {
     // llama.cpp's keys (src/models/granite.cpp): an attention scale of 0 or none means 1/sqrt(head_dim).
     c.embedding_scale = static_cast<float>(g.find_float(key("embedding_scale")).value_or(0.0));

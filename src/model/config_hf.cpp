@@ -118,6 +118,7 @@ constexpr HfArchitecture kHfArchitectures[] = {
     {"olmo2", "Olmo2ForCausalLM", Architecture::kOlmo2},
     {"olmo3", "Olmo3ForCausalLM", Architecture::kOlmo2},
     {"granite", "GraniteForCausalLM", Architecture::kGranite},
+    {"gpt_oss", "GptOssForCausalLM", Architecture::kGptOss},
 };
 
 std::string supported_architectures() {
@@ -332,6 +333,32 @@ void read_moe_fields(const Fields& f, const std::string& path, ModelConfig& c) {
     fail_load(path, "unsupported: shared_expert_intermediate_size (shared experts, Qwen2-MoE style)");
 }
 
+// gpt-oss (transformers' GptOssConfig and modelling): q/k/v/o biases, per-head attention sinks, a 128-position window
+// on the layers layer_types marks (by default every other one from the first), YaRN (the class default when the
+// config has no rope_scaling), and num_local_experts experts of intermediate_size with biases, gated by the clamped
+// SwiGLU (limit 7, alpha 1.702, fixed in the modelling code) and weighted by a softmax over the chosen experts'
+// logits (the same numbers as the renormalised top-k of a full softmax).
+void read_gpt_oss_fields(const Fields& f, const std::string& path, ModelConfig& c) {
+  c.attention_bias = c.o_bias = c.attention_sinks = true;
+  c.num_experts = f.integer("num_local_experts");
+  c.num_experts_per_tok = f.integer("num_experts_per_tok", 4);
+  c.moe_intermediate_size = c.intermediate_size;
+  c.norm_topk_prob = c.moe_bias = c.moe_swiglu_oai = true;
+  if (const double limit = f.number("swiglu_limit", 7.0); limit != 7.0)
+    fail_load(path, "unsupported swiglu_limit {} (gpt-oss's experts clamp at 7)", limit);
+  c.rms_norm_eps = f.number("rms_norm_eps", 1e-5);
+  c.sliding_window = f.integer("sliding_window", 128);
+  read_layer_types(f, path, c, [](int64_t i) { return i % 2 == 0; });
+  if (f.get("rope_scaling") == nullptr) {
+    RopeScaling& s = c.rope_scaling;
+    s.type = "yarn";
+    s.factor = 32.0;
+    s.truncate = false;
+    s.original_max_position_embeddings = 4096;
+    s.attention_factor = 0.1 * std::log(s.factor) + 1.0;
+  }
+}
+
 // What Gemma 2 and Gemma 3 share: GELU(tanh) MLP, sandwich norms with (1 + w) weights, sqrt(hidden) embedding
 // scale, query_pre_attn_scalar, tied embeddings by default.
 void read_gemma_fields(const Fields& f, const std::string& path, ModelConfig& c) {
@@ -438,6 +465,8 @@ ModelConfig parse_hf_config(const std::string& config_text, const std::string& c
     read_phi3_fields(f, config_path, c);
   } else if (c.arch == Architecture::kOlmo2) {
     read_olmo_fields(f, config_path, c, std::string_view(architecture.model_type) == "olmo3");
+  } else if (c.arch == Architecture::kGptOss) {
+    read_gpt_oss_fields(f, config_path, c);
   } else {
     if (c.arch == Architecture::kQwen3Moe || c.arch == Architecture::kMixtral) read_moe_fields(f, config_path, c);
     if (c.arch == Architecture::kSmolLM3) read_smollm3_fields(f, config_path, c);

@@ -30,7 +30,8 @@ graph::Graph build_family_graph(const ModelWeights& weights) {
     case Architecture::kQwen3:
     case Architecture::kQwen3Moe:
     case Architecture::kSmolLM3:
-    case Architecture::kGranite: return build_llama_graph(weights);
+    case Architecture::kGranite:
+    case Architecture::kGptOss: return build_llama_graph(weights);
     case Architecture::kGemma2:
     case Architecture::kGemma3: return build_gemma_graph(weights);
     case Architecture::kOlmo2: return build_olmo2_graph(weights);

@@ -24,7 +24,8 @@ enum class Architecture : uint8_t {
   kPhi3,
   kSmolLM3,
   kOlmo2,  // OLMo 2 and OLMo 3 (llama.cpp's one GGUF architecture for both)
-  kGranite
+  kGranite,
+  kGptOss  // OpenAI's gpt-oss (GGUF architecture gpt-oss)
 };
 
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
@@ -72,7 +73,11 @@ struct ModelConfig {
   kernels::RopeStyle rope_style = kernels::RopeStyle::kNeox;
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v projections have a bias (Qwen2)
-  bool qk_norm = false;         // RMSNorm over each head of q and k before RoPE, one [head_dim] weight each (Qwen3)
+  bool o_bias = false;          // the output projection has one too (gpt-oss)
+  // gpt-oss: each head has a learned logit ("sink") that joins its softmax's denominator and contributes no value,
+  // layers.{i}.sinks [num_heads].
+  bool attention_sinks = false;
+  bool qk_norm = false;  // RMSNorm over each head of q and k before RoPE, one [head_dim] weight each (Qwen3)
   Activation hidden_act = Activation::kSilu;
   // Gemma: the embeddings are multiplied by this (sqrt(hidden_size)); 0 = not at all.
   float embedding_scale = 0.0f;
@@ -105,6 +110,10 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;
   bool norm_topk_prob = true;
   std::vector<bool> layer_dense;
+  // gpt-oss: the router and every expert projection have biases (router_bias, experts.{j}.b_gate / b_up / b_down),
+  // and experts gate with kernels::MoeActivation::kSwigluOai instead of SiLU.
+  bool moe_bias = false;
+  bool moe_swiglu_oai = false;
   bool is_moe(int64_t layer) const {
     return num_experts > 0 && (layer_dense.empty() || !layer_dense[static_cast<size_t>(layer)]);
   }
@@ -162,6 +171,7 @@ struct ModelConfig {
       case Architecture::kSmolLM3: return "smollm3";
       case Architecture::kOlmo2: return "olmo2";
       case Architecture::kGranite: return "granite";
+      case Architecture::kGptOss: return "gpt-oss";
     }
     return "?";
   }

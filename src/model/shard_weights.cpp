@@ -80,6 +80,11 @@ ModelWeights shard_weights(const ModelWeights& full, int rank, int ranks, bool e
         "--tensor-parallel-size {}: {} ({}) norms q and k over all heads at once, which a rank holding some of the "
         "heads cannot do; run it on one rank",
         ranks, full.path, c.arch_name());
+  if (c.attention_sinks || c.moe_bias)
+    fail(
+        "--tensor-parallel-size {}: {} ({}) has attention sinks and expert biases, which minfer does not split among "
+        "ranks yet; run it on one rank",
+        ranks, full.path, c.arch_name());
   check_divides(ranks, c.num_heads, "attention heads", full.path);
   if (c.num_kv_heads >= ranks ? c.num_kv_heads % ranks != 0 : ranks % c.num_kv_heads != 0)
     fail("--tensor-parallel-size {}: {} has {} KV heads: the ranks must divide them, or they the ranks", ranks,

@@ -218,6 +218,51 @@ constexpr Preset kPresets[] = {
      .embed_std = 0.08,
      .weight_std = 0.12,
      .no_rope_interval = 2},
+    // openai/gpt-oss-20b (its o200k vocabulary replaced by a generated one of that size; experts stored in bf16 as
+    // the dequantized checkpoints are, not MXFP4) and a tiny sibling whose q width (4 x 32) is not hidden and whose
+    // experts are narrower than hidden. A 128-position window on every other layer from the first.
+    {.name = "gpt-oss-20b",
+     .model_type = "gpt_oss",
+     .family = TokenizerFamily::kQwen2,
+     .tiny = false,
+     .hidden = 2880,
+     .intermediate = 2880,
+     .layers = 24,
+     .heads = 64,
+     .kv_heads = 8,
+     .vocab = 201088,
+     .max_position_embeddings = 131072,
+     .max_window_layers = 0,
+     .tied = false,
+     .embed_std = 0.02,
+     .weight_std = 0.02,
+     .head_dim = 64,
+     .sliding_window = 128,
+     .sliding_period = 2,
+     .experts = 32,
+     .experts_per_tok = 4,
+     .moe_intermediate = 2880},
+    {.name = "tiny-gpt-oss",
+     .model_type = "gpt_oss",
+     .family = TokenizerFamily::kQwen2,
+     .tiny = true,
+     .hidden = 64,
+     .intermediate = 48,
+     .layers = 2,
+     .heads = 4,
+     .kv_heads = 2,
+     .vocab = 0,
+     .max_position_embeddings = 131072,
+     .max_window_layers = 0,
+     .tied = false,
+     .embed_std = 0.08,
+     .weight_std = 0.16,
+     .head_dim = 32,
+     .sliding_window = 128,
+     .sliding_period = 2,
+     .experts = 8,
+     .experts_per_tok = 2,
+     .moe_intermediate = 48},
 };
 
 int64_t head_dim_of(const Preset& p) { return p.head_dim > 0 ? p.head_dim : p.hidden / p.heads; }
@@ -561,6 +606,50 @@ ojson granite_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType 
   return j;
 }
 
+// GptOssForCausalLM (openai/gpt-oss-20b's config.json without its MXFP4 quantization_config: the weights written are
+// bf16 or f32).
+ojson gpt_oss_config(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
+  ojson layer_types = ojson::array();
+  for (int64_t i = 0; i < p.layers; ++i) layer_types.push_back(i % 2 == 0 ? "sliding_attention" : "full_attention");
+  return {{"architectures", {"GptOssForCausalLM"}},
+          {"attention_bias", true},
+          {"attention_dropout", 0.0},
+          {"eos_token_id", id_or_list(s.config_eos)},
+          {"experts_per_token", p.experts_per_tok},
+          {"head_dim", head_dim_of(p)},
+          {"hidden_act", "silu"},
+          {"hidden_size", p.hidden},
+          {"initial_context_length", 4096},
+          {"initializer_range", 0.02},
+          {"intermediate_size", p.moe_intermediate},
+          {"layer_types", layer_types},
+          {"max_position_embeddings", p.max_position_embeddings},
+          {"model_type", "gpt_oss"},
+          {"num_attention_heads", p.heads},
+          {"num_experts_per_tok", p.experts_per_tok},
+          {"num_hidden_layers", p.layers},
+          {"num_key_value_heads", p.kv_heads},
+          {"num_local_experts", p.experts},
+          {"output_router_logits", false},
+          {"rms_norm_eps", 1e-05},
+          {"rope_scaling",
+           {{"beta_fast", 32.0},
+            {"beta_slow", 1.0},
+            {"factor", 32.0},
+            {"original_max_position_embeddings", 4096},
+            {"rope_type", "yarn"},
+            {"truncate", false}}},
+          {"rope_theta", 150000},
+          {"router_aux_loss_coef", 0.9},
+          {"sliding_window", window > 0 ? window : p.sliding_window},
+          {"swiglu_limit", 7.0},
+          {"tie_word_embeddings", p.tied},
+          {"torch_dtype", torch_dtype_name(dtype)},
+          {"transformers_version", "4.55.0.dev0"},
+          {"use_cache", true},
+          {"vocab_size", vocab}};
+}
+
 ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dtype, int64_t window) {
   const std::string type = p.model_type;
   if (type == "qwen2") return qwen_config(p, vocab, s, dtype);
@@ -574,6 +663,7 @@ ojson config_json(const Preset& p, int64_t vocab, const SpecialIds& s, DType dty
   if (type == "smollm3") return smollm3_config(p, vocab, s, dtype);
   if (type == "olmo2" || type == "olmo3") return olmo_config(p, vocab, s, dtype, window);
   if (type == "granite") return granite_config(p, vocab, s, dtype);
+  if (type == "gpt_oss") return gpt_oss_config(p, vocab, s, dtype, window);
   return llama_config(p, vocab, s, dtype);
 }
 
@@ -674,7 +764,7 @@ uint64_t name_hash(const std::string& s) {
   return h;
 }
 
-enum class Init : uint8_t { kMatrix, kNorm, kNormOffset, kBias };
+enum class Init : uint8_t { kMatrix, kNorm, kNormOffset, kBias, kSink };
 
 // Random data, reproducible from (seed, tensor name, element index): each block of kBlock elements has its own
 // generator, so the values do not depend on chunking or on the number of threads.
@@ -702,6 +792,7 @@ SafetensorsEntry random_entry(std::string name, std::vector<int64_t> shape, DTyp
             switch (init) {
               case Init::kMatrix: v = static_cast<float>(pair[k] * std_dev); break;
               case Init::kBias: v = static_cast<float>(pair[k] * 0.02); break;
+              case Init::kSink: v = static_cast<float>(1.0 + pair[k]); break;  // near the scores (gpt-oss)
               case Init::kNorm: v = static_cast<float>(1.0 + 0.1 * std::tanh(pair[k])); break;  // within 1 +- 0.1
               case Init::kNormOffset: v = static_cast<float>(0.1 * std::tanh(pair[k])); break;  // (1 + w) form
             }
@@ -778,7 +869,8 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
   // Weights, in Hugging Face's names and order.
   ThreadPool pool(0);
   const int64_t head_dim = head_dim_of(p), q = p.heads * head_dim, kv = p.kv_heads * head_dim;
-  const bool bias = model_type == "qwen2", phi3 = model_type == "phi3";
+  const bool gpt_oss = model_type == "gpt_oss";
+  const bool bias = model_type == "qwen2" || gpt_oss, phi3 = model_type == "phi3";
   const bool gemma = model_type == "gemma2" || model_type == "gemma3_text";
   const bool olmo = model_type == "olmo2" || model_type == "olmo3";  // post norms only, whole-projection q/k norms
   const bool qk_norm = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "gemma3_text" || olmo;
@@ -802,6 +894,15 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
       add(x + (mixtral ? "w2.weight" : "down_proj.weight"), {p.hidden, p.moe_intermediate}, Init::kMatrix);
     }
   };
+  // gpt-oss: a biased router, and the experts stacked transposed with gate and up interleaved column by column.
+  auto add_gpt_oss_experts = [&](const std::string& l) {
+    add(l + "mlp.router.weight", {p.experts, p.hidden}, Init::kMatrix);
+    add(l + "mlp.router.bias", {p.experts}, Init::kBias);
+    add(l + "mlp.experts.gate_up_proj", {p.experts, p.hidden, 2 * p.moe_intermediate}, Init::kMatrix);
+    add(l + "mlp.experts.gate_up_proj_bias", {p.experts, 2 * p.moe_intermediate}, Init::kBias);
+    add(l + "mlp.experts.down_proj", {p.experts, p.moe_intermediate, p.hidden}, Init::kMatrix);
+    add(l + "mlp.experts.down_proj_bias", {p.experts, p.hidden}, Init::kBias);
+  };
   add("model.embed_tokens.weight", {vocab, p.hidden}, Init::kMatrix);
   for (int64_t i = 0; i < p.layers; ++i) {
     const std::string l = "model.layers." + std::to_string(i) + ".";
@@ -823,10 +924,16 @@ TestModelResult write_test_model_files(const TestModelOptions& o) {
       add(l + "self_attn.k_norm.weight", {olmo ? kv : head_dim}, norm);
     }
     add(l + "self_attn.o_proj.weight", {p.hidden, q}, Init::kMatrix);
+    if (gpt_oss) {
+      add(l + "self_attn.o_proj.bias", {p.hidden}, Init::kBias);
+      add(l + "self_attn.sinks", {p.heads}, Init::kSink);
+    }
     add(l + "post_attention_layernorm.weight", {p.hidden}, norm);
     if (gemma) add(l + "pre_feedforward_layernorm.weight", {p.hidden}, norm);
     if (gemma || olmo) add(l + "post_feedforward_layernorm.weight", {p.hidden}, norm);
-    if (p.experts > 0) {
+    if (gpt_oss) {
+      add_gpt_oss_experts(l);
+    } else if (p.experts > 0) {
       add_experts(l);
     } else if (phi3) {
       add(l + "mlp.gate_up_proj.weight", {2 * p.intermediate, p.hidden}, Init::kMatrix);

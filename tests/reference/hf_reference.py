@@ -38,6 +38,13 @@ Semantics followed (HF eager attention path):
         post_feedforward_layernorm(mlp(h)), no pre-norms; q_norm / k_norm over the whole q / k projection before
         the split into heads; OLMo 3's layer_types (default: all but every fourth) slide a window and rotate with
         the default (unscaled) RoPE, the full ones with rope_scaling
+  gpt-oss (GptOssForCausalLM, modeling_gpt_oss.py): Llama's block with q/k/v/o biases; every head's softmax has
+        one more logit, the head's sink (self_attn.sinks), whose probability is dropped (eager_attention_forward);
+        a window on the layers layer_types marks (default: the even ones); YaRN (its class default when rope_scaling is
+        absent); every MLP an MoE: router logits x @ router.weight^T + router.bias, softmax over the top
+        num_experts_per_tok logits, and per chosen expert gate_up = x @ gate_up_proj[e] + gate_up_proj_bias[e]
+        (gate = columns 0::2, up = 1::2), gate clamped to <= 7, up to [-7, 7], out = ((up + 1) * gate *
+        sigmoid(1.702 gate)) @ down_proj[e] + down_proj_bias[e], summed with index_add in expert order
   SmolLM3 (SmolLM3ForCausalLM): Llama's maths; the layers marked 0 in no_rope_layers (by default every
         no_rope_layer_interval-th) skip the rotation of q and k
   Gemma 2 (Gemma2ForCausalLM, model_type gemma2): Gemma 3's maths below without q/k norms, every layer rotating with
@@ -234,9 +241,10 @@ class Config:
         self.raw = cfg
         self.model_type = cfg.get("model_type", "llama")
         if self.model_type not in ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "phi3", "qwen3_moe",
-                                   "mixtral", "smollm3", "olmo2", "olmo3", "granite"):
+                                   "mixtral", "smollm3", "olmo2", "olmo3", "granite", "gpt_oss"):
             raise ValueError(f"model_type {self.model_type!r} is not supported (llama, mistral, qwen2, qwen3, gemma2, "
-                             "gemma3_text, phi3, qwen3_moe, mixtral, smollm3, olmo2, olmo3, granite)")
+                             "gemma3_text, phi3, qwen3_moe, mixtral, smollm3, olmo2, olmo3, granite, gpt_oss)")
+        self.gpt_oss = self.model_type == "gpt_oss"
         self.gemma = self.model_type in ("gemma2", "gemma3_text")
         # OLMo 2 / 3: no pre-norms, post_attention_layernorm / post_feedforward_layernorm on each sub-block's output,
         # q_norm / k_norm over the whole projection.
@@ -267,7 +275,14 @@ class Config:
         elif self.model_type == "mixtral":
             self.experts, self.top_k = int(cfg["num_local_experts"]), int(cfg.get("num_experts_per_tok", 2))
             self.moe_layers = [True] * self.layers
+        elif self.gpt_oss:
+            self.experts, self.top_k = int(cfg["num_local_experts"]), int(cfg.get("num_experts_per_tok", 4))
+            self.moe_layers = [True] * self.layers
+            self.eps = float(cfg.get("rms_norm_eps", 1e-5))
         self.rope_scaling = cfg.get("rope_scaling")
+        if self.gpt_oss and self.rope_scaling is None:  # GptOssConfig's default
+            self.rope_scaling = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                                 "truncate": False, "original_max_position_embeddings": 4096}
         # LlamaConfig and Qwen2Config both default tie_word_embeddings to False; Gemma2Config, Gemma3TextConfig to True.
         self.tied = bool(cfg.get("tie_word_embeddings", self.gemma))
         self.sliding: List[bool] = [False] * self.layers
@@ -297,6 +312,10 @@ class Config:
             self.sliding = [t == "sliding_attention" for t in cfg["layer_types"]] if cfg.get("layer_types") else \
                 [(i + 1) % 4 != 0 for i in range(self.layers)]
             self.local_theta = self.theta
+        elif self.gpt_oss:
+            self.window = int(cfg.get("sliding_window") or 128)
+            self.sliding = [t == "sliding_attention" for t in cfg["layer_types"]] if cfg.get("layer_types") else \
+                [i % 2 == 0 for i in range(self.layers)]
         elif self.model_type in ("mistral", "phi3", "mixtral") and cfg.get("sliding_window"):
             self.window = int(cfg["sliding_window"])
             self.sliding = [True] * self.layers
@@ -340,7 +359,7 @@ class Reference:
             return t[name]
 
         q_out, kv_out = c.heads * c.head_dim, c.kv_heads * c.head_dim
-        qkv_bias = c.model_type == "qwen2"
+        qkv_bias = c.model_type == "qwen2" or c.gpt_oss
         # Qwen3Attention, Gemma3Attention: q_norm / k_norm, RMSNorm over head_dim, before RoPE (OLMo's over the whole
         # projection, before the split into heads)
         qk_norm = c.model_type in ("qwen3", "qwen3_moe", "gemma3_text") or c.olmo
@@ -372,7 +391,8 @@ class Reference:
                 "bq": get(p + "self_attn.q_proj.bias", (q_out,), required=qkv_bias),
                 "bk": get(p + "self_attn.k_proj.bias", (kv_out,), required=qkv_bias),
                 "bv": get(p + "self_attn.v_proj.bias", (kv_out,), required=qkv_bias),
-                "bo": get(p + "self_attn.o_proj.bias", (c.hidden,), required=False),
+                "bo": get(p + "self_attn.o_proj.bias", (c.hidden,), required=c.gpt_oss),
+                "sinks": get(p + "self_attn.sinks", (c.heads,)) if c.gpt_oss else None,
                 "q_norm": get(p + "self_attn.q_norm.weight", (q_norm_width,), required=qk_norm),
                 "k_norm": get(p + "self_attn.k_norm.weight", (k_norm_width,), required=qk_norm),
                 "gate": get(p + "mlp.gate_proj.weight", (c.intermediate, c.hidden), required=not c.moe_layers[i]),
@@ -421,6 +441,11 @@ class Reference:
     def _experts(self, get, p: str):
         """The router and each expert's (gate, up, down) in the family's names."""
         c = self.cfg
+        if c.gpt_oss:  # stacked: [experts, in, out], gate and up interleaved by column
+            e, ff, m = c.experts, c.intermediate, p + "mlp."
+            return (get(m + "router.weight", (e, c.hidden)), get(m + "router.bias", (e,)),
+                    get(m + "experts.gate_up_proj", (e, c.hidden, 2 * ff)), get(m + "experts.gate_up_proj_bias", (e, 2 * ff)),
+                    get(m + "experts.down_proj", (e, ff, c.hidden)), get(m + "experts.down_proj_bias", (e, c.hidden)))
         if c.model_type == "mixtral":
             moe, names, ff = p + "block_sparse_moe.", ("w1", "w3", "w2"), c.intermediate
         else:
@@ -431,6 +456,21 @@ class Reference:
             experts.append((get(x + names[0] + ".weight", (ff, c.hidden)), get(x + names[1] + ".weight", (ff, c.hidden)),
                             get(x + names[2] + ".weight", (c.hidden, ff))))
         return get(moe + "gate.weight", (c.experts, c.hidden)), experts
+
+    def _gpt_oss_moe(self, x, router, router_bias, gate_up, gate_up_bias, down, down_bias) -> torch.Tensor:
+        """GptOssMLP.forward: GptOssTopKRouter, then GptOssExperts' loop over the experts hit (its CPU path)."""
+        top, chosen = torch.topk(x @ router.t() + router_bias, self.cfg.top_k, dim=-1)
+        weights = torch.softmax(top, dim=1, dtype=top.dtype)
+        out = torch.zeros_like(x)
+        for e in range(self.cfg.experts):
+            rows, slot = torch.where(chosen == e)
+            if rows.numel() == 0:
+                continue
+            gu = x[rows] @ gate_up[e] + gate_up_bias[e]
+            gate, up = gu[..., ::2].clamp(min=None, max=7.0), gu[..., 1::2].clamp(min=-7.0, max=7.0)
+            y = ((up + 1) * (gate * torch.sigmoid(gate * 1.702))) @ down[e] + down_bias[e]
+            out.index_add_(0, rows, y * weights[rows, slot, None])
+        return out
 
     def _moe(self, x: torch.Tensor, router: torch.Tensor, experts) -> torch.Tensor:
         """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock.forward."""
@@ -536,13 +576,17 @@ class Reference:
             if c.attn_softcap:
                 scores = torch.tanh(scores / c.attn_softcap) * c.attn_softcap
             scores = scores + layer_mask[None]
-            probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
+            if L["sinks"] is not None:  # one more logit per head, its probability dropped
+                sinks = L["sinks"].reshape(-1, 1, 1).expand(-1, n, 1)
+                probs = torch.softmax(torch.cat([scores, sinks], dim=-1), dim=-1, dtype=torch.float32)[..., :-1]
+            else:
+                probs = torch.softmax(scores, dim=-1, dtype=torch.float32)
             attn = torch.einsum("hqk,khd->qhd", probs, values).reshape(n, c.heads * c.head_dim)
             o = self._linear(attn, L["wo"], L["bo"]) * c.residual_multiplier
             h = h + (self._rms_norm(o, L["post_attn"]) if L["post_attn"] is not None else o)
             x = h if L["ln2"] is None else self._rms_norm(h, L["ln2"])
             if L["moe"] is not None:
-                h = h + self._moe(x, *L["moe"])
+                h = h + (self._gpt_oss_moe(x, *L["moe"]) if c.gpt_oss else self._moe(x, *L["moe"]))
                 continue
             gate = self._linear(x, L["gate"], L["bgate"])
             up = self._linear(x, L["up"], L["bup"])

@@ -112,7 +112,9 @@ std::vector<float> dense_attention(const Batch& b, const AttentionParams& params
         const int64_t g = h / group;
         const int64_t lo = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
         std::vector<double> w(static_cast<size_t>(pos + 1), -INFINITY);
-        double mx = -INFINITY;
+        // A sink: one more logit in the softmax, with no value.
+        const double sink = params.sinks ? params.sinks[h] : -INFINITY;
+        double mx = sink;
         for (int64_t j = lo; j <= pos; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < hd; ++d) dot += double(qv[d]) * k[static_cast<size_t>(j * row + g * hd + d)];
@@ -121,7 +123,7 @@ std::vector<float> dense_attention(const Batch& b, const AttentionParams& params
           w[static_cast<size_t>(j)] = score;
           mx = std::max(mx, score);
         }
-        double sum = 0;
+        double sum = params.sinks ? std::exp(sink - mx) : 0.0;
         for (double& x : w) sum += (x = std::exp(x - mx));
         float* o = out.data() + ((b.q_start[s] + t) * b.heads + h) * hd;
         for (int64_t d = 0; d < hd; ++d) {
@@ -280,9 +282,28 @@ void split_context_rows_are_batch_invariant(const AttentionParams& params) {
   }
 }
 
+// Attention sinks (gpt-oss): one logit per query head in every row's softmax, against the dense reference, with
+// windows (rows whose window holds few keys, where the sink dominates), long split contexts and both KV dtypes.
+// Sinks from -3 to 6: below, near and above the scores (|q k| / sqrt(64) ~ 1).
+TEST(KernelsAttention, SinksMatchDense) {
+  std::mt19937 rng(16);
+  for (DType dtype : {DType::F32, DType::BF16}) {
+    for (int64_t window : {0, 5, 128}) {
+      Batch b = make_batch(rng, 8, 2, 64, 16, {{1300, 1}, {200, 30}, {7, 7}}, dtype);
+      const std::vector<float> sinks = random_floats(rng, 8, -3.0f, 6.0f);
+      check_all_tables(b, std::string(dtype_name(dtype)) + " sinks window " + std::to_string(window),
+                       {.window = window, .sinks = sinks.data()});
+    }
+  }
+}
+
+constexpr float kSinks14[14] = {0.5f, -1.0f, 2.0f, 3.5f,  0.0f, 1.0f, -2.0f,
+                                4.0f, 0.25f, 1.5f, -0.5f, 2.5f, 3.0f, -3.0f};
+
 TEST(KernelsAttention, SplitContextRowsAreBatchInvariant) {
   for (const AttentionParams params :
-       {AttentionParams{.scale = 0.125f}, AttentionParams{.scale = 0.125f, .window = 700, .softcap = 3.0f}}) {
+       {AttentionParams{.scale = 0.125f}, AttentionParams{.scale = 0.125f, .window = 700, .softcap = 3.0f},
+        AttentionParams{.scale = 0.125f, .sinks = kSinks14}}) {
     split_context_rows_are_batch_invariant(params);
   }
 }

@@ -1,6 +1,7 @@
 // RMSNorm, RoPE, SiLU*mul, add, softmax and embedding: every ISA's table against the scalar reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -109,6 +110,29 @@ TEST(KernelsElementwise, GatedActivationsAndAddMatchReference) {
                    &gated_scale);
       t->add(gate.data(), up.data(), y.data(), n);
       EXPECT_EQ(y, want_add) << t->name << " add n " << n;
+    }
+  }
+}
+
+// gpt-oss's clamped SwiGLU: the reference against transformers' GptOssExperts formula in double (gate clamped above
+// at 7, up to [-7, 7]), then every table against the reference; gates and ups reach past the clamps.
+TEST(KernelsElementwise, SwigluOaiMatchesReference) {
+  std::mt19937 rng(5);
+  for (int64_t n : kLengths) {
+    const auto gate = random_floats(rng, static_cast<size_t>(n), -12.0f, 12.0f);
+    const auto up = random_floats(rng, static_cast<size_t>(n), -10.0f, 10.0f);
+    std::vector<float> want(gate.size());
+    ref::swiglu_oai(gate.data(), up.data(), want.data(), n);
+    for (size_t i = 0; i < gate.size(); ++i) {
+      const double g = std::min(static_cast<double>(gate[i]), 7.0);
+      const double u = std::clamp(static_cast<double>(up[i]), -7.0, 7.0);
+      const double exact = g / (1 + std::exp(-1.702 * g)) * (u + 1);
+      EXPECT_NEAR(want[i], exact, 1e-6 * (std::fabs(g * (u + 1)) + 1e-30)) << "g " << gate[i] << " up " << up[i];
+    }
+    for (const KernelTable* t : available_tables()) {
+      std::vector<float> y(gate.size(), NAN);
+      t->swiglu_oai(gate.data(), up.data(), y.data(), n);
+      expect_close(y, want, 2e-6f, 1e-37f, std::string(t->name) + " swiglu_oai n " + std::to_string(n));
     }
   }
 }

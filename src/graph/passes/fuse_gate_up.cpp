@@ -18,7 +18,10 @@ constexpr int64_t kGateUpBlock = 32;
 int fuse_moe_gate_up(Graph& graph) {
   int rewrites = 0;
   for (Node& n : graph.mutable_nodes()) {
-    if (n.kind != OpKind::kMoe || n.block > 0) continue;
+    // gpt-oss's experts (biases, clamped SwiGLU) keep their two GEMMs: the packed epilogue is SiLU without bias.
+    if (n.kind != OpKind::kMoe || n.block > 0 || !n.expert_biases.empty() ||
+        n.moe_activation != kernels::MoeActivation::kSilu)
+      continue;
     const size_t experts = n.experts.size() / 3;
     bool packable = true;
     for (size_t e = 0; e < experts && packable; ++e)

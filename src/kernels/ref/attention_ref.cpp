@@ -59,7 +59,8 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
     const int64_t end = std::min(span.first_pos + t + 1, span.ctx_end);
     for (int64_t h = span.head_begin; h < span.head_end; ++h) {
       const float* qv = span.q + (t * span.heads + h) * hd;
-      float mx = -INFINITY;
+      // A sink starts the softmax as a key scored sinks[h] whose value is zero.
+      float mx = span.sinks ? span.sinks[h] : -INFINITY;
       for (int64_t j = begin; j < end; ++j) {
         const int64_t block = cache.head_block(span.page_table[j / ps], span.kv_head);
         float dot = 0.0f;
@@ -69,7 +70,7 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
         scores[static_cast<size_t>(j)] = score;
         mx = scores[static_cast<size_t>(j)] > mx ? scores[static_cast<size_t>(j)] : mx;
       }
-      float sum = 0.0f;
+      float sum = span.sinks ? std::exp(span.sinks[h] - mx) : 0.0f;
       for (int64_t j = begin; j < end; ++j) {
         scores[static_cast<size_t>(j)] = std::exp(scores[static_cast<size_t>(j)] - mx);
         sum += scores[static_cast<size_t>(j)];
@@ -108,6 +109,7 @@ void paged_attention(const float* q, float* out, int64_t heads, const KvLayerVie
     span.scale = params.scale;
     span.window = params.window;
     span.softcap = params.softcap;
+    span.sinks = params.sinks;
     for (int64_t g = 0; g < cache.kv_heads; ++g) {
       span.kv_head = g;
       span.head_begin = g * group;

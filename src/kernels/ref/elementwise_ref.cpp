@@ -1,4 +1,5 @@
 // Reference element-wise ops: SiLU- and GELU(tanh)-gated products, addition, row softmax.
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/ref/ref_kernels.h"
@@ -17,6 +18,14 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
     const float g = gate[i];
     const float z = kTwoSqrt2OverPi * (g + 0.044715f * g * g * g);
     out[i] = g / (1.0f + std::exp(-z)) * up[i];
+  }
+}
+
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kSwigluOaiLimit);
+    const float u = std::min(std::max(up[i], -kSwigluOaiLimit), kSwigluOaiLimit);
+    out[i] = g / (1.0f + std::exp(-kSwigluOaiAlpha * g)) * (u + 1.0f);
   }
 }
 

@@ -11,6 +11,7 @@ const LeafKernels kRefLeaves = {
     .rope = ref::rope,
     .silu_mul = ref::silu_mul,
     .gelu_tanh_mul = ref::gelu_tanh_mul,
+    .swiglu_oai = ref::swiglu_oai,
     .add = ref::add,
     .softmax = ref::softmax,
     .embedding = ref::embedding_leaf,

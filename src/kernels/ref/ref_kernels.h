@@ -19,6 +19,11 @@ void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t 
           int64_t half_rot, RopeStyle style);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+// gpt-oss's experts: min(g, limit) * sigmoid(alpha min(g, limit)) * (clamp(up, -limit, limit) + 1), with
+// transformers' GptOssExperts constants.
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 void softmax(float* x, int64_t rows, int64_t cols);
 void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);

@@ -96,6 +96,17 @@ struct SpanState {
     }
   }
 
+  // With attention sinks, each row's softmax starts as if it had seen a key scored its head's sink, with a zero
+  // value: running max the sink, running sum exp(0) = 1.
+  void start_at_sinks(const AttentionSpan& sp) const {
+    if (sp.sinks == nullptr) return;
+    const int64_t nh = sp.head_end - sp.head_begin;
+    for (int64_t r = 0; r < rows; ++r) {
+      run_max[r] = sp.sinks[sp.head_begin + r % nh];
+      run_sum[r] = 1.0f;
+    }
+  }
+
   // Each row's normalised result to sp.out, or its unnormalised partial (max, sum, accumulator) to sp.partial.
   void write(const AttentionSpan& sp, int64_t hd) const {
     const int64_t nh = sp.head_end - sp.head_begin;

@@ -201,6 +201,7 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& sp, float* sc
   constexpr int64_t L = V::kWidth;
   const int64_t hd = cache.head_dim, hdp = pad16(hd), rows = sp.ntok * (sp.head_end - sp.head_begin);
   SpanState st(scratch, rows, hdp);
+  st.start_at_sinks(sp);
   float* kt = st.rest;  // a slot of keys gathered from pages narrower than a vector
   const HeadPages<Elem> pages(cache, sp);
   const int64_t end = keys_end(sp);

@@ -18,6 +18,7 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) { x86::
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   x86::gelu_tanh_mul<Vec>(gate, up, out, n);
 }
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) { x86::swiglu_oai<Vec>(gate, up, out, n); }
 void add(const float* a, const float* b, float* out, int64_t n) { x86::add<Vec>(a, b, out, n); }
 void softmax(float* x, int64_t rows, int64_t cols) { x86::softmax<Vec>(x, rows, cols); }
 void embedding(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out) {
@@ -35,6 +36,7 @@ const LeafKernels kAvx512Leaves = {
     .rope = avx512::rope,
     .silu_mul = avx512::silu_mul,
     .gelu_tanh_mul = avx512::gelu_tanh_mul,
+    .swiglu_oai = avx512::swiglu_oai,
     .add = avx512::add,
     .softmax = avx512::softmax,
     .embedding = avx512::embedding,
@@ -53,6 +55,7 @@ const LeafKernels kAvx512Bf16Leaves = {
     .rope = avx512::rope,
     .silu_mul = avx512::silu_mul,
     .gelu_tanh_mul = avx512::gelu_tanh_mul,
+    .swiglu_oai = avx512::swiglu_oai,
     .add = avx512::add,
     .softmax = avx512::softmax,
     .embedding = avx512::embedding,

@@ -139,6 +139,21 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// gpt-oss's clamped SwiGLU as ref::swiglu_oai writes it: g = min(gate, 7), u = clamp(up, -7, 7),
+// g / (1 + exp(-1.702 g)) * (u + 1).
+template <class V>
+void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
+  const typename V::Reg one = V::set1(1.0f), limit = V::set1(ref::kSwigluOaiLimit),
+                        low = V::set1(-ref::kSwigluOaiLimit);
+  const typename V::Reg minus_alpha = V::set1(-ref::kSwigluOaiAlpha);
+  for (int64_t i = 0; i < n; i += V::kWidth) {
+    const typename V::Reg g = V::min(V::load_tail(gate + i, n - i), limit);
+    const typename V::Reg u = V::min(V::max(V::load_tail(up + i, n - i), low), limit);
+    const typename V::Reg e = V::exp(V::mul(minus_alpha, g));
+    V::store_tail(out + i, n - i, V::mul(V::div(g, V::add(one, e)), V::add(u, one)));
+  }
+}
+
 template <class V>
 void add(const float* a, const float* b, float* out, int64_t n) {
   int64_t i = 0;

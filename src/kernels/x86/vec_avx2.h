@@ -66,6 +66,7 @@ struct Vec {
   static Reg mul(Reg a, Reg b) { return _mm256_mul_ps(a, b); }
   static Reg div(Reg a, Reg b) { return _mm256_div_ps(a, b); }
   static Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm256_min_ps(a, b); }
   static Reg fmadd(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
   static Reg exp(Reg x) { return exp_ps(x); }
   static Reg swap_pairs(Reg v) { return _mm256_permute_ps(v, 0xb1); }  // lanes (0 1)(2 3)... exchanged

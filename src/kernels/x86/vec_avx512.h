@@ -68,6 +68,7 @@ struct Vec {
   static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
   static Reg div(Reg a, Reg b) { return _mm512_div_ps(a, b); }
   static Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
+  static Reg min(Reg a, Reg b) { return _mm512_min_ps(a, b); }
   static Reg fmadd(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
   static Reg exp(Reg x) { return exp_ps(x); }
   static Reg swap_pairs(Reg v) { return _mm512_permute_ps(v, 0xb1); }  // lanes (0 1)(2 3)... exchanged

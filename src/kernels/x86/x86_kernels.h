@@ -19,6 +19,7 @@
             int64_t half_rot, RopeStyle style);                                                                      \
   void silu_mul(const float* gate, const float* up, float* out, int64_t n);                                          \
   void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);                                     \
+  void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);                                        \
   void add(const float* a, const float* b, float* out, int64_t n);                                                   \
   void softmax(float* x, int64_t rows, int64_t cols);                                                                \
   void embedding(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out);            \

@@ -28,12 +28,14 @@ ValueId DecoderBuilder::matmul(ValueId x, const std::string& weight, const std::
   const Tensor& wt = w_.get(weight);
   Node n{.kind = OpKind::kMatMul, .inputs = {x}, .output = g_.add_value(out, wt.dim(0), g_.value(x).rows)};
   n.weight = &wt;
-  // The GEMM epilogue adds an f32 bias; convert once here if the checkpoint stores it narrower.
-  if (!bias.empty()) {
-    const Tensor& b = w_.get(bias);
-    n.bias = b.dtype == DType::F32 ? &b : g_.add_constant(to_f32(b));
-  }
+  if (!bias.empty()) n.bias = f32(bias);
   return g_.add_node(n);
+}
+
+const Tensor* DecoderBuilder::f32(const std::string& name) {
+  // Kernels read biases and sinks as f32: convert once here if the checkpoint stores them narrower.
+  const Tensor& t = w_.get(name);
+  return t.dtype == DType::F32 ? &t : g_.add_constant(to_f32(t));
 }
 
 ValueId DecoderBuilder::rmsnorm(ValueId x, const std::string& weight, const std::string& out, int64_t head_dim) {
@@ -85,7 +87,9 @@ ValueId DecoderBuilder::attention(int64_t layer, ValueId h) {
             .scale = c_.attention_score_scale()};
   attn.window = sliding ? c_.sliding_window : 0;
   attn.softcap = static_cast<float>(c_.attn_softcap);
-  return all_reduce(matmul(g_.add_node(attn), p + "wo", "", p + shard_name("o")), p + "o");
+  if (c_.attention_sinks) attn.sinks = f32(p + "sinks");
+  const ValueId heads_out = g_.add_node(attn);
+  return all_reduce(matmul(heads_out, p + "wo", c_.o_bias ? p + "bo" : "", p + shard_name("o")), p + "o");
 }
 
 ValueId DecoderBuilder::gated_mlp(int64_t layer, ValueId h) {
@@ -104,7 +108,11 @@ ValueId DecoderBuilder::moe(int64_t layer, ValueId h) {
   Node n{.kind = OpKind::kMoe,
          .inputs = {h},
          .output = g_.add_value(p + (ep ? "moe" : shard_name("moe")), c_.hidden_size)};
-  n.weight = &w_.get(p + "router");
+  // The router in f32 when stored as f16 / bf16 (it is small: experts x hidden): bf16 GEMMs round their activations
+  // for many rows and not for one, and a near tie between two experts' logits must not be decided differently in a
+  // prompt than in decode.
+  const Tensor& router = w_.get(p + "router");
+  n.weight = router.dtype == DType::F16 || router.dtype == DType::BF16 ? f32(p + "router") : &router;
   // Expert parallel: this rank's experts, whole (the node exchanges rows with the others); tensor parallel: a slice
   // of every expert, all-reduced after.
   n.expert_parallel = ep;
@@ -113,7 +121,11 @@ ValueId DecoderBuilder::moe(int64_t layer, ValueId h) {
   for (int64_t e = n.expert_begin; e < end; ++e) {
     const std::string x = p + "experts." + std::to_string(e) + ".";
     for (const char* w : {"w_gate", "w_up", "w_down"}) n.experts.push_back(&w_.get(x + w));
+    if (c_.moe_bias)
+      for (const char* b : {"b_gate", "b_up", "b_down"}) n.expert_biases.push_back(f32(x + b));
   }
+  if (c_.moe_bias) n.bias = f32(p + "router_bias");
+  n.moe_activation = c_.moe_swiglu_oai ? kernels::MoeActivation::kSwigluOai : kernels::MoeActivation::kSilu;
   n.top_k = c_.num_experts_per_tok;
   n.renormalize = c_.norm_topk_prob;
   return ep ? g_.add_node(n) : all_reduce(g_.add_node(n), p + "moe");

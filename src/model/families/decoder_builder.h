@@ -47,6 +47,8 @@ class DecoderBuilder {
 
  private:
   graph::ValueId rope(graph::ValueId x, int64_t heads, int32_t table, const std::string& out);
+  // Weight `name` as f32 (a graph constant when the checkpoint stores it narrower): biases, sinks.
+  const Tensor* f32(const std::string& name);
 
   const ModelWeights& w_;
   const ModelConfig& c_;
@@ -54,7 +56,7 @@ class DecoderBuilder {
 };
 
 // One graph builder per family (model/families/<family>.cpp).
-// Llama 2/3, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Qwen3-MoE
+// Llama 2/3, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Qwen3-MoE, SmolLM3, Granite, gpt-oss
 graph::Graph build_llama_graph(const ModelWeights& weights);
 graph::Graph build_gemma_graph(const ModelWeights& weights);  // Gemma 2, Gemma 3 (text)
 graph::Graph build_olmo2_graph(const ModelWeights& weights);  // OLMo 2, OLMo 3

@@ -1,5 +1,7 @@
 #include "model/loaders/weight_check.h"
 
+#include <cstring>
+
 #include "base/error.h"
 
 namespace minfer {
@@ -32,6 +34,8 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
     out[p + "wk"] = {kv, c.hidden_size};
     out[p + "wv"] = {kv, c.hidden_size};
     out[p + "wo"] = {c.hidden_size, q};
+    if (c.o_bias) out[p + "bo"] = {c.hidden_size};
+    if (c.attention_sinks) out[p + "sinks"] = {c.num_heads};
     if (c.attention_bias) {
       out[p + "bq"] = {q};
       out[p + "bk"] = {kv};
@@ -48,11 +52,16 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
     }
     if (c.is_moe(i)) {
       out[p + "router"] = {c.num_experts, c.hidden_size};
+      if (c.moe_bias) out[p + "router_bias"] = {c.num_experts};
       for (int64_t e = 0; e < c.num_experts; ++e) {
         const std::string x = p + "experts." + std::to_string(e) + ".";
         out[x + "w_gate"] = {c.moe_intermediate_size, c.hidden_size};
         out[x + "w_up"] = {c.moe_intermediate_size, c.hidden_size};
         out[x + "w_down"] = {c.hidden_size, c.moe_intermediate_size};
+        if (!c.moe_bias) continue;
+        out[x + "b_gate"] = {c.moe_intermediate_size};
+        out[x + "b_up"] = {c.moe_intermediate_size};
+        out[x + "b_down"] = {c.hidden_size};
       }
       continue;
     }
@@ -65,25 +74,85 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
 
 namespace {
 
-// GGUF's stacked experts (layers.{i}.experts.w_gate, [experts, rows, cols]) -> layers.{i}.experts.{j}.w_gate views.
+// Stacked experts (layers.{i}.experts.w_gate, [experts, rows, cols]; biases [experts, n]) ->
+// layers.{i}.experts.{j}.w_gate views (GGUF's form, and gpt-oss's down-projection biases in HF).
 void split_stacked_experts(ModelWeights& weights, std::map<std::string, WeightOrigin>& origins, const std::string& p) {
-  for (const char* w : {"w_gate", "w_up", "w_down"}) {
+  for (const char* w : {"w_gate", "w_up", "w_down", "b_gate", "b_up", "b_down"}) {
     auto it = weights.tensors.find(p + "experts." + w);
     if (it == weights.tensors.end()) continue;
     Tensor stacked = it->second;
     const WeightOrigin origin = origins[p + "experts." + w];
-    if (stacked.rank() != 3 || stacked.dim(0) != weights.config.num_experts || stacked.quant)
-      fail_load(origin.file, "tensor '{}' has shape {}, expected [{}, rows, cols] (one matrix per expert)", origin.name,
-                stacked.shape_string(), weights.config.num_experts);
-    const int64_t rows = stacked.dim(1);
-    stacked.shape = {stacked.dim(0) * rows, stacked.dim(2)};
+    const bool bias = w[0] == 'b';
+    if (stacked.rank() != (bias ? 2 : 3) || stacked.dim(0) != weights.config.num_experts || stacked.quant ||
+        (bias && is_block_type(stacked.dtype)))
+      fail_load(origin.file, "tensor '{}' has shape {}, expected [{}, {}] (one {} per expert)", origin.name,
+                stacked.shape_string(), weights.config.num_experts, bias ? "n" : "rows, cols",
+                bias ? "bias" : "matrix");
+    const int64_t rows = bias ? 1 : stacked.dim(1);
+    stacked.shape = {stacked.dim(0) * rows, stacked.dim(-1)};
     for (int64_t e = 0; e < weights.config.num_experts; ++e) {
       const std::string name = p + "experts." + std::to_string(e) + "." + w;
-      weights.tensors[name] = row_slice(stacked, e * rows, (e + 1) * rows);
+      Tensor part = row_slice(stacked, e * rows, (e + 1) * rows);
+      if (bias) part.shape = {part.dim(1)};
+      weights.tensors[name] = std::move(part);
       origins[name] = origin;
     }
     weights.tensors.erase(it);
     origins.erase(p + "experts." + w);
+  }
+}
+
+// gpt-oss's HF experts: gate_up_proj [experts, hidden, 2 ff] (x @ W, gate and up interleaved column by column),
+// gate_up_proj_bias [experts, 2 ff], down_proj [experts, ff, hidden] -> each expert's w_gate / w_up [ff, hidden],
+// b_gate / b_up [ff] and w_down [hidden, ff], copied transposed in the checkpoint's dtype.
+void split_gpt_oss_hf_experts(ModelWeights& weights, std::map<std::string, WeightOrigin>& origins,
+                              const std::string& p) {
+  const ModelConfig& c = weights.config;
+  const int64_t ne = c.num_experts, ff = c.moe_intermediate_size, hidden = c.hidden_size;
+  struct Stacked {
+    const char* name;
+    std::vector<int64_t> shape;
+  };
+  for (const Stacked& s : {Stacked{"gate_up_proj", {ne, hidden, 2 * ff}}, Stacked{"gate_up_proj_bias", {ne, 2 * ff}},
+                           Stacked{"down_proj", {ne, ff, hidden}}}) {
+    auto it = weights.tensors.find(p + "experts." + s.name);
+    if (it == weights.tensors.end()) continue;
+    const Tensor stacked = it->second;
+    const WeightOrigin origin = origins[p + "experts." + s.name];
+    if (stacked.shape != s.shape ||
+        !(stacked.dtype == DType::F32 || stacked.dtype == DType::F16 || stacked.dtype == DType::BF16))
+      fail_load(origin.file, "tensor '{}' is {} {}, expected f32, f16 or bf16 {}", origin.name,
+                dtype_name(stacked.dtype), stacked.shape_string(), shape_str(s.shape));
+    const size_t es = dtype_bytes(stacked.dtype, 1);
+    const auto* src = static_cast<const unsigned char*>(stacked.data);
+    // out[r, col] = in[expert e][col, first + r * step] for an [rows, cols] output read from the [cols, width] slab.
+    auto gather = [&](int64_t e, int64_t rows, int64_t cols, int64_t width, int64_t first, int64_t step) {
+      Tensor out = Tensor::allocate(stacked.dtype, cols == 1 ? std::vector<int64_t>{rows} : std::vector{rows, cols});
+      auto* dst = out.mutable_as<unsigned char>();
+      const unsigned char* slab = src + static_cast<size_t>(e * cols * width) * es;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < cols; ++k)
+          std::memcpy(dst + static_cast<size_t>(r * cols + k) * es,
+                      slab + static_cast<size_t>(k * width + first + r * step) * es, es);
+      return out;
+    };
+    for (int64_t e = 0; e < ne; ++e) {
+      const std::string x = p + "experts." + std::to_string(e) + ".";
+      std::vector<std::pair<std::string, Tensor>> parts;
+      if (std::string_view(s.name) == "gate_up_proj") {
+        parts = {{"w_gate", gather(e, ff, hidden, 2 * ff, 0, 2)}, {"w_up", gather(e, ff, hidden, 2 * ff, 1, 2)}};
+      } else if (std::string_view(s.name) == "gate_up_proj_bias") {
+        parts = {{"b_gate", gather(e, ff, 1, 2 * ff, 0, 2)}, {"b_up", gather(e, ff, 1, 2 * ff, 1, 2)}};
+      } else {
+        parts = {{"w_down", gather(e, hidden, ff, hidden, 0, 1)}};
+      }
+      for (auto& [w, t] : parts) {
+        weights.tensors[x + w] = std::move(t);
+        origins[x + w] = origin;
+      }
+    }
+    weights.tensors.erase(it);
+    origins.erase(p + "experts." + s.name);
   }
 }
 
@@ -101,6 +170,7 @@ void split_fused_projections(ModelWeights& weights, std::map<std::string, Weight
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     split_stacked_experts(weights, origins, p);
+    if (c.arch == Architecture::kGptOss) split_gpt_oss_hf_experts(weights, origins, p);
     for (const Fused& f : fused) {
       auto it = weights.tensors.find(p + f.name);
       if (it == weights.tensors.end()) continue;

@@ -28,6 +28,7 @@ constexpr NameRow kLayer[] = {
     {"wk", "self_attn.k_proj.weight", "attn_k.weight"},
     {"wv", "self_attn.v_proj.weight", "attn_v.weight"},
     {"wo", "self_attn.o_proj.weight", "attn_output.weight"},
+    {"bo", "self_attn.o_proj.bias", "attn_output.bias"},
     {"bq", "self_attn.q_proj.bias", "attn_q.bias"},
     {"bk", "self_attn.k_proj.bias", "attn_k.bias"},
     {"bv", "self_attn.v_proj.bias", "attn_v.bias"},
@@ -83,6 +84,27 @@ constexpr NameRow kMixtralLayer[] = {
     {"experts.w_down", "", "ffn_down_exps.weight"},
 };
 
+// gpt-oss: HF's post_attention_layernorm is the pre-FFN norm (GGUF calls it post_attention_norm); per-head sinks; a
+// router with a bias; experts with biases. HF stacks the experts transposed ([experts, in, out]) with gate and up
+// interleaved column by column (gate_up_proj) and GGUF stacks them as Qwen3-MoE's plus biases: the stacked forms
+// have canonical names of their own (experts.gate_up_proj, ...) and split_fused_projections makes each expert's
+// matrices and biases. The per-expert rows' HF names are the stacked tensors they come from (for error messages).
+constexpr NameRow kGptOssLayer[] = {
+    {"ffn_norm", "post_attention_layernorm.weight", "post_attention_norm.weight"},
+    {"sinks", "self_attn.sinks", "attn_sinks.weight"},
+    {"router", "mlp.router.weight", "ffn_gate_inp.weight"},
+    {"router_bias", "mlp.router.bias", "ffn_gate_inp.bias"},
+    {"experts.gate_up_proj", "mlp.experts.gate_up_proj", ""},
+    {"experts.gate_up_proj_bias", "mlp.experts.gate_up_proj_bias", ""},
+    {"experts.down_proj", "mlp.experts.down_proj", ""},
+    {"experts.w_gate", "mlp.experts.gate_up_proj", "ffn_gate_exps.weight"},
+    {"experts.w_up", "mlp.experts.gate_up_proj", "ffn_up_exps.weight"},
+    {"experts.w_down", "mlp.experts.down_proj", "ffn_down_exps.weight"},
+    {"experts.b_gate", "mlp.experts.gate_up_proj_bias", "ffn_gate_exps.bias"},
+    {"experts.b_up", "mlp.experts.gate_up_proj_bias", "ffn_up_exps.bias"},
+    {"experts.b_down", "mlp.experts.down_proj_bias", "ffn_down_exps.bias"},
+};
+
 std::span<const NameRow> layer_overrides(Architecture arch) {
   // OLMo 2/3 name their post norms as Gemma does (and have no pre-FFN norm for the middle row to find).
   if (arch == Architecture::kGemma2 || arch == Architecture::kGemma3 || arch == Architecture::kOlmo2)
@@ -90,6 +112,7 @@ std::span<const NameRow> layer_overrides(Architecture arch) {
   if (arch == Architecture::kPhi3) return kPhi3Layer;
   if (arch == Architecture::kQwen3Moe) return kQwen3MoeLayer;
   if (arch == Architecture::kMixtral) return kMixtralLayer;
+  if (arch == Architecture::kGptOss) return kGptOssLayer;
   return {};
 }
 
@@ -157,7 +180,7 @@ std::string from_canonical(const std::string& canonical, std::string_view layer_
         if (rest == r.canonical && *external(r) != '\0')
           return std::string(layer_prefix) + std::string(layer) + "." + external(r);
     // One expert's matrix: HF names it apart; GGUF holds it in the stacked tensor of its projection.
-    if (layer_prefix == "model.layers.") {
+    if (layer_prefix == "model.layers." && hf_expert_names(arch)) {
       if (auto hf = canonical_expert_to_hf(rest, arch))
         return std::string(layer_prefix) + std::string(layer) + "." + *hf;
     } else if (std::string_view index, w; split_layer(rest, "experts.", &index, &w)) {
