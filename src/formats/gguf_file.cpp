@@ -14,9 +14,10 @@ struct GgmlType {
   DType dtype;
 };
 constexpr GgmlType kGgmlTypes[] = {
-    {0, DType::F32},   {1, DType::F16},   {2, DType::Q4_0},    {3, DType::Q4_1},    {6, DType::Q5_0},
-    {7, DType::Q5_1},  {8, DType::Q8_0},  {10, DType::Q2_K},   {11, DType::Q3_K},   {12, DType::Q4_K},
-    {13, DType::Q5_K}, {14, DType::Q6_K}, {20, DType::IQ4_NL}, {23, DType::IQ4_XS}, {30, DType::BF16},
+    {0, DType::F32},     {1, DType::F16},     {2, DType::Q4_0},  {3, DType::Q4_1},
+    {6, DType::Q5_0},    {7, DType::Q5_1},    {8, DType::Q8_0},  {10, DType::Q2_K},
+    {11, DType::Q3_K},   {12, DType::Q4_K},   {13, DType::Q5_K}, {14, DType::Q6_K},
+    {20, DType::IQ4_NL}, {23, DType::IQ4_XS}, {30, DType::BF16}, {39, DType::MXFP4},
 };
 
 const DType* dtype_of_ggml(uint32_t id) {
@@ -133,10 +134,12 @@ void read_number(const uint8_t* p, GgufType t, int64_t* i, double* f) {
 }  // namespace
 
 std::string ggml_type_name(uint32_t type) {
-  static const char* const names[] = {"F32",     "F16",    "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
-                                      "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
-                                      "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-                                      "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16"};
+  static const char* const names[] = {
+      "F32",      "F16",      "Q4_0",    "Q4_1",  "Q4_2",       "Q4_3",       "Q5_0",       "Q5_1",
+      "Q8_0",     "Q8_1",     "Q2_K",    "Q3_K",  "Q4_K",       "Q5_K",       "Q6_K",       "Q8_K",
+      "IQ2_XXS",  "IQ2_XS",   "IQ3_XXS", "IQ1_S", "IQ4_NL",     "IQ3_S",      "IQ2_S",      "IQ4_XS",
+      "I8",       "I16",      "I32",     "I64",   "F64",        "IQ1_M",      "BF16",       "Q4_0_4_4",
+      "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",   "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4"};
   if (type < sizeof(names) / sizeof(names[0])) return names[type];
   return "type " + std::to_string(type);
 }

@@ -40,7 +40,8 @@ constexpr int zero_point(DType t) {
     case DType::Q3_K: return 4;
     case DType::Q6_K: return 32;
     case DType::IQ4_NL:
-    case DType::IQ4_XS: return 128;
+    case DType::IQ4_XS:
+    case DType::MXFP4: return 128;
     default: return 0;
   }
 }
@@ -51,6 +52,25 @@ constexpr int tile_zero_point(DType t) { return t == DType::Q8_0 ? 128 : zero_po
 // IQ4_NL / IQ4_XS's non-linear 4-bit code book (ggml's kvalues_iq4nl: -127, -104, ..., 113) plus 128: the u of
 // their decoded form.
 inline constexpr uint8_t kIq4Unsigned[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+
+// MXFP4's E2M1 values doubled (ggml's kvalues_mxfp4: 0, 1, 2, 3, 4, 6, 8, 12 and their negatives) plus 128; the scale
+// byte's power of two is halved to match (e8m0_half).
+inline constexpr uint8_t kMxfp4Unsigned[16] = {128, 129, 130, 131, 132, 134, 136, 140,
+                                               128, 127, 126, 125, 124, 122, 120, 116};
+
+// The code book a type's nibbles index (u = book[nibble]), or null for the types whose nibble is u itself.
+constexpr const uint8_t* code_book(DType t) {
+  return t == DType::MXFP4 ? kMxfp4Unsigned : (t == DType::IQ4_NL || t == DType::IQ4_XS) ? kIq4Unsigned : nullptr;
+}
+
+// An E8M0 byte e as the f32 2^(e - 128) (ggml_e8m0_to_fp32_half: 2^(e - 127) halved, as the doubled values need),
+// subnormal for e < 2, exactly.
+inline float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 // True for the types whose decoded form has offsets m (the others have m = 0 and skip the offset term).
 constexpr bool has_offsets(DType t) {
@@ -114,6 +134,15 @@ inline void decode_iq4_nl(const uint8_t* __restrict b, uint8_t* __restrict q, fl
   for (int j = 0; j < 16; ++j) {
     q[j] = kIq4Unsigned[b[2 + j] & 0x0F];
     q[j + 16] = kIq4Unsigned[b[2 + j] >> 4];
+  }
+}
+
+inline void decode_mxfp4(const uint8_t* __restrict b, uint8_t* __restrict q, float* __restrict d, float* __restrict m) {
+  d[0] = d[1] = e8m0_half(b[0]);
+  m[0] = m[1] = 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    q[j] = kMxfp4Unsigned[b[1 + j] & 0x0F];
+    q[j + 16] = kMxfp4Unsigned[b[1 + j] >> 4];
   }
 }
 
@@ -277,6 +306,7 @@ inline void decode_blocks(DType type, const uint8_t* src, int64_t blocks, uint8_
     case DType::Q6_K: return decode_each(decode_q6_k, src, blocks, s.elements, s.bytes, q, d, m);
     case DType::IQ4_NL: return decode_each(decode_iq4_nl, src, blocks, s.elements, s.bytes, q, d, m);
     case DType::IQ4_XS: return decode_each(decode_iq4_xs, src, blocks, s.elements, s.bytes, q, d, m);
+    case DType::MXFP4: return decode_each(decode_mxfp4, src, blocks, s.elements, s.bytes, q, d, m);
     default: return;
   }
 }

@@ -37,6 +37,15 @@ void read_k_scales(const uint8_t* b, RowGroup& g) {
   }
 }
 
+// MXFP4's scale 2^(e - 128) as the tiles' f16 d: exact for 2^-24 ... 2^15; smaller scales (blocks whose largest
+// magnitude is below 12 x 2^-25) read as zero, larger ones are refused (no trained weight comes near either).
+uint16_t mxfp4_scale_as_f16(uint8_t e) {
+  const int p = e - 128;
+  if (p < -24) return 0;
+  if (p > 15) fail("to_gguf_tiles: an MXFP4 block scale of 2^{} is beyond the tiles' f16 scales", p);
+  return static_cast<uint16_t>(p >= -14 ? (p + 15) << 10 : 1 << (p + 24));
+}
+
 void read_group(DType type, const uint8_t* b, RowGroup& g) {
   g = RowGroup{};
   float d[16], m[16];  // the scalar decoders' float scales, not used: the tiles keep the file's
@@ -44,6 +53,10 @@ void read_group(DType type, const uint8_t* b, RowGroup& g) {
   switch (type) {
     case DType::Q4_0:
     case DType::IQ4_NL: split_nibbles(b + 2, g.u); break;
+    case DType::MXFP4:
+      g.d = mxfp4_scale_as_f16(b[0]);
+      split_nibbles(b + 1, g.u);
+      break;
     case DType::Q4_1:
       std::memcpy(&g.m, b + 2, 2);
       split_nibbles(b + 4, g.u);
@@ -167,7 +180,7 @@ TileBlockScales tile_block_scales(const GgufTiles& t, const uint8_t* group, int6
     case DType::Q5_K: return {d * sc(), m * mn(), z};
     case DType::IQ4_XS:
     case DType::Q6_K: return {d * sc(), 0.0f, z};
-    default: return {d, 0.0f, z};  // Q4_0, Q5_0, IQ4_NL
+    default: return {d, 0.0f, z};  // Q4_0, Q5_0, IQ4_NL, MXFP4
   }
 }
 
@@ -181,7 +194,7 @@ uint8_t tile_value(const GgufTiles& t, const uint8_t* group, int64_t b, int64_t 
     std::memcpy(&word, block + GgufTiles::plane_at(plane, c), 8);
     u |= static_cast<int>((word >> GgufTiles::plane_bit(j, c)) & 1) << (4 + plane);
   }
-  return t.iq4() ? gguf::kIq4Unsigned[u] : static_cast<uint8_t>(u);
+  return t.coded() ? gguf::code_book(t.type)[u] : static_cast<uint8_t>(u);
 }
 
 void gguf_tiles_row(const Tensor& w, int64_t r, float* out) {

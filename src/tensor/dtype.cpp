@@ -26,6 +26,7 @@ BlockShape dtype_block(DType dtype) {
     case DType::Q6_K: return {256, 210};
     case DType::IQ4_NL: return {32, 18};
     case DType::IQ4_XS: return {256, 136};
+    case DType::MXFP4: return {32, 17};
   }
   return {1, 0};
 }
@@ -57,6 +58,7 @@ std::string_view dtype_name(DType dtype) {
     case DType::Q6_K: return "q6_k";
     case DType::IQ4_NL: return "iq4_nl";
     case DType::IQ4_XS: return "iq4_xs";
+    case DType::MXFP4: return "mxfp4";
   }
   return "?";
 }
@@ -64,7 +66,7 @@ std::string_view dtype_name(DType dtype) {
 bool parse_dtype(std::string_view name, DType* out) {
   std::string lower(name);
   std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (int d = 0; d <= static_cast<int>(DType::IQ4_XS); ++d) {
+  for (int d = 0; d <= static_cast<int>(DType::MXFP4); ++d) {
     if (lower == dtype_name(static_cast<DType>(d))) {
       *out = static_cast<DType>(d);
       return true;

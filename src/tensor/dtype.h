@@ -28,6 +28,7 @@ enum class DType : uint8_t {
   Q6_K,
   IQ4_NL,
   IQ4_XS,
+  MXFP4,  // OCP microscaling FP4 (gpt-oss's experts): an E8M0 scale byte, then 32 E2M1 nibbles
 };
 
 // Elements and bytes of one block of a GGUF block type ({1, element size} for the others).

@@ -1,7 +1,7 @@
 // TensorLayout::kGgufTiles16: a GGUF matrix [n, k] of a 4-, 5- or 6-bit type (Q4_0, Q4_1, IQ4_NL, Q4_K, IQ4_XS, Q5_0,
-// Q5_1, Q5_K, Q6_K) or Q8_0 re-laid for the quantized GEMM. Rows go in tiles of 16 (the last padded with zero rows); a
-// tile is stored group by group, a group being one block of 32 columns for the 32-element types and one super-block of
-// 256 for the K types and IQ4_XS:
+// Q5_1, Q5_K, Q6_K, MXFP4) or Q8_0 re-laid for the quantized GEMM. Rows go in tiles of 16 (the last padded with zero
+// rows); a tile is stored group by group, a group being one block of 32 columns for the 32-element types and one
+// super-block of 256 for the K types and IQ4_XS:
 //   header: d[16] f16, then m[16] / dmin[16] f16 (Q4_1, Q5_1, Q4_K, Q5_K), then for super-blocks the int8 sub-scales
 //           sc[subs][16] (subs = 8 blocks of 32, or 16 blocks of 16 for Q6_K) and sub-mins mn[8][16] (Q4_K, Q5_K)
 //   then per 32-column block: 256 bytes of nibbles and, for 5 / 6 bits, one / two planes of high bits (64 bytes each)
@@ -32,7 +32,8 @@ struct GgufTiles {
   // True for the types this layout holds.
   static constexpr bool holds(DType t) {
     return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::IQ4_NL || t == DType::Q4_K || t == DType::IQ4_XS ||
-           t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q8_0;
+           t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q8_0 ||
+           t == DType::MXFP4;
   }
   // Whole bytes per value (Q8_0) instead of nibbles and high-bit planes.
   constexpr bool full_bytes() const { return type == DType::Q8_0; }
@@ -42,7 +43,8 @@ struct GgufTiles {
   constexpr bool has_min() const {
     return type == DType::Q4_1 || type == DType::Q5_1 || type == DType::Q4_K || type == DType::Q5_K;
   }
-  constexpr bool iq4() const { return type == DType::IQ4_NL || type == DType::IQ4_XS; }
+  // The nibble indexes a code book (kernels/gguf_blocks.h code_book): IQ4_NL, IQ4_XS, MXFP4.
+  constexpr bool coded() const { return type == DType::IQ4_NL || type == DType::IQ4_XS || type == DType::MXFP4; }
   // Bits above the nibble: 0, 1 (Q5) or 2 (Q6_K).
   constexpr int high_bits() const {
     return type == DType::Q6_K ? 2 : (type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q5_K) ? 1 : 0;

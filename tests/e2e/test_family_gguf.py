@@ -7,7 +7,8 @@ Adjustments to the HF copy, so that the GGUF can say the same thing: tiny-llama 
 llama.cpp's converter bakes into a rope_freqs tensor this writer does not make); tiny-gemma2 and tiny-gemma3 with a window of
 8 (the prompt runs past it) and query_pre_attn_scalar = head_dim (GGUF has no key for it; llama.cpp scales by head_dim);
 tiny-mistral and tiny-phi3 without their windows (a GGUF Mistral has none; llama.cpp switches Phi-3's off);
-tiny-smollm3 with llama.cpp's NoPE rule (every fourth layer; GGUF has no key for it). tiny-phi3
+tiny-smollm3 with llama.cpp's NoPE rule (every fourth layer; GGUF has no key for it); tiny-gpt-oss with a window of 8
+and YaRN's truncate on (llama.cpp rounds the ramp's ends outwards whatever the config says). tiny-phi3
 keeps its partial rotary embedding and longrope (its factors as llama.cpp's rope_factors_long/short tensors).
 """
 
@@ -53,7 +54,7 @@ def gguf_matches_hf_directory(minfer, hf, config, tmp_path):
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
                                     "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3", "tiny-olmo2",
-                                    "tiny-olmo3", "tiny-granite"])
+                                    "tiny-olmo3", "tiny-granite", "tiny-gpt-oss"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)
@@ -68,6 +69,9 @@ def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp
         config.update(sliding_window=8, query_pre_attn_scalar=config["head_dim"])
     if preset == "tiny-olmo3":
         config.update(sliding_window=8)
+    if preset == "tiny-gpt-oss":  # llama.cpp always rounds YaRN's ramp outwards (GGUF has no key for truncate)
+        config.update(sliding_window=8)
+        config["rope_scaling"]["truncate"] = True
     if preset == "tiny-smollm3":  # GGUF has no key for the NoPE layers: llama.cpp takes every fourth
         config.update(no_rope_layer_interval=4, no_rope_layers=[int((i + 1) % 4 != 0) for i in range(4)])
     path, ids, from_hf, from_gguf = gguf_matches_hf_directory(minfer, hf, config, tmp_path)
@@ -114,26 +118,38 @@ def llama_quantize(src, dst, ftype: int):
     assert llama_cpp.llama_model_quantize(str(src).encode(), str(dst).encode(), ctypes.byref(params)) == 0
 
 
-@pytest.mark.parametrize("preset", ["tiny-mistral", "tiny-gemma2", "tiny-gemma3", "tiny-phi3", "tiny-qwen3-moe",
-                                    "tiny-mixtral", "tiny-olmo2", "tiny-granite"])
-@pytest.mark.parametrize("ftype", [7, 15], ids=["Q8_0", "Q4_K_M"])
+QUANTIZED = [(p, f) for p in ["tiny-mistral", "tiny-gemma2", "tiny-gemma3", "tiny-phi3", "tiny-qwen3-moe",
+                               "tiny-mixtral", "tiny-olmo2", "tiny-granite", "tiny-gpt-oss"] for f in (7, 15)]
+# gpt-oss as its GGUFs ship: llama.cpp's MXFP4_MOE (ftype 38) puts the experts' matrices in MXFP4 where their rows
+# are whole 32-blocks (the tiny model's gate and up; its 48-wide down projections fall back), the rest in Q8_0.
+QUANTIZED.append(("tiny-gpt-oss", 38))
+
+
+@pytest.mark.parametrize("preset,ftype", QUANTIZED, ids=[f"{p}-{ {7: 'Q8_0', 15: 'Q4_K_M', 38: 'MXFP4_MOE'}[f]}"
+                                                         for p, f in QUANTIZED])
 def test_quantized_family_gguf_is_as_faithful_as_llamacpp(minfer, tiny_models, preset, ftype, tmp_path):
     """The families in GGUF quant types: the gguf-py file quantized by llama.cpp itself (64-wide rows are not whole
     256-blocks, so Q4_K_M falls back to the 32-blocks types llama.cpp picks for them), then minfer and llama.cpp on
     that file, each against the unquantized model (minfer on the f32 directory, which test_oracle_hf.py checks against
     PyTorch). Both engines round activations to int8 blocks for these weights, and on random tiny models with flat
     logits (and MoE routing that such rounding can flip) that moves logits by a few percent; what is asserted:
-    minfer's mean per-row error against the unquantized logits is at most 1.5x llama.cpp's."""
+    minfer's mean per-row error against the unquantized logits is at most 1.5x llama.cpp's, and the two engines' logits
+    on the quantized file within 5% of each other (mean per row)."""
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)
     config = read_config(hf)
     config["sliding_window"] = None if preset in ("tiny-mistral", "tiny-phi3") else config.get("sliding_window")
     if preset in ("tiny-gemma2", "tiny-gemma3"):
         config["query_pre_attn_scalar"] = config["head_dim"]
+    if preset == "tiny-gpt-oss":
+        config["rope_scaling"]["truncate"] = True  # as llama.cpp computes YaRN
     (hf / "config.json").write_text(json.dumps(config, indent=2))
     f32, quantized = tmp_path / "f32.gguf", tmp_path / "quantized.gguf"
     gguf_py_writer.write(str(hf), str(f32))
     llama_quantize(f32, quantized, ftype)
+    if ftype == 38:
+        types = {t.name: t.tensor_type.name for t in gguf_py_writer.gguf.GGUFReader(quantized).tensors}
+        assert types["blk.0.ffn_gate_exps.weight"] == "MXFP4", types
     ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
     exact, _ = engine(minfer, hf, ids, tmp_path, "f32")
     ours, _ = engine(minfer, quantized, ids, tmp_path, "q")
@@ -143,6 +159,8 @@ def test_quantized_family_gguf_is_as_faithful_as_llamacpp(minfer, tiny_models, p
     scale = np.abs(exact).max(axis=1)
     err_ours = float((np.abs(ours - exact).max(axis=1) / scale).mean())
     err_theirs = float((np.abs(theirs - exact).max(axis=1) / scale).mean())
+    err_between = float((np.abs(ours - theirs).max(axis=1) / scale).mean())
     print(f"{preset} ftype {ftype}: mean row error against the f32 model: minfer {err_ours:.2e}, llama.cpp "
-          f"{err_theirs:.2e}")
+          f"{err_theirs:.2e}; between them {err_between:.2e}")
     assert err_ours <= 1.5 * err_theirs
+    assert err_between <= 0.05  # the two engines on the same quantized bytes (measured up to 2.4e-2)

@@ -6,7 +6,7 @@ norm weights stored as 1 + w, and the tokenizer as tokenizer.ggml.* (model "gpt2
 computes the same on a family's GGUF file as on its HF directory, independently of minfer's own GGUF writer.
 
 Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, smollm3, olmo2, olmo3,
-granite.
+granite, gpt_oss (its experts in f32, as llama.cpp's GptOssModel converter writes a checkpoint that is not MXFP4).
 Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
@@ -28,7 +28,7 @@ from hf_reference import load_hf_tensors  # noqa: E402
 # Mixtral too is written as llama (with expert keys), as llama.cpp's converter does.
 ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
         "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "smollm3": "smollm3",
-        "olmo2": "olmo2", "olmo3": "olmo2", "granite": "granite"}
+        "olmo2": "olmo2", "olmo3": "olmo2", "granite": "granite", "gpt_oss": "gpt-oss"}
 # The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
 EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
                                        "down_proj": "ffn_down_exps"}),
@@ -102,6 +102,38 @@ def stack_experts(tensors: dict, moe: str, names: dict) -> dict:
     return out
 
 
+def gpt_oss_tensors(tensors: dict) -> dict:
+    """As llama.cpp's GptOssModel.modify_tensors for unquantized experts: gate_up_proj [experts, hidden, 2 ff]
+    transposed and split by column parity into ffn_gate_exps / ffn_up_exps [experts, ff, hidden] (their biases
+    likewise), down_proj transposed into ffn_down_exps; router -> ffn_gate_inp, sinks -> attn_sinks, HF's
+    post_attention_layernorm (the pre-FFN norm) -> post_attention_norm."""
+    out = {}
+    for name, t in tensors.items():
+        parts = name.split(".")
+        if parts[0] != "model" or parts[1] != "layers":
+            out[name] = t
+            continue
+        blk, rest = f"blk.{parts[2]}.", ".".join(parts[3:])
+        if rest == "mlp.experts.gate_up_proj":
+            t = t.swapaxes(-1, -2)
+            out[blk + "ffn_gate_exps.weight"], out[blk + "ffn_up_exps.weight"] = t[:, ::2, :], t[:, 1::2, :]
+        elif rest == "mlp.experts.gate_up_proj_bias":
+            out[blk + "ffn_gate_exps.bias"], out[blk + "ffn_up_exps.bias"] = t[..., ::2], t[..., 1::2]
+        elif rest == "mlp.experts.down_proj":
+            out[blk + "ffn_down_exps.weight"] = t.swapaxes(-1, -2)
+        elif rest == "mlp.experts.down_proj_bias":
+            out[blk + "ffn_down_exps.bias"] = t
+        elif rest.startswith("mlp.router."):
+            out[blk + "ffn_gate_inp." + parts[-1]] = t
+        elif rest == "self_attn.sinks":
+            out[blk + "attn_sinks.weight"] = t
+        elif rest == "post_attention_layernorm.weight":
+            out[blk + "post_attention_norm.weight"] = t
+        else:
+            out[name] = t
+    return {k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
 def write(model_dir: str, out: str) -> None:
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
@@ -171,6 +203,11 @@ def write(model_dir: str, out: str) -> None:
     if model_type == "olmo3":  # as llama.cpp's Olmo2Model converter: the window and its per-layer pattern
         w.add_sliding_window(int(cfg["sliding_window"]))
         w.add_array(f"{arch}.attention.sliding_window_pattern", [t == "sliding_attention" for t in cfg["layer_types"]])
+    if model_type == "gpt_oss":  # as llama.cpp's GptOssModel converter: the window, the experts' count and width
+        w.add_sliding_window(int(cfg["sliding_window"]))
+        w.add_expert_count(int(cfg["num_local_experts"]))
+        w.add_expert_used_count(int(cfg["num_experts_per_tok"]))
+        w.add_expert_feed_forward_length(int(cfg["intermediate_size"]))
     if model_type == "phi3" and cfg.get("sliding_window"):
         w.add_sliding_window(int(cfg["sliding_window"]))
     if model_type in EXPERT_NAMES:
@@ -186,6 +223,8 @@ def write(model_dir: str, out: str) -> None:
     tensors = load_hf_tensors(model_dir)
     if model_type in EXPERT_NAMES:
         tensors = stack_experts(tensors, *EXPERT_NAMES[model_type])
+    if model_type == "gpt_oss":
+        tensors = gpt_oss_tensors(tensors)
     for name, t in sorted(tensors.items()):
         if name.startswith("blk."):  # already in GGUF's names (stacked experts, routers)
             w.add_tensor(name, t.astype(np.float32))

@@ -1,4 +1,4 @@
-// The GGUF block-type GEMM (Q4_0 ... Q6_K, IQ4_NL, IQ4_XS): every variant against the scalar reference on random
+// The GGUF block-type GEMM (Q4_0 ... Q6_K, IQ4_NL, IQ4_XS, MXFP4): every variant against the scalar reference on random
 // blocks of awkward sizes, the reference against an f32 GEMM of the dequantized weights within the error the int8
 // activations allow, activation quantization identical across variants, and embedding lookups of a quantized table.
 // Dequantization itself is checked against gguf-py's numpy dequantizers (tests/e2e/test_gguf_quants.py).
@@ -24,8 +24,8 @@ namespace {
 
 using testing::random_floats;
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q2_K,  DType::Q3_K,
-                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::Q2_K,   DType::Q3_K,
+                            DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 
 // Byte offsets of the f16 scales in a block of each type (the rest of a random block is any bytes).
 std::vector<int> f16_fields(DType t) {
@@ -50,6 +50,10 @@ Tensor random_blocks(std::mt19937& rng, DType type, int64_t n, int64_t k) {
   for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(byte(rng));
   const BlockShape block = dtype_block(type);
   for (int64_t b = 0; b < n * k / block.elements; ++b) {
+    if (type == DType::MXFP4) {  // an E8M0 scale byte: 2^-12 ... 2^0 (and the halving of the doubled values)
+      bytes[b * block.bytes] = static_cast<uint8_t>(116 + byte(rng) % 13);
+      continue;
+    }
     for (int at : f16_fields(type)) {
       const uint16_t h = f32_to_f16(scale(rng));
       std::memcpy(bytes + b * block.bytes + at, &h, 2);
@@ -164,8 +168,8 @@ TEST(GemmGguf, DriverOnThePoolMatchesTheReference) {
   }
 }
 
-constexpr DType kTileTypes[] = {DType::Q4_0, DType::Q4_1, DType::IQ4_NL, DType::Q4_K, DType::IQ4_XS,
-                                DType::Q5_0, DType::Q5_1, DType::Q5_K,   DType::Q6_K, DType::Q8_0};
+constexpr DType kTileTypes[] = {DType::Q4_0, DType::Q4_1, DType::IQ4_NL, DType::Q4_K, DType::IQ4_XS, DType::Q5_0,
+                                DType::Q5_1, DType::Q5_K, DType::Q6_K,   DType::Q8_0, DType::MXFP4};
 
 // Y = X W^T computed the slow way: the weights dequantized by dequantize_rows (the file's values exactly), times the
 // activations as quantized (q d per block), summed in double.

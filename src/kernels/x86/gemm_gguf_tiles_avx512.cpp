@@ -23,9 +23,10 @@ constexpr int64_t kPrefetchBytes = 2048;  // how far ahead of the block being un
 constexpr int kXRows = 8;  // activation rows per pass over a tile's weights (each block unpacked once for them)
 
 struct TileKind {
-  bool super_blocks, has_min, iq4, sub16, full_bytes;
+  bool super_blocks, has_min, coded, sub16, full_bytes;
   int high_bits, zero_point;
-  float min_sign;  // Q4_1 / Q5_1 store +m (w = d u + m), the K types dmin (w = d sc u - dmin mn)
+  float min_sign;       // Q4_1 / Q5_1 store +m (w = d u + m), the K types dmin (w = d sc u - dmin mn)
+  const uint8_t* book;  // the code book of the coded types (IQ4, MXFP4)
 };
 
 constexpr TileKind kind_of(DType type) {
@@ -33,12 +34,13 @@ constexpr TileKind kind_of(DType type) {
   const bool legacy_min = t.type == DType::Q4_1 || t.type == DType::Q5_1;
   return {t.super_blocks(),
           t.has_min(),
-          t.iq4(),
+          t.coded(),
           t.scale_columns() == 16,
           t.full_bytes(),
           t.high_bits(),
           gguf::tile_zero_point(t.type),
-          legacy_min ? -1.0f : 1.0f};
+          legacy_min ? -1.0f : 1.0f,
+          gguf::code_book(t.type)};
 }
 
 // The activation rows of the passes, re-laid block-major: for pass p (rows 8 p .. 8 p + 7) and block b, the 8 rows'
@@ -101,8 +103,8 @@ inline void unpack_block(const uint8_t* block, const TileKind& kind, __m512i* w)
       w[o] = _mm512_mask_add_epi8(w[o], _cvtu64_mask64(bits), w[o], bit);
     }
   }
-  if (kind.iq4) {
-    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::kIq4Unsigned)));
+  if (kind.coded) {
+    const __m512i book = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kind.book)));
     for (int o = 0; o < 8; ++o) w[o] = _mm512_shuffle_epi8(book, w[o]);
   }
 }
@@ -218,6 +220,7 @@ void gguf_tiles_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const 
     case DType::Q5_K: return type_cols<DType::Q5_K>(x, m, k, tiles, n, bias, y, n0, n1);
     case DType::Q6_K: return type_cols<DType::Q6_K>(x, m, k, tiles, n, bias, y, n0, n1);
     case DType::Q8_0: return type_cols<DType::Q8_0>(x, m, k, tiles, n, bias, y, n0, n1);
+    case DType::MXFP4: return type_cols<DType::MXFP4>(x, m, k, tiles, n, bias, y, n0, n1);
     default: fail("gguf_tiles_cols: {} is not held in GGUF tiles", dtype_name(type));
   }
 }

@@ -37,10 +37,11 @@ inline __m256i fifth_bits(const uint8_t* qh_bytes) {
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
 }
 
-inline __m256i iq4_lookup(__m256i nibbles) {
-  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(gguf::kIq4Unsigned));
+inline __m256i book_lookup(const uint8_t* book, __m256i nibbles) {
+  const __m128i lut = _mm_loadu_si128(reinterpret_cast<const __m128i*>(book));
   return _mm256_shuffle_epi8(_mm256_set_m128i(lut, lut), nibbles);
 }
+inline __m256i iq4_lookup(__m256i nibbles) { return book_lookup(gguf::kIq4Unsigned, nibbles); }
 
 inline void set_pair(float* d, float* m, float dv, float mv) {
   d[0] = d[1] = dv;
@@ -54,6 +55,13 @@ void decode_q4(DType type, const uint8_t* b, int64_t blocks, uint8_t* u, float* 
     set_pair(d, m, scale, type == DType::Q4_1 ? -gguf::read_f16(b + 2) : 0.0f);
     const __m256i v = split_nibbles_16(b + head);
     store32(u, type == DType::IQ4_NL ? iq4_lookup(v) : v);
+  }
+}
+
+void decode_mxfp4(const uint8_t* b, int64_t blocks, uint8_t* u, float* d, float* m) {
+  for (int64_t i = 0; i < blocks; ++i, b += 17, u += 32, d += 2, m += 2) {
+    set_pair(d, m, gguf::e8m0_half(b[0]), 0.0f);
+    store32(u, book_lookup(gguf::kMxfp4Unsigned, split_nibbles_16(b + 1)));
   }
 }
 
@@ -161,6 +169,7 @@ inline void decode_row(DType type, const uint8_t* row, int64_t k, uint8_t* u, fl
     case DType::Q5_K: return decode_q4_k(row, blocks, u, d, m, true);
     case DType::Q6_K: return decode_q6_k(row, blocks, u, d, m);
     case DType::IQ4_XS: return decode_iq4_xs(row, blocks, u, d, m);
+    case DType::MXFP4: return decode_mxfp4(row, blocks, u, d, m);
     case DType::Q2_K:
     case DType::Q3_K: return decode_q2_q3_k(type, row, blocks, u, d, m);
     default: return gguf::decode_row(type, row, k, u, d, m);
