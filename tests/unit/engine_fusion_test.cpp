@@ -153,6 +153,14 @@ TEST_F(FusionOnTestModels, TinyQwen3MoeF32) {
 TEST_F(FusionOnTestModels, TinyMixtralF32) {
   expect_moe_fused_matches_unfused(load_model(write("tiny-mixtral", DType::F32)));
 }
+// gpt-oss: attention sinks, an o-proj bias (kept by the o + residual GEMM), and biased experts with the clamped
+// SwiGLU, whose gate and up stay two GEMMs inside the one moe node: the same counts as the other MoE families.
+TEST_F(FusionOnTestModels, TinyGptOssF32) {
+  expect_moe_fused_matches_unfused(load_model(write("tiny-gpt-oss", DType::F32)));
+}
+TEST_F(FusionOnTestModels, TinyGptOssBf16) {
+  expect_moe_fused_matches_unfused(load_model(write("tiny-gpt-oss", DType::BF16)));
+}
 TEST_F(FusionOnTestModels, TinyMixtralBf16) {
   expect_moe_fused_matches_unfused(load_model(write("tiny-mixtral", DType::BF16)));
 }

@@ -301,6 +301,54 @@ TEST(HfConfig, Granite) {
                     "logits_scaling = 0");
 }
 
+// openai/gpt-oss-20b's config.json (its quantization_config left out: minfer reads the dequantized checkpoints).
+constexpr const char* kGptOss = R"({
+  "architectures": ["GptOssForCausalLM"], "attention_bias": true, "attention_dropout": 0.0, "eos_token_id": 200002,
+  "experts_per_token": 4, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2880, "initial_context_length": 4096,
+  "initializer_range": 0.02, "intermediate_size": 2880,
+  "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+  "max_position_embeddings": 131072, "model_type": "gpt_oss", "num_attention_heads": 64, "num_experts_per_tok": 4,
+  "num_hidden_layers": 4, "num_key_value_heads": 8, "num_local_experts": 32, "output_router_logits": false,
+  "pad_token_id": 199999, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
+                   "rope_type": "yarn", "truncate": false},
+  "rope_theta": 150000, "router_aux_loss_coef": 0.9, "sliding_window": 128, "swiglu_limit": 7.0,
+  "tie_word_embeddings": false, "transformers_version": "4.55.0.dev0", "use_cache": true, "vocab_size": 201088})";
+
+TEST(HfConfig, GptOss) {
+  const ModelConfig c = parse_hf_config(kGptOss, "cfg.json");
+  EXPECT_EQ(c.arch, Architecture::kGptOss);
+  EXPECT_EQ(c.arch_name(), "gpt-oss");
+  EXPECT_TRUE(c.attention_bias && c.o_bias && c.attention_sinks && c.moe_bias && c.moe_swiglu_oai);
+  EXPECT_EQ(c.num_experts, 32);
+  EXPECT_EQ(c.num_experts_per_tok, 4);
+  EXPECT_EQ(c.moe_intermediate_size, 2880);
+  EXPECT_TRUE(c.norm_topk_prob);
+  EXPECT_TRUE(c.is_moe(0) && c.is_moe(3));
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.sliding_window, 128);
+  EXPECT_TRUE(c.is_sliding(0) && !c.is_sliding(1) && c.is_sliding(2) && !c.is_sliding(3));
+  EXPECT_FALSE(c.has_local_rope());  // every layer rotates with the one YaRN table
+  EXPECT_EQ(c.rope_scaling.type, "yarn");
+  EXPECT_FALSE(c.rope_scaling.truncate);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 4096);
+  EXPECT_NEAR(c.rope_scaling.attention_factor, 0.1 * std::log(32.0) + 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(c.rms_norm_eps, 1e-5);
+  // Without rope_scaling, GptOssConfig's default (the same YaRN).
+  std::string no_scaling = kGptOss;
+  const size_t at = no_scaling.find("\"rope_scaling\"");
+  no_scaling.erase(at, no_scaling.find("},", at) + 3 - at);
+  const ModelConfig d = parse_hf_config(no_scaling, "cfg.json");
+  EXPECT_EQ(d.rope_scaling.type, "yarn");
+  EXPECT_DOUBLE_EQ(d.rope_scaling.factor, 32.0);
+  EXPECT_FALSE(d.rope_scaling.truncate);
+  EXPECT_EQ(c.rope_inv_freq(), d.rope_inv_freq());
+  expect_load_error([] { parse_hf_config(with(kGptOss, "swiglu_limit", "8.0"), "cfg.json"); }, "cfg.json",
+                    "swiglu_limit 8");
+  expect_load_error([] { parse_hf_config(with(kGptOss, "num_local_experts", "null"), "cfg.json"); }, "cfg.json",
+                    "num_local_experts");
+}
+
 // microsoft/Phi-3.5-mini-instruct's config.json (its 48 longrope factors shortened to the 4 of a 16-dim head).
 constexpr const char* kPhi35 = R"({
   "architectures": ["Phi3ForCausalLM"], "bos_token_id": 1, "eos_token_id": 32000, "hidden_act": "silu",
