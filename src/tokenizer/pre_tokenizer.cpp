@@ -213,6 +213,11 @@ std::optional<GgufPreTokenizerSpec> gguf_pre_tokenizer_spec(std::string_view pre
         R"re([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"};
     spec.ignore_merges = true;
     spec.add_bos = true;
+  } else if (is({"gpt-4o", "llama4", "kanana2", "talkie"})) {
+    // o200k (gpt-oss, GPT-4o) as llama.cpp writes its tokenizer.json regex: letters split into an upper-case run and
+    // a lower-case one by look-aheads, contractions case-insensitive, digits in threes.
+    spec.regexes = {
+        R"re([^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)re"};
   } else if (pre == "chameleon") {
     spec.regexes = {R"re(<sentinel:[0-9]+>)re",    R"re((IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z)re",
                     R"re(([\t\n]|    |  ))re",     R"re(\p{N})re",

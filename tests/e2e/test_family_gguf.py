@@ -164,3 +164,23 @@ def test_quantized_family_gguf_is_as_faithful_as_llamacpp(minfer, tiny_models, p
           f"{err_theirs:.2e}; between them {err_between:.2e}")
     assert err_ours <= 1.5 * err_theirs
     assert err_between <= 0.05  # the two engines on the same quantized bytes (measured up to 2.4e-2)
+
+
+def test_gpt4o_pre_tokenizer_matches_llamacpp(minfer, tiny_models, shared_dir, tmp_path):
+    """gpt-oss's GGUFs name llama.cpp's "gpt-4o" pre-tokenizer (o200k's split): the tiny model's byte-level vocabulary
+    written with that name, then minfer's and llama.cpp's tokenization of llama.cpp's tokenizer test texts (Unicode,
+    digits, whitespace runs, contractions) and of mixed-case words."""
+    path = tmp_path / "gpt4o.gguf"
+    gguf_py_writer.write(str(tiny_models("tiny-gpt-oss", "f32")), str(path), pre="gpt-4o")
+    vocab = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+    texts = [t.strip("\n") for inp in sorted((shared_dir / "testdata" / "tokenizer").glob("*.inp"))
+             for t in inp.read_text(encoding="utf-8").split("__ggml_vocab_test__")]
+    texts = [t for t in dict.fromkeys(texts) if t] + ["HelloWorld WORLDwide's CamelCase iPhone 1234567 DON'T ÉCOLE"]
+    mismatches = []
+    for text in texts:
+        want = vocab.tokenize(text.encode(), add_bos=False, special=False)
+        got = [int(x) for x in minfer.run("tokenize", "--tokenizer", path, "--text", text, "--no-special").stdout.split()]
+        if got != want:
+            mismatches.append(f"{text[:40]!r}: minfer {got[:12]} llama.cpp {want[:12]}")
+    print(f"gpt-4o pre-tokenizer: {len(texts)} texts, {len(mismatches)} mismatches")
+    assert not mismatches, "\n".join(mismatches[:10])

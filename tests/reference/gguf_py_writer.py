@@ -60,7 +60,7 @@ def gguf_name(hf: str, names: dict) -> str:
     return f"blk.{parts[2]}.{names[module]}.{kind}"
 
 
-def add_tokenizer(w: gguf.GGUFWriter, model_dir: str, cfg: dict) -> None:
+def add_tokenizer(w: gguf.GGUFWriter, model_dir: str, cfg: dict, pre: str | None = None) -> None:
     with open(os.path.join(model_dir, "tokenizer.json")) as f:
         tok = json.load(f)
     vocab = dict(tok["model"]["vocab"])
@@ -73,7 +73,7 @@ def add_tokenizer(w: gguf.GGUFWriter, model_dir: str, cfg: dict) -> None:
              gguf.TokenType.NORMAL if i in by_id else gguf.TokenType.UNUSED for i, t in enumerate(tokens)]
     merges = [" ".join(m) if isinstance(m, list) else m for m in tok["model"]["merges"]]
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2" if "<|im_start|>" in special else "llama-bpe")
+    w.add_tokenizer_pre(pre or ("qwen2" if "<|im_start|>" in special else "llama-bpe"))
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
@@ -134,7 +134,8 @@ def gpt_oss_tensors(tensors: dict) -> dict:
     return {k: np.ascontiguousarray(v) for k, v in out.items()}
 
 
-def write(model_dir: str, out: str) -> None:
+def write(model_dir: str, out: str, pre: str | None = None) -> None:
+    """pre: tokenizer.ggml.pre (llama.cpp's pre-tokenizer name) in place of the one the vocabulary suggests."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     model_type = cfg["model_type"]
@@ -216,7 +217,7 @@ def write(model_dir: str, out: str) -> None:
         w.add_expert_used_count(int(cfg["num_experts_per_tok"]))
         if model_type == "qwen3_moe":
             w.add_expert_feed_forward_length(int(cfg["moe_intermediate_size"]))
-    add_tokenizer(w, model_dir, cfg)
+    add_tokenizer(w, model_dir, cfg, pre)
     # OLMo names its post norms as Gemma does (llama.cpp's post_attention_norm / post_ffw_norm).
     names = GEMMA_NAMES if gemma or model_type in ("olmo2", "olmo3") else PHI3_NAMES if model_type == "phi3" else \
         LAYER_NAMES

@@ -80,6 +80,7 @@ TEST(PreTokenizer, EveryLlamaCppPreTypeCompiles) {
                            "gpt3-finnish",
                            "viking",
                            "tekken",
+                           "gpt-4o",
                            "chameleon"}) {
     const auto spec = gguf_pre_tokenizer_spec(name);
     ASSERT_TRUE(spec.has_value()) << name;
@@ -98,6 +99,15 @@ TEST(PreTokenizer, Llama3SplitsDigitsInThrees) {
   PreTokenizer pre;
   pre.add_regex(gguf_pre_tokenizer_spec("llama-bpe")->regexes[0]);
   EXPECT_EQ(pre.split("1234567 I'M"), (Pieces{"123", "456", "7", " I", "'M"}));
+}
+
+// o200k's split (tiktoken's o200k_base): an upper-case run joins the lower-case run after it, camel case splits,
+// contractions stay on their word, a space before digits stands alone and digits go in threes.
+TEST(PreTokenizer, Gpt4oSplitsCaseRunsAndDigits) {
+  PreTokenizer pre;
+  pre.add_regex(gguf_pre_tokenizer_spec("gpt-4o")->regexes[0]);
+  EXPECT_EQ(pre.split("HelloWorld WORLDwide's 12345 don'T"),
+            (Pieces{"Hello", "World", " WORLDwide's", " ", "123", "45", " don'T"}));
 }
 
 TEST(PreTokenizer, InvalidRegexIsAnError) {

@@ -144,6 +144,10 @@ CASES = [
     ("deepseek-r1-distill-qwen.jinja", ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"), {},
      [SYSTEM_CHAT, PLAIN_CHAT, UNICODE, THINKING_CHAT, TOOL_CALL_STRING_ARGS]),
     ("gemma3.jinja", ("<bos>", "<eos>"), {}, [SYSTEM_CHAT, PLAIN_CHAT, SINGLE, UNICODE, TOOL_CHAT]),
+    ("openai-gpt-oss.jinja", ("<|startoftext|>", "<|return|>"), {}, [SYSTEM_CHAT, PLAIN_CHAT, SINGLE, UNICODE]),
+    ("openai-gpt-oss.jinja", NONE, {"reasoning_effort": "high"}, [PLAIN_CHAT, REASONING_FIELD]),
+    ("openai-gpt-oss.jinja", NONE, {"tools": TOOLS}, [SINGLE, TOOL_CALL_CHAT, TOOL_CALL_NO_SYSTEM]),
+    ("openai-gpt-oss.jinja", NONE, {"builtin_tools": ["browser", "python"]}, [SINGLE]),
 ]
 
 
