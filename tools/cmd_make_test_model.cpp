@@ -21,6 +21,7 @@ struct MakeTestModelArgs {
   uint64_t seed = 0;
   uint64_t shard_size = 0;
   int64_t sliding_window = 0;
+  int64_t layers = 0;
   bool quiet = false;
 };
 
@@ -42,6 +43,7 @@ void run_make_test_model(const MakeTestModelArgs& args) {
   o.tokenizer_json = args.tokenizer;
   o.shard_bytes = args.shard_size;
   o.sliding_window = args.sliding_window;
+  o.layers = args.layers;
   const TestModelResult r = write_test_model(o);
   if (args.quiet) return;
   fmt::print("wrote {} to {}: {} parameters ({:.1f} MiB of {} weights), vocab {}\n", o.preset, o.out_dir, r.parameters,
@@ -65,6 +67,8 @@ void add_make_test_model_command(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "Random seed of the weights (default 0)");
   cmd->add_option("--sliding-window", args->sliding_window,
                   "Gemma 2/3 and Mistral presets: the sliding window (default: the preset's)");
+  cmd->add_option("--layers", args->layers,
+                  "Only the preset's first N layers (a real shape's layers where all of them do not fit; default all)");
   cmd->add_option("--shard-size", args->shard_size,
                   "Split the weights into shards of at most this many bytes, with model.safetensors.index.json");
   cmd->add_flag("--quiet", args->quiet, "Print nothing");

@@ -825,7 +825,10 @@ DType default_test_model_dtype(const std::string& preset) {
 namespace {
 
 TestModelResult write_test_model_files(const TestModelOptions& o) {
-  const Preset& p = find_preset(o.preset);
+  Preset p = find_preset(o.preset);
+  if (o.layers < 0 || o.layers > p.layers)
+    fail("make-test-model: --layers {} for preset {} of {} layers", o.layers, p.name, p.layers);
+  if (o.layers > 0) p.layers = o.layers;
   if (o.dtype != DType::F32 && o.dtype != DType::BF16)
     fail("make-test-model: unsupported dtype {} (supported: f32, bf16)", dtype_name(o.dtype));
   const fs::path dir(o.out_dir);

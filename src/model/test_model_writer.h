@@ -26,6 +26,8 @@ struct TestModelOptions {
   bool skip_weight_data = false;
   // Gemma 3: the local layers' window instead of the preset's (e.g. small enough that short tests run past it).
   int64_t sliding_window = 0;
+  // The preset's first `layers` layers only (0: all): a real shape's layers on a machine without room for them all.
+  int64_t layers = 0;
 };
 
 struct TestModelResult {

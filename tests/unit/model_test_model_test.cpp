@@ -224,6 +224,28 @@ TEST_F(TestModelWriter, RealPresetsHaveTheRealConfigAndShapes) {
   }
 }
 
+// gpt-oss-20b: openai/gpt-oss-20b's parameter count (its safetensors' 20,914,757,184, experts counted unquantized),
+// written sparse (loading it would need the 39 GiB of its bf16 experts); --layers keeps the first layers of a shape.
+TEST_F(TestModelWriter, GptOss20bHasTheRealParameterCountAndLayersCut) {
+  const TestModelResult r = write("gpt-oss-20b", "g", DType::BF16, 0, 0, /*skip_data=*/true);
+  EXPECT_EQ(r.parameters, 20914757184u);
+  const json config = read_json("g", "config.json");
+  EXPECT_EQ(config["num_local_experts"], 32);
+  EXPECT_EQ(config["layer_types"].size(), 24u);
+  fs::remove_all(dir_ / "g");
+  TestModelOptions o;
+  o.preset = "tiny-gpt-oss";
+  o.out_dir = (dir_ / "t").string();
+  o.dtype = DType::F32;
+  o.layers = 1;
+  write_test_model(o);
+  const ModelWeights w = load_model(o.out_dir);
+  EXPECT_EQ(w.config.num_layers, 1);
+  EXPECT_EQ(read_json("t", "config.json")["layer_types"].size(), 1u);
+  o.layers = 3;  // more than the preset has
+  EXPECT_THROW(write_test_model(o), Error);
+}
+
 TEST_F(TestModelWriter, CopiesAGivenTokenizer) {
   const std::string qwen = std::string(MINFER_CACHE_DIR) + "/qwen-tokenizer/tokenizer.json";
   if (!fs::exists(qwen)) GTEST_SKIP() << "no " << qwen << " (scripts/fetch-qwen-tokenizer.sh)";
