@@ -3,7 +3,8 @@
 # (bench/micro bandwidth/read) and `minfer generate` decode tokens/s, alternating, best of N rounds each.
 #   bench/decode_roofline.sh MODEL_DIR|MODEL.gguf [THREADS=2] [ROUNDS=3] [TOKENS=64]
 # For a GGUF file the bytes are its tensors' (gguf-py, from the project venv), the token embedding left out when an
-# output.weight is read instead (a lookup reads one row of it per token).
+# output.weight is read instead (a lookup reads one row of it per token), and of stacked experts (*_exps) the
+# share a token is routed to (expert_used_count / expert_count).
 # Prints weight bytes per token, bandwidth, tok/s, the roofline tok/s (bandwidth / bytes) and the fraction.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,10 +18,16 @@ import json, os, struct, sys, glob
 d = sys.argv[1]; total = 0
 if os.path.isfile(d):
     import gguf
-    tensors = {t.name: int(t.n_bytes) for t in gguf.GGUFReader(d).tensors}
+    reader = gguf.GGUFReader(d)
+    tensors = {t.name: int(t.n_bytes) for t in reader.tensors}
     if "output.weight" in tensors:
         tensors.pop("token_embd.weight", None)
-    print(sum(tensors.values()))
+    # Mixture of experts: a token reads the experts it is routed to, expert_used_count of expert_count.
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+    field = lambda key: reader.fields.get(f"{arch}.{key}")
+    used, count = field("expert_used_count"), field("expert_count")
+    share = int(used.parts[-1][0]) / int(count.parts[-1][0]) if used and count else 1.0
+    print(int(sum(n * (share if "_exps." in name else 1.0) for name, n in tensors.items())))
     sys.exit(0)
 for f in glob.glob(os.path.join(d, "*.safetensors")):
     with open(f, "rb") as fh:

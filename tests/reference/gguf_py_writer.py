@@ -86,7 +86,7 @@ def add_tokenizer(w: gguf.GGUFWriter, model_dir: str, cfg: dict, pre: str | None
 
 def stack_experts(tensors: dict, moe: str, names: dict) -> dict:
     """model.layers.N.<moe>experts.J.<proj>.weight -> blk.N.<stacked name>.weight [experts, rows, cols]; the router
-    model.layers.N.<moe>gate.weight -> blk.N.ffn_gate_inp.weight."""
+    model.layers.N.<moe>gate.weight -> blk.N.ffn_gate_inp.weight. Values are loaders (load_hf_tensors(lazy=True))."""
     out, stacks = {}, {}
     for name, t in tensors.items():
         parts = name.split(".")
@@ -98,7 +98,7 @@ def stack_experts(tensors: dict, moe: str, names: dict) -> dict:
         else:
             out[name] = t
     for (layer, stacked), by_expert in stacks.items():
-        out[f"blk.{layer}.{stacked}.weight"] = np.stack([by_expert[j] for j in sorted(by_expert)])
+        out[f"blk.{layer}.{stacked}.weight"] = lambda b=by_expert: np.stack([b[j]() for j in sorted(b)])
     return out
 
 
@@ -106,8 +106,12 @@ def gpt_oss_tensors(tensors: dict) -> dict:
     """As llama.cpp's GptOssModel.modify_tensors for unquantized experts: gate_up_proj [experts, hidden, 2 ff]
     transposed and split by column parity into ffn_gate_exps / ffn_up_exps [experts, ff, hidden] (their biases
     likewise), down_proj transposed into ffn_down_exps; router -> ffn_gate_inp, sinks -> attn_sinks, HF's
-    post_attention_layernorm (the pre-FFN norm) -> post_attention_norm."""
+    post_attention_layernorm (the pre-FFN norm) -> post_attention_norm. Values are loaders, as stack_experts'."""
     out = {}
+
+    def part(load, pick):
+        return lambda: np.ascontiguousarray(pick(load()))
+
     for name, t in tensors.items():
         parts = name.split(".")
         if parts[0] != "model" or parts[1] != "layers":
@@ -115,12 +119,13 @@ def gpt_oss_tensors(tensors: dict) -> dict:
             continue
         blk, rest = f"blk.{parts[2]}.", ".".join(parts[3:])
         if rest == "mlp.experts.gate_up_proj":
-            t = t.swapaxes(-1, -2)
-            out[blk + "ffn_gate_exps.weight"], out[blk + "ffn_up_exps.weight"] = t[:, ::2, :], t[:, 1::2, :]
+            out[blk + "ffn_gate_exps.weight"] = part(t, lambda a: a.swapaxes(-1, -2)[:, ::2, :])
+            out[blk + "ffn_up_exps.weight"] = part(t, lambda a: a.swapaxes(-1, -2)[:, 1::2, :])
         elif rest == "mlp.experts.gate_up_proj_bias":
-            out[blk + "ffn_gate_exps.bias"], out[blk + "ffn_up_exps.bias"] = t[..., ::2], t[..., 1::2]
+            out[blk + "ffn_gate_exps.bias"] = part(t, lambda a: a[..., ::2])
+            out[blk + "ffn_up_exps.bias"] = part(t, lambda a: a[..., 1::2])
         elif rest == "mlp.experts.down_proj":
-            out[blk + "ffn_down_exps.weight"] = t.swapaxes(-1, -2)
+            out[blk + "ffn_down_exps.weight"] = part(t, lambda a: a.swapaxes(-1, -2))
         elif rest == "mlp.experts.down_proj_bias":
             out[blk + "ffn_down_exps.bias"] = t
         elif rest.startswith("mlp.router."):
@@ -131,11 +136,13 @@ def gpt_oss_tensors(tensors: dict) -> dict:
             out[blk + "post_attention_norm.weight"] = t
         else:
             out[name] = t
-    return {k: np.ascontiguousarray(v) for k, v in out.items()}
+    return out
 
 
-def write(model_dir: str, out: str, pre: str | None = None) -> None:
-    """pre: tokenizer.ggml.pre (llama.cpp's pre-tokenizer name) in place of the one the vocabulary suggests."""
+def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32") -> None:
+    """pre: tokenizer.ggml.pre (llama.cpp's pre-tokenizer name) in place of the one the vocabulary suggests; dtype:
+    "f32", or "f16" for the matrices (half the file of a real shape, which llama.cpp's quantizer reads as well).
+    Tensors are read, converted and spilled one at a time, so a real shape needs memory for its largest tensor only."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
     model_type = cfg["model_type"]
@@ -145,7 +152,7 @@ def write(model_dir: str, out: str, pre: str | None = None) -> None:
     heads, hidden = int(cfg["num_attention_heads"]), int(cfg["hidden_size"])
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head_dim = int(cfg.get("head_dim") or hidden // heads)
-    w = gguf.GGUFWriter(out, arch)
+    w = gguf.GGUFWriter(out, arch, use_temp_file=True)
     w.add_context_length(int(cfg.get("max_position_embeddings", 2048)))
     w.add_embedding_length(hidden)
     w.add_block_count(int(cfg["num_hidden_layers"]))
@@ -221,23 +228,26 @@ def write(model_dir: str, out: str, pre: str | None = None) -> None:
     # OLMo names its post norms as Gemma does (llama.cpp's post_attention_norm / post_ffw_norm).
     names = GEMMA_NAMES if gemma or model_type in ("olmo2", "olmo3") else PHI3_NAMES if model_type == "phi3" else \
         LAYER_NAMES
-    tensors = load_hf_tensors(model_dir)
+    tensors = load_hf_tensors(model_dir, lazy=True)
     if model_type in EXPERT_NAMES:
         tensors = stack_experts(tensors, *EXPERT_NAMES[model_type])
     if model_type == "gpt_oss":
         tensors = gpt_oss_tensors(tensors)
-    for name, t in sorted(tensors.items()):
+    def stored(name: str, t: np.ndarray) -> np.ndarray:  # matrices in f16 when asked; vectors and biases f32
+        return t.astype(np.float16 if dtype == "f16" and t.ndim >= 2 and name.endswith(".weight") else np.float32)
+
+    for name, load in sorted(tensors.items()):
+        t = load().astype(np.float32)
         if name.startswith("blk."):  # already in GGUF's names (stacked experts, routers)
-            w.add_tensor(name, t.astype(np.float32))
+            w.add_tensor(name, stored(name, t))
             continue
-        t = t.astype(np.float32)
         if gemma and name.endswith("norm.weight"):
             t = t + 1.0
         # llama.cpp's LlamaModel converter (SmolLM3Model and GraniteModel derive from it) permutes q/k; no key marks SmolLM3's NoPE
         # layers (llama.cpp: every fourth).
         if arch in ("llama", "smollm3", "granite") and name.endswith(("q_proj.weight", "k_proj.weight")):
             t = permute_rows(t, heads if "q_proj" in name else kv_heads)
-        w.add_tensor(gguf_name(name, names), t)
+        w.add_tensor(gguf_name(name, names), stored(name, t))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

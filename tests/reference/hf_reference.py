@@ -85,8 +85,14 @@ import torch
 _ST_DTYPES = {"F32": ("<f4", 4), "F16": ("<f2", 2), "BF16": ("<u2", 2)}
 
 
-def read_safetensors(path: str) -> Dict[str, np.ndarray]:
-    """All tensors of one .safetensors file as float32 numpy arrays (F32, F16, BF16)."""
+def _to_f32(raw: np.ndarray, dtype: str, shape: List[int]) -> np.ndarray:
+    arr = (raw.astype(np.uint32) << 16).view(np.float32) if dtype == "BF16" else raw.astype(np.float32)
+    return arr.reshape(shape)
+
+
+def read_safetensors(path: str, lazy: bool = False) -> Dict[str, np.ndarray]:
+    """All tensors of one .safetensors file as float32 numpy arrays (F32, F16, BF16); with lazy, as functions that
+    convert one tensor from the memory map when called (a model larger than the memory, one tensor at a time)."""
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(8)
@@ -111,11 +117,7 @@ def read_safetensors(path: str) -> Dict[str, np.ndarray]:
         if end - begin != count * itemsize or end > data.size:
             raise ValueError(f"{path}: tensor {name} has data_offsets {begin}..{end} not matching shape {shape} {dtype}")
         raw = np.frombuffer(data[begin:end], dtype=np_dtype)
-        if dtype == "BF16":
-            arr = (raw.astype(np.uint32) << 16).view(np.float32)
-        else:
-            arr = raw.astype(np.float32)
-        out[name] = arr.reshape(shape)
+        out[name] = (lambda r=raw, d=dtype, s=shape: _to_f32(r, d, s)) if lazy else _to_f32(raw, dtype, shape)
     return out
 
 
@@ -138,8 +140,9 @@ def write_safetensors(path: str, tensors: Dict[str, np.ndarray]) -> None:
             f.write(b)
 
 
-def load_hf_tensors(model_dir: str) -> Dict[str, np.ndarray]:
-    """model.safetensors, or the shards named by model.safetensors.index.json (or model-*.safetensors)."""
+def load_hf_tensors(model_dir: str, lazy: bool = False) -> Dict[str, np.ndarray]:
+    """model.safetensors, or the shards named by model.safetensors.index.json (or model-*.safetensors); lazy as
+    read_safetensors."""
     index = os.path.join(model_dir, "model.safetensors.index.json")
     single = os.path.join(model_dir, "model.safetensors")
     if os.path.exists(index):
@@ -156,7 +159,7 @@ def load_hf_tensors(model_dir: str) -> Dict[str, np.ndarray]:
             raise FileNotFoundError(f"{model_dir}: no model.safetensors, index or model-*.safetensors shards")
     tensors: Dict[str, np.ndarray] = {}
     for fname in files:
-        part = read_safetensors(os.path.join(model_dir, fname))
+        part = read_safetensors(os.path.join(model_dir, fname), lazy)
         for name, arr in part.items():
             if name in tensors:
                 raise ValueError(f"{model_dir}: tensor {name} appears in more than one shard")
