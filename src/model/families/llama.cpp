@@ -4,7 +4,8 @@
 // layer without positional encoding: its rotation is the identity table, ModelConfig::rope_table), Granite (its
 // embedding and attention multipliers are the embedding and score scales; its residual and logit multipliers are in
 // the loaded weights, loaders/output_scales.cpp), and the
-// mixture-of-experts Qwen3-MoE and Mixtral (the MLP of their MoE layers replaced by one moe node) share:
+// mixture-of-experts Qwen3-MoE, Mixtral and gpt-oss (the MLP of their MoE layers replaced by one moe node; gpt-oss
+// adds q/k/v/o biases, attention sinks and biased experts, all config) share:
 //   x += o(attention(rmsnorm(x)));  x += down(silu(gate(h)) * up(h)) with h = rmsnorm(x)
 // Unfused, 16 primitive ops a layer (18 with q/k norms), then the final norm and lm_head on the sampled rows.
 #include "model/families/decoder_builder.h"
