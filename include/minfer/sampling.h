@@ -38,6 +38,9 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;  // stop strings
   bool ignore_eos = false;
+  // The output text leaves out special tokens (vLLM's skip_special_tokens); false keeps their text (gpt-oss's harmony
+  // markers, which its chat parsing reads).
+  bool skip_special_tokens = true;
   // EOS and stop_token_ids cannot end the output, and stop strings are not matched, before this many tokens
   // (vLLM's min_tokens). Must be <= max_tokens.
   int32_t min_tokens = 0;

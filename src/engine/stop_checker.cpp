@@ -11,7 +11,7 @@ StopChecker::StopChecker(const SamplingParams& params, const Tokenizer* tokenize
                          int64_t prompt_len, int64_t max_total_tokens, bool continues_text)
     : params_(params), eos_(eos_ids.begin(), eos_ids.end()), prompt_len_(prompt_len), max_total_(max_total_tokens) {
   if (tokenizer) {
-    decoder_.emplace(*tokenizer, /*skip_special=*/true, continues_text);
+    decoder_.emplace(*tokenizer, params.skip_special_tokens, continues_text);
     vocab_size_ = tokenizer->vocab_size();
   }
   if (!tokenizer && !params.stop.empty()) fail("stop strings need a tokenizer, and this model has none");

@@ -16,7 +16,13 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 bool safetensors_dtype(std::string_view name, DType* out) {
   static const std::pair<std::string_view, DType> kTypes[] = {
-      {"F32", DType::F32}, {"F16", DType::F16}, {"BF16", DType::BF16}, {"I8", DType::I8}, {"I32", DType::I32}};
+      {"F32", DType::F32},
+      {"F16", DType::F16},
+      {"BF16", DType::BF16},
+      {"I8", DType::I8},
+      {"I32", DType::I32},
+      // Raw bytes, read as I8: gpt-oss's MXFP4 blocks and scales (loaders/weight_check.cpp repacks them).
+      {"U8", DType::I8}};
   for (const auto& [n, d] : kTypes) {
     if (n == name) {
       *out = d;
@@ -76,7 +82,7 @@ void SafetensorsFile::parse() {
     if (dtype == entry.end() || !dtype->is_string())
       fail_load(path, "invalid safetensors header: tensor '{}' has no \"dtype\" string", name);
     if (!safetensors_dtype(dtype->get_ref<const std::string&>(), &info.dtype))
-      fail_load(path, "tensor '{}' has unsupported dtype {} (supported: F32, F16, BF16, I8, I32)", name,
+      fail_load(path, "tensor '{}' has unsupported dtype {} (supported: F32, F16, BF16, I8, U8, I32)", name,
                 dtype->get_ref<const std::string&>());
     if (shape == entry.end() || !shape->is_array())
       fail_load(path, "invalid safetensors header: tensor '{}' has no \"shape\" array", name);

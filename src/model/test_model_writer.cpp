@@ -220,7 +220,8 @@ constexpr Preset kPresets[] = {
      .no_rope_interval = 2},
     // openai/gpt-oss-20b (its o200k vocabulary replaced by a generated one of that size; experts stored in bf16 as
     // the dequantized checkpoints are, not MXFP4) and a tiny sibling whose q width (4 x 32) is not hidden and whose
-    // experts are narrower than hidden. A 128-position window on every other layer from the first.
+    // experts are narrower than hidden (32: whole MXFP4 blocks, as gpt-oss's 2880 are). A 128-position window on every
+    // other layer from the first.
     {.name = "gpt-oss-20b",
      .model_type = "gpt_oss",
      .family = TokenizerFamily::kQwen2,
@@ -247,7 +248,7 @@ constexpr Preset kPresets[] = {
      .family = TokenizerFamily::kQwen2,
      .tiny = true,
      .hidden = 64,
-     .intermediate = 48,
+     .intermediate = 32,
      .layers = 2,
      .heads = 4,
      .kv_heads = 2,
@@ -262,7 +263,7 @@ constexpr Preset kPresets[] = {
      .sliding_period = 2,
      .experts = 8,
      .experts_per_tok = 2,
-     .moe_intermediate = 48},
+     .moe_intermediate = 32},
 };
 
 int64_t head_dim_of(const Preset& p) { return p.head_dim > 0 ? p.head_dim : p.hidden / p.heads; }

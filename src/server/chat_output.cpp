@@ -30,10 +30,16 @@ ChatOutput::ChatOutput(ChatOutputOptions options)
     : options_(std::move(options)),
       phase_(!options_.reasoning            ? Phase::kContent
              : options_.starts_in_reasoning ? Phase::kReasoning
-                                            : Phase::kMaybeThink) {}
+                                            : Phase::kMaybeThink) {
+  if (options_.harmony && !options_.forced_calls) harmony_.emplace();
+}
 
 ChatDelta ChatOutput::push(std::string_view text) {
   ChatDelta out;
+  if (harmony_) {
+    harmony_->push(text, out);
+    return out;
+  }
   if (phase_ == Phase::kContent) {
     route_content(text, out);
     return out;
@@ -106,6 +112,10 @@ void ChatOutput::route_content(std::string_view text, ChatDelta& out) {
 
 ChatDelta ChatOutput::finish() {
   ChatDelta out;
+  if (harmony_) {
+    harmony_->finish(out);
+    return out;
+  }
   if (phase_ == Phase::kMaybeThink) {
     phase_ = Phase::kContent;
     std::string all = std::move(pending_);

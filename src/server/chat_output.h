@@ -1,7 +1,7 @@
 // A chat choice's output text -> what the OpenAI message carries: reasoning_content (a <think>...</think>
-// block, Qwen3 / DeepSeek-R1), content, and tool_calls (the model's own call format through a ToolCallParser,
-// or the JSON a grammar forced for tool_choice "required" / a named function). Fed the text deltas as they
-// come (streaming) and told when the output is complete; text that may still turn into a marker (a partial
+// block, Qwen3 / DeepSeek-R1; gpt-oss's analysis channel), content, and tool_calls (the model's own call format through
+// a ToolCallParser, or the JSON a grammar forced for tool_choice "required" / a named function). Fed the text deltas as
+// they come (streaming) and told when the output is complete; text that may still turn into a marker (a partial
 // "</think>" or "<tool_call>") is held back until it is decided, so streamed and whole answers agree.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/harmony_output.h"
 #include "server/tool_call_parser.h"
 
 namespace minfer::server {
@@ -30,6 +31,9 @@ struct ChatOutputOptions {
   bool forced_calls = false;
   std::string forced_function;  // the named function; empty for "required"
   bool mistral_ids = false;     // forced calls get Mistral's 9-character ids (its template checks them)
+  // gpt-oss: the output is harmony messages (harmony_output.h), decoded with their special tokens; the other options
+  // but forced calls do not apply.
+  bool harmony = false;
 };
 
 class ChatOutput {
@@ -51,6 +55,7 @@ class ChatOutput {
   bool strip_newlines_ = false;  // right after </think>: the blank line before the answer is not content
   std::string content_held_;     // content that is (or may become) a tool call
   bool in_calls_ = false;        // a call marker was seen: everything from here is held to the end
+  std::optional<HarmonyOutput> harmony_;
 };
 
 }  // namespace minfer::server

@@ -11,12 +11,16 @@ namespace minfer::server {
 
 namespace {
 
-// vLLM's --reasoning-parser names; auto: the template knows <think> blocks.
+// vLLM's --reasoning-parser names; auto: a template of harmony messages (gpt-oss) is openai_gptoss, one that knows
+// <think> blocks qwen3.
+bool harmony_enabled(const std::string& parser, const std::string& source) {
+  return parser == "openai_gptoss" || (parser == "auto" && source.find("<|channel|>") != std::string::npos);
+}
 bool reasoning_enabled(const std::string& parser, const std::string& source) {
   if (parser == "auto") return source.find("<think>") != std::string::npos;
-  if (parser == "none") return false;
+  if (parser == "none" || parser == "openai_gptoss") return false;
   if (parser == "qwen3" || parser == "deepseek_r1") return true;
-  fail("--reasoning-parser {}: unknown (auto, none, qwen3, deepseek_r1)", parser);
+  fail("--reasoning-parser {}: unknown (auto, none, qwen3, deepseek_r1, openai_gptoss)", parser);
 }
 
 }  // namespace
@@ -28,7 +32,8 @@ ChatPrompt ChatPrompt::load(const AsyncEngine& engine, const std::string& templa
   prompt.tool_parser_ = ToolCallParser::make(tool_call_parser, prompt.source_);
   if (!prompt.tool_parser_)
     fail("--tool-call-parser {}: unknown ({})", tool_call_parser, ToolCallParser::known_names());
-  prompt.reasoning_ = reasoning_enabled(reasoning_parser, prompt.source_);
+  prompt.harmony_ = harmony_enabled(reasoning_parser, prompt.source_);
+  prompt.reasoning_ = !prompt.harmony_ && reasoning_enabled(reasoning_parser, prompt.source_);
   return prompt;
 }
 

@@ -41,11 +41,14 @@ class ChatPrompt {
   const ToolCallParser* tool_parser() const { return tool_parser_.get(); }
   // Whether outputs may hold a <think> block to split into reasoning_content.
   bool reasoning() const { return reasoning_; }
+  // Whether outputs are harmony messages (gpt-oss: analysis / final / commentary channels; harmony_output.h).
+  bool harmony() const { return harmony_; }
 
  private:
   std::optional<ChatTemplate> tmpl_;
   std::shared_ptr<ToolCallParser> tool_parser_;
   bool reasoning_ = false;
+  bool harmony_ = false;
   void load_source(const AsyncEngine& engine, const std::string& template_file);
 
   std::string source_;       // the template's text

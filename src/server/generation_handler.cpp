@@ -102,7 +102,10 @@ std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& 
     throw ApiError(404,
                    fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, model_name_),
                    "model", "model_not_found");
-  if (request.kind == RouteKind::kChat) request.prompts = {{true, chat_.render(request.chat), {}}};
+  if (request.kind == RouteKind::kChat) {
+    request.prompts = {{true, chat_.render(request.chat), {}}};
+    if (chat_.harmony()) keep_harmony_markers(request.params);
+  }
   request.params.logprobs = request.logprobs;
   std::vector<std::vector<int32_t>> prompts;
   for (const PromptInput& p : request.prompts) {
@@ -110,6 +113,16 @@ std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& 
     check_context(request, static_cast<int64_t>(prompts.back().size()), engine_.config().max_model_len);
   }
   return prompts;
+}
+
+// gpt-oss's chat replies are parsed by their markers: decode them, and end at <|return|> (the reply's end) and
+// <|call|> (a tool call's), which a GGUF may not list among its end tokens.
+void GenerationHandler::keep_harmony_markers(SamplingParams& params) const {
+  params.skip_special_tokens = false;
+  const Tokenizer* tok = engine_.tokenizer();
+  if (!tok) return;
+  for (std::string_view end : {"<|return|>", "<|call|>"})
+    if (const auto id = tok->token_id(end)) params.stop_token_ids.push_back(*id);
 }
 
 std::vector<int32_t> GenerationHandler::tokenize(const GenerationRequest& request, const PromptInput& prompt) const {
@@ -185,6 +198,7 @@ ChatOutputOptions GenerationHandler::chat_output_options(const GenerationRequest
   o.forced_calls = choice.kind == Kind::kRequired || choice.kind == Kind::kFunction;
   o.forced_function = choice.kind == Kind::kFunction ? choice.function : "";
   o.mistral_ids = std::string_view(chat_.tool_parser()->name()) == "mistral";
+  o.harmony = chat_.harmony();
   if (request.chat.tools_enabled() && !o.forced_calls) o.tools = chat_.tool_parser();
   return o;
 }

@@ -120,8 +120,7 @@ def llama_quantize(src, dst, ftype: int):
 
 QUANTIZED = [(p, f) for p in ["tiny-mistral", "tiny-gemma2", "tiny-gemma3", "tiny-phi3", "tiny-qwen3-moe",
                                "tiny-mixtral", "tiny-olmo2", "tiny-granite", "tiny-gpt-oss"] for f in (7, 15)]
-# gpt-oss as its GGUFs ship: llama.cpp's MXFP4_MOE (ftype 38) puts the experts' matrices in MXFP4 where their rows
-# are whole 32-blocks (the tiny model's gate and up; its 48-wide down projections fall back), the rest in Q8_0.
+# gpt-oss as its GGUFs ship: llama.cpp's MXFP4_MOE (ftype 38) puts the experts' matrices in MXFP4, the rest in Q8_0.
 QUANTIZED.append(("tiny-gpt-oss", 38))
 
 
@@ -149,7 +148,7 @@ def test_quantized_family_gguf_is_as_faithful_as_llamacpp(minfer, tiny_models, p
     llama_quantize(f32, quantized, ftype)
     if ftype == 38:
         types = {t.name: t.tensor_type.name for t in gguf_py_writer.gguf.GGUFReader(quantized).tensors}
-        assert types["blk.0.ffn_gate_exps.weight"] == "MXFP4", types
+        assert types["blk.0.ffn_gate_exps.weight"] == types["blk.0.ffn_down_exps.weight"] == "MXFP4", types
     ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
     exact, _ = engine(minfer, hf, ids, tmp_path, "f32")
     ours, _ = engine(minfer, quantized, ids, tmp_path, "q")
@@ -184,3 +183,68 @@ def test_gpt4o_pre_tokenizer_matches_llamacpp(minfer, tiny_models, shared_dir, t
             mismatches.append(f"{text[:40]!r}: minfer {got[:12]} llama.cpp {want[:12]}")
     print(f"gpt-4o pre-tokenizer: {len(texts)} texts, {len(mismatches)} mismatches")
     assert not mismatches, "\n".join(mismatches[:10])
+
+
+def write_hf_mxfp4(src, dst):
+    """src (an f32 tiny-gpt-oss directory) as OpenAI's own gpt-oss checkpoints store it: each expert projection as
+    MXFP4 *_blocks [experts, rows, cols / 32, 16] and *_scales [experts, rows, cols / 32] (rows the outputs, gate and up
+    interleaved by row; byte j holds elements 2j and 2j + 1 in its low and high nibbles), quantized by gguf-py's MXFP4
+    quantizer and repacked from its block layout (scale byte, then elements j and j + 16 in one byte), U8 in
+    safetensors, and quantization_config quant_method mxfp4."""
+    import gguf
+    from hf_reference import load_hf_tensors
+    T = gguf.GGMLQuantizationType.MXFP4
+    shutil.copytree(src, dst)
+    (dst / "model.safetensors").unlink()
+    out = {}
+    for name, t in load_hf_tensors(str(src)).items():
+        if not name.endswith(("experts.gate_up_proj", "experts.down_proj")):
+            out[name] = t.astype(np.float32)
+            continue
+        rows = np.ascontiguousarray(t.swapaxes(-1, -2))  # [experts, outputs, inputs]
+        blocks = gguf.quants.quantize(rows, T).reshape(*rows.shape[:2], -1, 17)
+        elements = np.concatenate([blocks[..., 1:] & 0x0F, blocks[..., 1:] >> 4], axis=-1)  # 32 codes in order
+        out[name + "_blocks"] = (elements[..., 0::2] | (elements[..., 1::2] << 4)).astype(np.uint8)
+        out[name + "_scales"] = np.ascontiguousarray(blocks[..., 0])
+    header, blobs, offset = {}, [], 0
+    for name, a in out.items():
+        a = np.ascontiguousarray(a)
+        header[name] = {"dtype": "U8" if a.dtype == np.uint8 else "F32", "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+        blobs.append(a.tobytes())
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(dst / "model.safetensors", "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+    config = read_config(dst)
+    config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    (dst / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def test_gpt_oss_mxfp4_checkpoint_matches_its_gguf_and_llamacpp(minfer, tiny_models, tmp_path):
+    """OpenAI's MXFP4 checkpoint layout loads: minfer computes bit for bit the same on it as on a GGUF holding the same
+    MXFP4 blocks (the experts quantized by gguf-py into both), and llama.cpp on that GGUF agrees with minfer as it
+    does on llama.cpp's own MXFP4_MOE files."""
+    hf = tmp_path / "hf"
+    shutil.copytree(tiny_models("tiny-gpt-oss", "f32"), hf)
+    config = read_config(hf)
+    config["rope_scaling"]["truncate"] = True  # as llama.cpp computes YaRN
+    (hf / "config.json").write_text(json.dumps(config, indent=2))
+    mxfp4_dir, path = tmp_path / "hf-mxfp4", tmp_path / "mxfp4.gguf"
+    write_hf_mxfp4(hf, mxfp4_dir)
+    gguf_py_writer.write(str(hf), str(path), experts="mxfp4")
+    ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
+    from_hf, hf_ids = engine(minfer, mxfp4_dir, ids, tmp_path, "hf")
+    from_gguf, gguf_ids = engine(minfer, path, ids, tmp_path, "gguf")
+    assert np.array_equal(from_hf, from_gguf) and hf_ids == gguf_ids
+    exact, _ = engine(minfer, hf, ids, tmp_path, "f32")
+    llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
+    llama.eval(ids)
+    theirs = np.array(llama.scores[:len(ids)], dtype=np.float32)
+    scale = np.abs(exact).max(axis=1)
+    between = float((np.abs(theirs - from_gguf).max(axis=1) / scale).mean())
+    quantization = float((np.abs(from_gguf - exact).max(axis=1) / scale).mean())
+    print(f"gpt-oss MXFP4: minfer HF == GGUF; llama.cpp vs minfer {between:.2e}; MXFP4 vs f32 {quantization:.2e}")
+    assert between <= 0.05

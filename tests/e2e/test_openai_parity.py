@@ -234,6 +234,34 @@ def test_reasoning_content_is_split_from_think_blocks(minfer, smollm2_gguf):
         assert text["prompt"].endswith("<think>\n\n</think>\n\n"), text
 
 
+def test_harmony_channels_become_reasoning_content_and_tool_calls(minfer, smollm2_gguf):
+    """gpt-oss's template (harmony messages) switches the server to harmony parsing: the analysis channel is
+    reasoning_content, the final one content, a commentary message to functions.NAME a tool call; whole and streamed.
+    SmolLM2 writes the markers as plain text under a regex, which parses as gpt-oss's special tokens do once decoded."""
+    thought = r"<\|channel\|>analysis<\|message\|>Let me think\.<\|end\|><\|start\|>assistant"
+    with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template",
+               DATA / "openai-gpt-oss.jinja") as base:
+        c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=300)
+        regex = thought + r"<\|channel\|>final<\|message\|>Hello!"
+        kwargs = dict(model="m", messages=ask("Hi"), max_tokens=100, extra_body={"structured_outputs": {"regex": regex}})
+        whole = c.chat.completions.create(**kwargs).choices[0].message
+        assert whole.content == "Hello!" and whole.model_extra["reasoning_content"] == "Let me think.", whole
+        reasoning, content = "", ""
+        for chunk in c.chat.completions.create(stream=True, **kwargs):
+            delta = chunk.choices[0].delta
+            reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
+            content += delta.content or ""
+        assert (reasoning, content) == ("Let me think.", "Hello!")
+        call = thought + r'<\|channel\|>commentary to=functions\.get_weather <\|constrain\|>json<\|message\|>\{"city": "Paris"\}'
+        reply = c.chat.completions.create(model="m", messages=ask("Weather in Paris?"), tools=[WEATHER_TOOL],
+                                          max_tokens=100, extra_body={"structured_outputs": {"regex": call}})
+        choice = reply.choices[0]
+        assert choice.finish_reason == "tool_calls", choice
+        assert choice.message.tool_calls[0].function.name == "get_weather"
+        assert json.loads(choice.message.tool_calls[0].function.arguments) == {"city": "Paris"}
+        assert choice.message.model_extra["reasoning_content"] == "Let me think."
+
+
 def test_template_errors_name_the_template_line(minfer, smollm2_gguf):
     with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template", DATA / "mistral-7b-instruct-v0.1.jinja") as base:
         status, body = post(base, "/v1/chat/completions", {"messages": ask("a") + ask("b")})

@@ -139,9 +139,10 @@ def gpt_oss_tensors(tensors: dict) -> dict:
     return out
 
 
-def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32") -> None:
+def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", experts: str = "") -> None:
     """pre: tokenizer.ggml.pre (llama.cpp's pre-tokenizer name) in place of the one the vocabulary suggests; dtype:
-    "f32", or "f16" for the matrices (half the file of a real shape, which llama.cpp's quantizer reads as well).
+    "f32", or "f16" for the matrices (half the file of a real shape, which llama.cpp's quantizer reads as well);
+    experts "mxfp4": stacked expert matrices quantized by gguf-py's MXFP4 quantizer (as gpt-oss's GGUFs hold them).
     Tensors are read, converted and spilled one at a time, so a real shape needs memory for its largest tensor only."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
@@ -239,7 +240,11 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32") 
     for name, load in sorted(tensors.items()):
         t = load().astype(np.float32)
         if name.startswith("blk."):  # already in GGUF's names (stacked experts, routers)
-            w.add_tensor(name, stored(name, t))
+            if experts == "mxfp4" and name.endswith("_exps.weight"):
+                w.add_tensor(name, gguf.quants.quantize(t, gguf.GGMLQuantizationType.MXFP4),
+                             raw_dtype=gguf.GGMLQuantizationType.MXFP4)
+            else:
+                w.add_tensor(name, stored(name, t))
             continue
         if gemma and name.endswith("norm.weight"):
             t = t + 1.0

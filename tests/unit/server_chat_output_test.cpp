@@ -112,19 +112,71 @@ TEST(ChatOutput, Llama3JsonAndMistralCalls) {
   EXPECT_EQ(json::parse(s.calls[0].arguments), json::parse(R"({"a": [1, 2]})"));
 }
 
+// Options for tool_choice naming a function (built out of line: GCC 12 warns falsely, -Wrestrict, on the literal
+// assigned to the member when split() is inlined around it).
+[[gnu::noinline]] ChatOutputOptions forced_function_options(const std::string& name) {
+  ChatOutputOptions o;
+  o.forced_calls = true;
+  o.forced_function = name;
+  return o;
+}
+
 TEST(ChatOutput, ForcedCalls) {
   ChatOutputOptions o;
   o.forced_calls = true;
   Split s = split(o, R"([{"name": "f", "parameters": {"a": 1}}, {"name": "g", "parameters": {}}])");
   ASSERT_EQ(s.calls.size(), 2u);
   EXPECT_EQ(s.content, "");
-  o.forced_function = "h";
-  s = split(o, R"({"city": "Paris"})");
+  const ChatOutputOptions named = forced_function_options("h");
+  s = split(named, R"({"city": "Paris"})");
   ASSERT_EQ(s.calls.size(), 1u);
   EXPECT_EQ(s.calls[0].name, "h");
-  s = split(o, R"({"city": "Par)");  // cut by max_tokens: shown as content, no call
+  s = split(named, R"({"city": "Par)");  // cut by max_tokens: shown as content, no call
   EXPECT_TRUE(s.calls.empty());
   EXPECT_EQ(s.content, R"({"city": "Par)");
+}
+
+// gpt-oss's harmony messages (the text keeps its special tokens; <|return|> and <|call|> end the generation, so they
+// may be absent): the analysis channel is reasoning, final and preamble commentary are content, a commentary message
+// to functions.NAME a tool call (the recipient before or after the channel), whatever the piece size.
+TEST(ChatOutput, HarmonyChannels) {
+  ChatOutputOptions o;
+  o.harmony = true;
+  Split s = split(o,
+                  "<|channel|>analysis<|message|>User asks 2+2. Answer 4.<|end|><|start|>assistant"
+                  "<|channel|>final<|message|>It is 4.");
+  EXPECT_EQ(s.reasoning, "User asks 2+2. Answer 4.");
+  EXPECT_EQ(s.content, "It is 4.");
+  EXPECT_TRUE(s.calls.empty());
+  s = split(o, "<|channel|>final<|message|>Done.<|return|>");
+  EXPECT_EQ(s.content, "Done.");
+  s = split(o,
+            "<|channel|>analysis<|message|>Need weather.<|end|><|start|>assistant<|channel|>commentary "
+            "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}");
+  EXPECT_EQ(s.reasoning, "Need weather.");
+  EXPECT_EQ(s.content, "");
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].name, "get_weather");
+  EXPECT_EQ(s.calls[0].arguments, "{\"city\": \"Paris\"}");
+  EXPECT_TRUE(s.calls[0].id.starts_with("call_"));
+  // Recipient in the role part, a preamble to the user first, and two calls.
+  s = split(o,
+            "<|channel|>commentary<|message|>Checking both.<|end|><|start|>assistant to=functions.a<|channel|>"
+            "commentary json<|message|>{}<|call|><|start|>assistant to=functions.b<|channel|>commentary json"
+            "<|message|>{\"x\": 1}<|call|>");
+  EXPECT_EQ(s.content, "Checking both.");
+  ASSERT_EQ(s.calls.size(), 2u);
+  EXPECT_EQ(s.calls[0].name, "a");
+  EXPECT_EQ(s.calls[1].arguments, "{\"x\": 1}");
+  // Cut short inside the reasoning; and a reply with no harmony at all is content.
+  s = split(o, "<|channel|>analysis<|message|>Thinking <|en");
+  EXPECT_EQ(s.reasoning, "Thinking <|en");
+  s = split(o, "Plain text.");
+  EXPECT_EQ(s.content, "Plain text.");
+  // Forced calls (a grammar writes the JSON) are not harmony messages.
+  o.forced_calls = true;
+  s = split(o, "[{\"name\": \"f\", \"parameters\": {}}]");
+  ASSERT_EQ(s.calls.size(), 1u);
 }
 
 TEST(ToolCallParser, AutoPicksFromTheTemplate) {

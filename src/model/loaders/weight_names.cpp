@@ -86,7 +86,8 @@ constexpr NameRow kMixtralLayer[] = {
 
 // gpt-oss: HF's post_attention_layernorm is the pre-FFN norm (GGUF calls it post_attention_norm); per-head sinks; a
 // router with a bias; experts with biases. HF stacks the experts transposed ([experts, in, out]) with gate and up
-// interleaved column by column (gate_up_proj) and GGUF stacks them as Qwen3-MoE's plus biases: the stacked forms
+// interleaved column by column (gate_up_proj; OpenAI's own checkpoints hold them in MXFP4 as *_blocks and *_scales,
+// rows being outputs) and GGUF stacks them as Qwen3-MoE's plus biases: the stacked forms
 // have canonical names of their own (experts.gate_up_proj, ...) and split_fused_projections makes each expert's
 // matrices and biases. The per-expert rows' HF names are the stacked tensors they come from (for error messages).
 constexpr NameRow kGptOssLayer[] = {
@@ -97,6 +98,10 @@ constexpr NameRow kGptOssLayer[] = {
     {"experts.gate_up_proj", "mlp.experts.gate_up_proj", ""},
     {"experts.gate_up_proj_bias", "mlp.experts.gate_up_proj_bias", ""},
     {"experts.down_proj", "mlp.experts.down_proj", ""},
+    {"experts.gate_up_proj_blocks", "mlp.experts.gate_up_proj_blocks", ""},
+    {"experts.gate_up_proj_scales", "mlp.experts.gate_up_proj_scales", ""},
+    {"experts.down_proj_blocks", "mlp.experts.down_proj_blocks", ""},
+    {"experts.down_proj_scales", "mlp.experts.down_proj_scales", ""},
     {"experts.w_gate", "mlp.experts.gate_up_proj", "ffn_gate_exps.weight"},
     {"experts.w_up", "mlp.experts.gate_up_proj", "ffn_up_exps.weight"},
     {"experts.w_down", "mlp.experts.down_proj", "ffn_down_exps.weight"},

@@ -54,6 +54,8 @@ std::optional<QuantConfig> read_checkpoint_quantization(const std::string& path)
   if (config.is_discarded() || !config.is_object() || !config.contains("quantization_config")) return std::nullopt;
   const json& qc = config["quantization_config"];
   const std::string method = qc.is_object() ? qc.value("quant_method", "") : "";
+  // gpt-oss's own checkpoints: MXFP4 experts, which its loader repacks (loaders/weight_check.cpp), not int8.
+  if (method == "mxfp4") return std::nullopt;
   if (method != "compressed-tensors" || qc.value("format", "") != "int-quantized")
     fail_load(path,
               "quantization_config with quant_method '{}' is not supported (minfer reads int8 "
