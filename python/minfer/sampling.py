@@ -71,6 +71,8 @@ class SamplingParams:
         stop: a string or strings that end the output (not included in the text).
         stop_token_ids: token ids that end the output (included in token_ids, not in the text).
         ignore_eos: keep generating after the end-of-sequence token.
+        skip_special_tokens: leave special tokens out of the text (vLLM's); False keeps them (e.g. gpt-oss's harmony
+            markers).
         min_tokens: EOS, stop_token_ids and stop strings cannot end the output before this many tokens.
         logit_bias: {token id: bias in [-100, 100]} added to the logits (OpenAI's logit_bias).
         structured_outputs: a StructuredOutputsParams constraining the output (JSON schema, regex, ...).
@@ -88,6 +90,7 @@ class SamplingParams:
     stop: Union[None, str, Sequence[str]] = None
     stop_token_ids: Sequence[int] = ()
     ignore_eos: bool = False
+    skip_special_tokens: bool = True
     min_tokens: int = 0
     logit_bias: Optional[Mapping[int, float]] = None
     structured_outputs: Optional[StructuredOutputsParams] = None
@@ -106,6 +109,7 @@ class SamplingParams:
         ids = sorted(self.stop_token_ids) if isinstance(self.stop_token_ids, (set, frozenset)) else self.stop_token_ids
         set_("stop_token_ids", tuple(_checks.as_token_ids(_OWNER, "stop_token_ids", ids)))
         _checks.as_bool(_OWNER, "ignore_eos", self.ignore_eos)
+        _checks.as_bool(_OWNER, "skip_special_tokens", self.skip_special_tokens)
         set_("min_tokens", _checks.as_int(_OWNER, "min_tokens", self.min_tokens, lo=0, hi=_checks.INT32_MAX))
         if self.structured_outputs is not None and not isinstance(self.structured_outputs, StructuredOutputsParams):
             raise TypeError(f"{_OWNER}: structured_outputs must be a StructuredOutputsParams, "
@@ -128,6 +132,7 @@ class SamplingParams:
         p.stop = list(self.stop)
         p.stop_token_ids = list(self.stop_token_ids)
         p.ignore_eos = self.ignore_eos
+        p.skip_special_tokens = self.skip_special_tokens
         p.min_tokens = self.min_tokens
         p.logit_bias = [(_checks.as_int(_OWNER, "logit_bias", int(k), lo=0, hi=_checks.INT32_MAX), float(v))
                         for k, v in (self.logit_bias or {}).items()]

@@ -119,6 +119,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("stop_token_ids", &SamplingParams::stop_token_ids)
       .def_readwrite("stop", &SamplingParams::stop)
       .def_readwrite("ignore_eos", &SamplingParams::ignore_eos)
+      .def_readwrite("skip_special_tokens", &SamplingParams::skip_special_tokens)
       .def_readwrite("min_tokens", &SamplingParams::min_tokens)
       .def_readwrite("logit_bias", &SamplingParams::logit_bias)
       .def_readwrite("structured_outputs", &SamplingParams::structured_outputs)

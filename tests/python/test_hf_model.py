@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from minfer import Engine
+from minfer import Engine, SamplingParams
 from pyapi_support import CACHE_DIR, ENGINE_ARGS
 
 
@@ -42,3 +42,13 @@ def test_generate_text_equals_token_ids_and_batch(qwen_engine):
                                      ignore_eos=True)
         assert r.token_ids == alone.token_ids and r.text == alone.text, prompt
         assert len(r.token_ids) == 12 and r.finish_reason == "length"
+
+
+def test_skip_special_tokens_false_keeps_their_text(qwen_engine):
+    special = qwen_engine.tokenizer.encode("<|im_start|>", add_special_tokens=False)
+    assert len(special) == 1, special  # one control token
+    forced = SamplingParams(max_new_tokens=3, temperature=0, ignore_eos=True, logit_bias={special[0]: 100})
+    kept = qwen_engine.generate("Hello", sampling_params=forced.replace(skip_special_tokens=False))
+    skipped = qwen_engine.generate("Hello", sampling_params=forced)
+    assert kept.token_ids == skipped.token_ids == special * 3
+    assert kept.text == "<|im_start|>" * 3 and skipped.text == ""
