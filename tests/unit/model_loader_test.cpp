@@ -232,6 +232,34 @@ TEST_F(LoaderErrors, UnexpectedTensor) {
                     "unexpected tensor 'model.layers.0.self_attn.q_norm.weight'");
 }
 
+// gpt-oss's MXFP4 experts (OpenAI's checkpoints): _blocks without their _scales, or of the wrong shape, are named.
+TEST(GptOssMxfp4Checkpoint, IncompleteExpertsAreNamed) {
+  const fs::path dir = fs::temp_directory_path() / ("minfer_load_mxfp4_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  TestModelOptions o;
+  o.preset = "tiny-gpt-oss";
+  o.out_dir = dir.string();
+  o.dtype = DType::F32;
+  write_test_model(o);
+  const std::string weights = (dir / "model.safetensors").string();
+  auto rewrite_down_proj = [&](std::vector<int64_t> blocks_shape) {
+    const auto original = SafetensorsFile::open(weights);
+    std::vector<SafetensorsEntry> entries;
+    for (const auto& info : original->tensors())
+      if (info.name != "model.layers.0.mlp.experts.down_proj")
+        entries.push_back(SafetensorsEntry::from_tensor(info.name, original->tensor(info)));
+    const Tensor blocks = Tensor::allocate(DType::I8, std::move(blocks_shape));
+    entries.push_back(SafetensorsEntry::from_tensor("model.layers.0.mlp.experts.down_proj_blocks", blocks));
+    write_safetensors(weights + ".tmp", entries);
+    fs::rename(weights + ".tmp", weights);
+  };
+  rewrite_down_proj({8, 64, 1, 16});  // [experts, hidden, ff / 32, 16], but no _scales
+  expect_load_error([&] { load_model(dir.string()); }, weights,
+                    "MXFP4 experts 'model.layers.0.mlp.experts.down_proj_blocks' need U8 _blocks [8, 64, 1, 16] and "
+                    "_scales [8, 64, 1]");
+  fs::remove_all(dir);
+}
+
 TEST_F(LoaderErrors, TruncatedSafetensors) {
   fs::resize_file(weights_, fs::file_size(weights_) / 2);
   expect_load_error([&] { load_model(dir_.string()); }, weights_, "truncated");
