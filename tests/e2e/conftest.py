@@ -167,3 +167,25 @@ def llamacpp_top1_floor(model_path: Path, ids: Sequence[int], batched, ours) -> 
     theirs, mine = np.asarray(batched).argmax(1), np.asarray(ours).argmax(1)
     stable = single == theirs
     return float(stable.mean()), float(np.mean(mine[stable] == theirs[stable]))
+
+
+def vocab_test_texts(shared_dir: Path) -> List[str]:
+    """llama.cpp's tokenizer test strings (../shared/testdata/tokenizer/*.inp), each once."""
+    texts = []
+    for inp in sorted((shared_dir / "testdata" / "tokenizer").glob("*.inp")):
+        texts += [t.strip("\n") for t in inp.read_text(encoding="utf-8").split("__ggml_vocab_test__")]
+    return [t for t in dict.fromkeys(texts) if t]
+
+
+def tokenization_mismatches(minfer: Minfer, gguf_path: Path, texts: Sequence[str]) -> List[str]:
+    """minfer's and llama.cpp's (llama-cpp-python, vocab only) tokenization of each text by the GGUF's vocabulary,
+    without BOS or special-token parsing: one line per text where they differ."""
+    import llama_cpp
+    vocab = llama_cpp.Llama(model_path=str(gguf_path), vocab_only=True, verbose=False)
+    mismatches = []
+    for text in texts:
+        want = vocab.tokenize(text.encode(), add_bos=False, special=False)
+        got = [int(x) for x in minfer.run("tokenize", "--tokenizer", gguf_path, "--text", text, "--no-special").stdout.split()]
+        if got != want:
+            mismatches.append(f"{text[:40]!r}: minfer {got[:12]} llama.cpp {want[:12]}")
+    return mismatches

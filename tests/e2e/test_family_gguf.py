@@ -20,7 +20,8 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import REFERENCE_DIR, ids_arg, read_config, read_ids  # noqa: F401 (puts tests/reference on sys.path)
+from conftest import (REFERENCE_DIR, ids_arg, read_config, read_ids,  # noqa: F401 (puts tests/reference on sys.path)
+                      tokenization_mismatches, vocab_test_texts)
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is in the project venv (scripts/setup-venv.sh)")
 gguf_py_writer = pytest.importorskip("gguf_py_writer", reason="gguf is in the project venv (scripts/setup-venv.sh)")
@@ -36,6 +37,13 @@ def engine(minfer, model, ids, tmp_path, tag):
     minfer.run("generate", "--model", model, "--prompt-ids", ids_arg(ids), "-n", STEPS, "--temperature", 0,
                "--ignore-eos", "--dump-prompt-logits", logits, "--ids-out", out, "--max-model-len", 256)
     return np.fromfile(logits, dtype="<f4").reshape(len(ids), -1), read_ids(out)
+
+
+def llamacpp_logits(path, ids):
+    """llama.cpp's logits of every prompt position on the file (f32 KV cache, a 256-token context as minfer's)."""
+    llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
+    llama.eval(ids)
+    return np.array(llama.scores[:len(ids)], dtype=np.float32), llama
 
 
 def gguf_matches_hf_directory(minfer, hf, config, tmp_path):
@@ -77,11 +85,9 @@ def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp
     path, ids, from_hf, from_gguf = gguf_matches_hf_directory(minfer, hf, config, tmp_path)
     scale = np.abs(from_hf).max()
 
-    llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
+    theirs, llama = llamacpp_logits(path, ids)
     text_ids = ids[1:] if ids[0] == config.get("bos_token_id") else ids  # minfer's tokenize adds the BOS
     assert llama.tokenize(PROMPT.encode(), add_bos=False, special=False) == text_ids
-    llama.eval(ids)
-    theirs = np.array(llama.scores[:len(ids)], dtype=np.float32)
     print(f"{preset}: minfer GGUF vs HF {np.abs(from_gguf - from_hf).max():.2e}, llama.cpp vs minfer "
           f"{np.abs(theirs - from_gguf).max() / scale:.2e} (relative to the largest logit)")
     assert np.abs(theirs - from_gguf).max() <= 2e-3 * scale
@@ -104,9 +110,7 @@ def test_yarn_gguf_matches_hf_directory_and_llamacpp(minfer, tiny_models, name, 
     scale = np.abs(from_hf).max()
     if name != "defaults":
         return
-    llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
-    llama.eval(ids)
-    theirs = np.array(llama.scores[:len(ids)], dtype=np.float32)
+    theirs, _ = llamacpp_logits(path, ids)
     print(f"yarn: llama.cpp vs minfer {np.abs(theirs - from_gguf).max() / scale:.2e} (relative to the largest logit)")
     assert np.abs(theirs - from_gguf).max() <= 2e-3 * scale
 
@@ -152,9 +156,7 @@ def test_quantized_family_gguf_is_as_faithful_as_llamacpp(minfer, tiny_models, p
     ids = minfer.tokenize(hf / "tokenizer.json", PROMPT)
     exact, _ = engine(minfer, hf, ids, tmp_path, "f32")
     ours, _ = engine(minfer, quantized, ids, tmp_path, "q")
-    llama = llama_cpp.Llama(model_path=str(quantized), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
-    llama.eval(ids)
-    theirs = np.array(llama.scores[:len(ids)], dtype=np.float32)
+    theirs, _ = llamacpp_logits(quantized, ids)
     scale = np.abs(exact).max(axis=1)
     err_ours = float((np.abs(ours - exact).max(axis=1) / scale).mean())
     err_theirs = float((np.abs(theirs - exact).max(axis=1) / scale).mean())
@@ -171,16 +173,8 @@ def test_gpt4o_pre_tokenizer_matches_llamacpp(minfer, tiny_models, shared_dir, t
     digits, whitespace runs, contractions) and of mixed-case words."""
     path = tmp_path / "gpt4o.gguf"
     gguf_py_writer.write(str(tiny_models("tiny-gpt-oss", "f32")), str(path), pre="gpt-4o")
-    vocab = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
-    texts = [t.strip("\n") for inp in sorted((shared_dir / "testdata" / "tokenizer").glob("*.inp"))
-             for t in inp.read_text(encoding="utf-8").split("__ggml_vocab_test__")]
-    texts = [t for t in dict.fromkeys(texts) if t] + ["HelloWorld WORLDwide's CamelCase iPhone 1234567 DON'T ÉCOLE"]
-    mismatches = []
-    for text in texts:
-        want = vocab.tokenize(text.encode(), add_bos=False, special=False)
-        got = [int(x) for x in minfer.run("tokenize", "--tokenizer", path, "--text", text, "--no-special").stdout.split()]
-        if got != want:
-            mismatches.append(f"{text[:40]!r}: minfer {got[:12]} llama.cpp {want[:12]}")
+    texts = vocab_test_texts(shared_dir) + ["HelloWorld WORLDwide's CamelCase iPhone 1234567 DON'T ÉCOLE"]
+    mismatches = tokenization_mismatches(minfer, path, texts)
     print(f"gpt-4o pre-tokenizer: {len(texts)} texts, {len(mismatches)} mismatches")
     assert not mismatches, "\n".join(mismatches[:10])
 
@@ -240,9 +234,7 @@ def test_gpt_oss_mxfp4_checkpoint_matches_its_gguf_and_llamacpp(minfer, tiny_mod
     from_gguf, gguf_ids = engine(minfer, path, ids, tmp_path, "gguf")
     assert np.array_equal(from_hf, from_gguf) and hf_ids == gguf_ids
     exact, _ = engine(minfer, hf, ids, tmp_path, "f32")
-    llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, logits_all=True, type_k=0, type_v=0, verbose=False)
-    llama.eval(ids)
-    theirs = np.array(llama.scores[:len(ids)], dtype=np.float32)
+    theirs, _ = llamacpp_logits(path, ids)
     scale = np.abs(exact).max(axis=1)
     between = float((np.abs(theirs - from_gguf).max(axis=1) / scale).mean())
     quantization = float((np.abs(from_gguf - exact).max(axis=1) / scale).mean())

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import REFERENCE_DIR, ids_arg, llamacpp_top1_floor, read_ids
+from conftest import REFERENCE_DIR, ids_arg, llamacpp_top1_floor, read_ids, tokenization_mismatches, vocab_test_texts
 
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is in the project venv (scripts/setup-venv.sh)")
 
@@ -156,23 +156,10 @@ def test_perplexity_within_one_percent_of_llamacpp(minfer, smollm2_gguf, llama, 
     assert abs(ours - theirs) / theirs <= 0.01
 
 
-def vocab_test_texts(shared_dir: Path):
-    texts = []
-    for inp in sorted((shared_dir / "testdata" / "tokenizer").glob("*.inp")):
-        texts += [t.strip("\n") for t in inp.read_text(encoding="utf-8").split("__ggml_vocab_test__")]
-    return [t for t in dict.fromkeys(texts) if t]
-
-
 @pytest.mark.parametrize("model", ["smollm2_gguf", "gemma3_gguf"])
 def test_tokenization_matches_llamacpp(minfer, model, request, shared_dir, kjv_text):
     path = request.getfixturevalue(model)
-    vocab = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
     texts = vocab_test_texts(shared_dir) + [kjv_text.read_text(encoding="utf-8")[:4000]]
-    mismatches = []
-    for text in texts:
-        want = vocab.tokenize(text.encode(), add_bos=False, special=False)
-        got = [int(x) for x in minfer.run("tokenize", "--tokenizer", path, "--text", text, "--no-special").stdout.split()]
-        if got != want:
-            mismatches.append(f"{text[:40]!r}: minfer {got[:12]} llama.cpp {want[:12]}")
+    mismatches = tokenization_mismatches(minfer, path, texts)
     print(f"{path.name}: {len(texts)} texts, {len(mismatches)} mismatches")
     assert not mismatches, "\n".join(mismatches[:10])
