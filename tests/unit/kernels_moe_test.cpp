@@ -1,9 +1,10 @@
 // The mixture-of-experts FFN (kernels/moe.h) against a dense reference written from transformers' maths (softmax
 // over all experts in double, the top-k, renormalised or not, each expert's SwiGLU, the weighted sum): random
 // inputs of awkward sizes, f32 and bf16 weights, 1 and 3 threads; the routing's ties and order; and that a row's
-// output does not depend on the other rows of the batch.
+// output does not depend on the other rows of the batch; gpt-oss's biased experts with the clamped SwiGLU likewise.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -153,6 +154,88 @@ TEST(KernelsMoe, RandomBatchesMatchDenseReference) {
       }
     }
   }
+}
+
+// gpt-oss's experts in double (transformers' GptOssMLP): router logits plus its bias, a softmax over the top-k
+// logits, and per chosen expert min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1) with gate, up and down
+// biases.
+std::vector<float> dense_gpt_oss_moe(const Model& m, const std::vector<float>& x, int64_t rows, int64_t k,
+                                     const std::vector<float>& router_bias, const std::vector<Tensor>& biases) {
+  const std::vector<double> router = weights_of(m.router);
+  std::vector<float> out(static_cast<size_t>(rows * m.hidden), 0.0f);
+  auto dot = [&](const std::vector<double>& w, int64_t row, int64_t n, const double* v) {
+    double acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += w[static_cast<size_t>(row * n + i)] * v[i];
+    return acc;
+  };
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<double> xr(x.begin() + r * m.hidden, x.begin() + (r + 1) * m.hidden);
+    std::vector<double> logit(static_cast<size_t>(m.experts));
+    for (int64_t e = 0; e < m.experts; ++e)
+      logit[static_cast<size_t>(e)] = dot(router, e, m.hidden, xr.data()) + router_bias[static_cast<size_t>(e)];
+    std::vector<int64_t> order(static_cast<size_t>(m.experts));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return logit[static_cast<size_t>(a)] > logit[static_cast<size_t>(b)];
+    });
+    double sum = 0;
+    for (int64_t s = 0; s < k; ++s) sum += std::exp(logit[static_cast<size_t>(order[static_cast<size_t>(s)])]);
+    for (int64_t s = 0; s < k; ++s) {
+      const int64_t e = order[static_cast<size_t>(s)];
+      const double w = std::exp(logit[static_cast<size_t>(e)]) / sum;
+      const auto mat = [&](int i) { return weights_of(m.mats[static_cast<size_t>(3 * e + i)]); };
+      const auto bias = [&](int i, int64_t j) { return biases[static_cast<size_t>(3 * e + i)].as<float>()[j]; };
+      const std::vector<double> g = mat(0), u = mat(1), d = mat(2);
+      std::vector<double> act(static_cast<size_t>(m.ff));
+      for (int64_t f = 0; f < m.ff; ++f) {
+        const double gv = std::min(dot(g, f, m.hidden, xr.data()) + bias(0, f), 7.0);
+        const double uv = std::clamp(dot(u, f, m.hidden, xr.data()) + bias(1, f), -7.0, 7.0);
+        act[static_cast<size_t>(f)] = gv / (1 + std::exp(-1.702 * gv)) * (uv + 1);
+      }
+      for (int64_t h = 0; h < m.hidden; ++h)
+        out[static_cast<size_t>(r * m.hidden + h)] +=
+            static_cast<float>(w * (dot(d, h, m.ff, act.data()) + bias(2, h)));
+    }
+  }
+  return out;
+}
+
+TEST(KernelsMoe, GptOssBiasesAndClampedSwigluMatchDenseReference) {
+  std::mt19937 rng(23);
+  const int64_t hidden = 40, ff = 24, experts = 6, k = 2;
+  const Model m = make_model(rng, hidden, ff, experts, DType::F32);
+  const Tensor router_bias =
+      make_tensor(random_floats(rng, static_cast<size_t>(experts), -0.5f, 0.5f), {experts}, DType::F32);
+  std::vector<Tensor> biases;
+  for (int64_t e = 0; e < experts; ++e)
+    for (int64_t n : {ff, ff, hidden})
+      biases.push_back(make_tensor(random_floats(rng, static_cast<size_t>(n), -1.0f, 1.0f), {n}, DType::F32));
+  std::vector<const Tensor*> bias_ptrs;
+  for (const Tensor& b : biases) bias_ptrs.push_back(&b);
+  // Inputs up to 6: gate and up values past the clamps at +-7.
+  const std::vector<float> x = random_floats(rng, static_cast<size_t>(9 * hidden), -6.0f, 6.0f);
+  const std::vector<float> bias_values(router_bias.as<float>(), router_bias.as<float>() + experts);
+  const std::vector<float> want = dense_gpt_oss_moe(m, x, 9, k, bias_values, biases);
+  MoeWeights w{.router = &m.router, .experts = m.ptrs, .top_k = k, .renormalize = true};
+  w.router_bias = &router_bias;
+  w.expert_biases = bias_ptrs;
+  w.activation = MoeActivation::kSwigluOai;
+  for (int threads : {1, 3}) {
+    ThreadPool pool(threads);
+    MoeScratch scratch;
+    std::vector<float> got(want.size(), NAN);
+    moe_ffn(x.data(), 9, hidden, w, got.data(), pool, scratch);
+    expect_close(got, want, 2e-5f, 2e-6f, "gpt-oss experts, threads " + std::to_string(threads));
+  }
+  // Without the biases the result differs (the test sees them).
+  w.expert_biases = {};
+  std::vector<float> unbiased(want.size());
+  ThreadPool pool(1);
+  MoeScratch scratch;
+  moe_ffn(x.data(), 9, hidden, w, unbiased.data(), pool, scratch);
+  float largest = 0.0f;
+  for (size_t i = 0; i < want.size(); ++i) largest = std::max(largest, std::fabs(unbiased[i] - want[i]));
+  EXPECT_GT(largest, 0.1f);
 }
 
 TEST(KernelsMoe, RoutingOrderTiesAndRenormalisation) {
