@@ -91,11 +91,12 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--served-model-name", o.served_model_name, "Model id of the API (default: the model's file name)");
   cmd->add_option("--chat-template", o.chat_template_file, "Jinja chat template file (default: the model's own)");
   cmd->add_option("--tool-call-parser", o.tool_call_parser,
-                  "How the model writes tool calls: auto (from the chat template), hermes, llama3_json, mistral")
+                  "How the model writes tool calls: auto (from the chat template), hermes, llama3_json, mistral, "
+                  "openai (gpt-oss's harmony messages)")
       ->capture_default_str();
   cmd->add_option("--reasoning-parser", o.reasoning_parser,
-                  "Split <think> blocks into reasoning_content: auto (when the template has them), none, qwen3, "
-                  "deepseek_r1")
+                  "Split reasoning into reasoning_content: auto (<think> blocks or harmony channels when the template "
+                  "has them), none, qwen3, deepseek_r1, openai_gptoss")
       ->capture_default_str();
   cmd->add_option("--io-threads", o.http.io_threads, "Threads serving connections")->capture_default_str();
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body (413 above)")->capture_default_str();

@@ -29,10 +29,12 @@ ChatPrompt ChatPrompt::load(const AsyncEngine& engine, const std::string& templa
                             const std::string& tool_call_parser, const std::string& reasoning_parser) {
   ChatPrompt prompt;
   prompt.load_source(engine, template_file);
-  prompt.tool_parser_ = ToolCallParser::make(tool_call_parser, prompt.source_);
+  // vLLM's "openai" tool parser reads harmony messages, which HarmonyOutput parses whole (calls included).
+  const bool openai = tool_call_parser == "openai";
+  prompt.tool_parser_ = ToolCallParser::make(openai ? "auto" : tool_call_parser, prompt.source_);
   if (!prompt.tool_parser_)
-    fail("--tool-call-parser {}: unknown ({})", tool_call_parser, ToolCallParser::known_names());
-  prompt.harmony_ = harmony_enabled(reasoning_parser, prompt.source_);
+    fail("--tool-call-parser {}: unknown ({}, openai)", tool_call_parser, ToolCallParser::known_names());
+  prompt.harmony_ = openai || harmony_enabled(reasoning_parser, prompt.source_);
   prompt.reasoning_ = !prompt.harmony_ && reasoning_enabled(reasoning_parser, prompt.source_);
   return prompt;
 }

@@ -234,13 +234,15 @@ def test_reasoning_content_is_split_from_think_blocks(minfer, smollm2_gguf):
         assert text["prompt"].endswith("<think>\n\n</think>\n\n"), text
 
 
-def test_harmony_channels_become_reasoning_content_and_tool_calls(minfer, smollm2_gguf):
+@pytest.mark.parametrize("flags", [[], ["--tool-call-parser", "openai"]], ids=["auto", "openai-tool-parser"])
+def test_harmony_channels_become_reasoning_content_and_tool_calls(minfer, smollm2_gguf, flags):
     """gpt-oss's template (harmony messages) switches the server to harmony parsing: the analysis channel is
-    reasoning_content, the final one content, a commentary message to functions.NAME a tool call; whole and streamed.
+    reasoning_content, the final one content, a commentary message to functions.NAME a tool call; whole and streamed;
+    also under vLLM's --tool-call-parser openai.
     SmolLM2 writes the markers as plain text under a regex, which parses as gpt-oss's special tokens do once decoded."""
     thought = r"<\|channel\|>analysis<\|message\|>Let me think\.<\|end\|><\|start\|>assistant"
     with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template",
-               DATA / "openai-gpt-oss.jinja") as base:
+               DATA / "openai-gpt-oss.jinja", *flags) as base:
         c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=300)
         regex = thought + r"<\|channel\|>final<\|message\|>Hello!"
         kwargs = dict(model="m", messages=ask("Hi"), max_tokens=100, extra_body={"structured_outputs": {"regex": regex}})
