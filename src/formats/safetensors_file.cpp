@@ -34,12 +34,6 @@ bool safetensors_dtype(std::string_view name, DType* out) {
 
 size_t element_size(DType d) { return dtype_bytes(d, 1); }
 
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 }  // namespace
 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {

@@ -64,11 +64,13 @@ Tensor vector_slice(const Tensor& t, int64_t begin, int64_t end) {
   return out;
 }
 
-std::string Tensor::shape_string() const {
+std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
+
+std::string Tensor::shape_string() const { return minfer::shape_string(shape); }
 
 namespace {
 

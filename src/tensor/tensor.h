@@ -63,6 +63,9 @@ struct Tensor {
   }
 };
 
+// A shape as "[a, b, c]", for messages.
+std::string shape_string(const std::vector<int64_t>& shape);
+
 // Rows [begin, end) of a row-major 2-D tensor (any element or block type), viewing the same data.
 Tensor row_slice(const Tensor& t, int64_t begin, int64_t end);
 
