@@ -27,6 +27,10 @@ struct WeightOrigin {
 // same data (no copy); each part keeps the fused tensor's origin. A fused
 // tensor whose rows do not add up is a LoadError naming it.
 void split_fused_projections(ModelWeights& weights, std::map<std::string, WeightOrigin>& origins);
+// gpt-oss's HF experts under layer prefix `prefix` (loaders/gpt_oss_experts.cpp): the stacked, transposed,
+// gate/up-interleaved tensors (or their MXFP4 blocks and scales) -> each expert's matrices and biases, copied.
+void split_gpt_oss_experts(ModelWeights& weights, std::map<std::string, WeightOrigin>& origins,
+                           const std::string& prefix);
 
 // Throws LoadError naming the file and the tensor: a missing tensor (file_name_of maps a canonical name to the
 // checkpoint's own name, and `checkpoint` is the path to blame), a shape mismatch (expected vs actual) or an
