@@ -36,7 +36,16 @@ ChatPrompt ChatPrompt::load(const AsyncEngine& engine, const std::string& templa
     fail("--tool-call-parser {}: unknown ({}, openai)", tool_call_parser, ToolCallParser::known_names());
   prompt.harmony_ = openai || harmony_enabled(reasoning_parser, prompt.source_);
   prompt.reasoning_ = !prompt.harmony_ && reasoning_enabled(reasoning_parser, prompt.source_);
+  if (const Tokenizer* tok = engine.tokenizer(); tok && prompt.harmony_)
+    for (std::string_view end : {"<|return|>", "<|call|>"})
+      if (const auto id = tok->token_id(end)) prompt.harmony_stops_.push_back(*id);
   return prompt;
+}
+
+void ChatPrompt::decode_for_parsing(SamplingParams& params) const {
+  if (!harmony_) return;
+  params.skip_special_tokens = false;
+  params.stop_token_ids.insert(params.stop_token_ids.end(), harmony_stops_.begin(), harmony_stops_.end());
 }
 
 void ChatPrompt::load_source(const AsyncEngine& engine, const std::string& template_file) {

@@ -43,12 +43,16 @@ class ChatPrompt {
   bool reasoning() const { return reasoning_; }
   // Whether outputs are harmony messages (gpt-oss: analysis / final / commentary channels; harmony_output.h).
   bool harmony() const { return harmony_; }
+  // What a chat request's decoding needs for the output to be parsed: harmony replies keep their markers (special
+  // tokens) and end at <|return|> and <|call|>, which a GGUF may not list among its end tokens.
+  void decode_for_parsing(SamplingParams& params) const;
 
  private:
   std::optional<ChatTemplate> tmpl_;
   std::shared_ptr<ToolCallParser> tool_parser_;
   bool reasoning_ = false;
   bool harmony_ = false;
+  std::vector<int32_t> harmony_stops_;  // the ids of <|return|> and <|call|> (resolved once, at load)
   void load_source(const AsyncEngine& engine, const std::string& template_file);
 
   std::string source_;       // the template's text

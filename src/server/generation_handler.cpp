@@ -104,7 +104,7 @@ std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& 
                    "model", "model_not_found");
   if (request.kind == RouteKind::kChat) {
     request.prompts = {{true, chat_.render(request.chat), {}}};
-    if (chat_.harmony()) keep_harmony_markers(request.params);
+    chat_.decode_for_parsing(request.params);
   }
   request.params.logprobs = request.logprobs;
   std::vector<std::vector<int32_t>> prompts;
@@ -113,16 +113,6 @@ std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& 
     check_context(request, static_cast<int64_t>(prompts.back().size()), engine_.config().max_model_len);
   }
   return prompts;
-}
-
-// gpt-oss's chat replies are parsed by their markers: decode them, and end at <|return|> (the reply's end) and
-// <|call|> (a tool call's), which a GGUF may not list among its end tokens.
-void GenerationHandler::keep_harmony_markers(SamplingParams& params) const {
-  params.skip_special_tokens = false;
-  const Tokenizer* tok = engine_.tokenizer();
-  if (!tok) return;
-  for (std::string_view end : {"<|return|>", "<|call|>"})
-    if (const auto id = tok->token_id(end)) params.stop_token_ids.push_back(*id);
 }
 
 std::vector<int32_t> GenerationHandler::tokenize(const GenerationRequest& request, const PromptInput& prompt) const {

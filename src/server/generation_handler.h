@@ -48,7 +48,6 @@ class GenerationHandler {
   class Deadline;
   std::vector<std::vector<int32_t>> prepare(GenerationRequest& request) const;
   std::vector<int32_t> tokenize(const GenerationRequest& request, const PromptInput& prompt) const;
-  void keep_harmony_markers(SamplingParams& params) const;
   std::vector<Choice> submit(const GenerationRequest& request, const std::vector<std::vector<int32_t>>& prompts,
                              const std::shared_ptr<StrandWakeup>& wakeup);
   ResponseContext response_context(const GenerationRequest& request, const std::vector<std::vector<int32_t>>& prompts);
