@@ -159,7 +159,7 @@ class LoaderErrors : public ::testing::Test {
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     TestModelOptions o;
-    o.preset = "tiny-llama";
+    o.preset = preset();
     o.out_dir = dir_.string();
     o.dtype = DType::F32;
     write_test_model(o);
@@ -171,14 +171,17 @@ class LoaderErrors : public ::testing::Test {
     fs::remove_all(dir_);
   }
 
-  // Rewrites model.safetensors from the original with `name` dropped (replacement empty) or replaced.
-  void rewrite(const std::string& name, const Tensor* replacement) {
+  virtual const char* preset() const { return "tiny-llama"; }
+
+  // Rewrites model.safetensors from the original with `name` dropped (replacement empty) or replaced (under
+  // `renamed` when given).
+  void rewrite(const std::string& name, const Tensor* replacement, const std::string& renamed = "") {
     std::vector<SafetensorsEntry> entries;
     for (const auto& info : original_->tensors()) {
       if (info.name != name) {
         entries.push_back(SafetensorsEntry::from_tensor(info.name, original_->tensor(info)));
       } else if (replacement != nullptr) {
-        entries.push_back(SafetensorsEntry::from_tensor(info.name, *replacement));
+        entries.push_back(SafetensorsEntry::from_tensor(renamed.empty() ? info.name : renamed, *replacement));
       }
     }
     const std::string tmp = weights_ + ".tmp";
@@ -232,32 +235,18 @@ TEST_F(LoaderErrors, UnexpectedTensor) {
                     "unexpected tensor 'model.layers.0.self_attn.q_norm.weight'");
 }
 
-// gpt-oss's MXFP4 experts (OpenAI's checkpoints): _blocks without their _scales, or of the wrong shape, are named.
-TEST(GptOssMxfp4Checkpoint, IncompleteExpertsAreNamed) {
-  const fs::path dir = fs::temp_directory_path() / ("minfer_load_mxfp4_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  TestModelOptions o;
-  o.preset = "tiny-gpt-oss";
-  o.out_dir = dir.string();
-  o.dtype = DType::F32;
-  write_test_model(o);
-  const std::string weights = (dir / "model.safetensors").string();
-  auto rewrite_down_proj = [&](std::vector<int64_t> blocks_shape) {
-    const auto original = SafetensorsFile::open(weights);
-    std::vector<SafetensorsEntry> entries;
-    for (const auto& info : original->tensors())
-      if (info.name != "model.layers.0.mlp.experts.down_proj")
-        entries.push_back(SafetensorsEntry::from_tensor(info.name, original->tensor(info)));
-    const Tensor blocks = Tensor::allocate(DType::I8, std::move(blocks_shape));
-    entries.push_back(SafetensorsEntry::from_tensor("model.layers.0.mlp.experts.down_proj_blocks", blocks));
-    write_safetensors(weights + ".tmp", entries);
-    fs::rename(weights + ".tmp", weights);
-  };
-  rewrite_down_proj({8, 64, 1, 16});  // [experts, hidden, ff / 32, 16], but no _scales
-  expect_load_error([&] { load_model(dir.string()); }, weights,
+// gpt-oss's MXFP4 experts (OpenAI's checkpoints): _blocks without their _scales are named with the shapes expected.
+class GptOssLoaderErrors : public LoaderErrors {
+ protected:
+  const char* preset() const override { return "tiny-gpt-oss"; }
+};
+
+TEST_F(GptOssLoaderErrors, Mxfp4BlocksWithoutScales) {
+  const Tensor blocks = Tensor::allocate(DType::I8, {8, 64, 1, 16});  // [experts, hidden, ff / 32, 16]
+  rewrite("model.layers.0.mlp.experts.down_proj", &blocks, "model.layers.0.mlp.experts.down_proj_blocks");
+  expect_load_error([&] { load_model(dir_.string()); }, weights_,
                     "MXFP4 experts 'model.layers.0.mlp.experts.down_proj_blocks' need U8 _blocks [8, 64, 1, 16] and "
                     "_scales [8, 64, 1]");
-  fs::remove_all(dir);
 }
 
 TEST_F(LoaderErrors, TruncatedSafetensors) {
