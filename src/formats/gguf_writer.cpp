@@ -85,6 +85,9 @@ void GgufWriter::set_string_array(std::string_view key, const std::vector<std::s
 void GgufWriter::set_i32_array(std::string_view key, const std::vector<int32_t>& values) {
   set(key, GgufType::ARRAY, encode_array(GgufType::I32, values));
 }
+void GgufWriter::set_bool_array(std::string_view key, const std::vector<bool>& values) {
+  set(key, GgufType::ARRAY, encode_array(GgufType::BOOL, std::vector<uint8_t>(values.begin(), values.end())));
+}
 void GgufWriter::set_f32_array(std::string_view key, const std::vector<float>& values) {
   set(key, GgufType::ARRAY, encode_array(GgufType::F32, values));
 }

@@ -26,6 +26,7 @@ class GgufWriter {
   void set_string(std::string_view key, std::string_view value);
   void set_string_array(std::string_view key, const std::vector<std::string>& values);
   void set_i32_array(std::string_view key, const std::vector<int32_t>& values);
+  void set_bool_array(std::string_view key, const std::vector<bool>& values);
   void set_f32_array(std::string_view key, const std::vector<float>& values);
   // A value read from another GGUF file, copied byte for byte.
   void set_copy(std::string_view key, const GgufValue& value);

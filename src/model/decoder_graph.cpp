@@ -1,7 +1,8 @@
 #include "model/decoder_graph.h"
 
 #include "base/error.h"
-#include "model/families/decoder_builder.h"
+#include "model/families/family.h"
+#include "model/model_weights.h"
 
 namespace minfer {
 
@@ -20,29 +21,10 @@ void end_at_final_norm(graph::Graph& g) {
   fail("the decoder graph has no final norm to end at");
 }
 
-graph::Graph build_family_graph(const ModelWeights& weights) {
-  switch (weights.config.arch) {
-    case Architecture::kLlama:
-    case Architecture::kMistral:
-    case Architecture::kMixtral:
-    case Architecture::kPhi3:
-    case Architecture::kQwen2:
-    case Architecture::kQwen3:
-    case Architecture::kQwen3Moe:
-    case Architecture::kSmolLM3:
-    case Architecture::kGranite:
-    case Architecture::kGptOss: return build_llama_graph(weights);
-    case Architecture::kGemma2:
-    case Architecture::kGemma3: return build_gemma_graph(weights);
-    case Architecture::kOlmo2: return build_olmo2_graph(weights);
-  }
-  fail("no graph builder for architecture {}", weights.config.arch_name());
-}
-
 }  // namespace
 
 graph::Graph build_decoder_graph(const ModelWeights& weights, DecoderHead head) {
-  graph::Graph g = build_family_graph(weights);
+  graph::Graph g = family_of(weights.config).build_graph(weights);
   if (head == DecoderHead::kHiddenStates) end_at_final_norm(g);
   return g;
 }

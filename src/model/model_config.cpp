@@ -63,6 +63,50 @@ std::vector<float> ModelConfig::rope_inv_freq(bool local, int64_t max_model_len)
   return out;
 }
 
+namespace {
+
+void validate_rope_scaling(const RopeScaling& s, int64_t rotary_dims, const std::string& source) {
+  if (s.type != "none" && s.type != "linear" && s.type != "llama3" && s.type != "longrope" && s.type != "yarn")
+    fail_load(source, "unsupported rope_scaling type '{}' (supported: none, linear, llama3, longrope, yarn)", s.type);
+  if (s.type == "yarn" && (s.original_max_position_embeddings <= 0 || !(s.attention_factor > 0) || !(s.beta_fast > 0) ||
+                           !(s.beta_slow > 0)))
+    fail_load(source,
+              "rope_scaling: yarn needs original_max_position_embeddings, positive beta_fast / beta_slow and a "
+              "positive attention factor (got {}, {}, {}, {})",
+              s.original_max_position_embeddings, s.beta_fast, s.beta_slow, s.attention_factor);
+  if (s.type == "longrope") {
+    for (const auto* f : {&s.long_factor, &s.short_factor}) {
+      if (static_cast<int64_t>(f->size()) != rotary_dims / 2)
+        fail_load(source, "rope_scaling: longrope factors have {} entries, expected rotary dims / 2 = {}", f->size(),
+                  rotary_dims / 2);
+      for (float v : *f)
+        if (!(v > 0) || !std::isfinite(v)) fail_load(source, "rope_scaling: longrope factor {} is not positive", v);
+    }
+    if (s.original_max_position_embeddings <= 0 || !(s.attention_factor > 0))
+      fail_load(source,
+                "rope_scaling: longrope needs original_max_position_embeddings and a positive attention factor");
+  }
+  if (s.type != "none" && s.type != "longrope" && (!(s.factor > 0) || !std::isfinite(s.factor)))
+    fail_load(source, "invalid config: rope_scaling.factor = {} (must be positive)", s.factor);
+  if (s.type == "llama3") {
+    if (!(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor))
+      fail_load(source, "invalid config: rope_scaling needs 0 < low_freq_factor < high_freq_factor (got {} and {})",
+                s.low_freq_factor, s.high_freq_factor);
+    if (s.original_max_position_embeddings <= 0)
+      fail_load(source, "invalid config: rope_scaling.original_max_position_embeddings = {}",
+                s.original_max_position_embeddings);
+  }
+  if (!s.freq_factors.empty()) {
+    if (static_cast<int64_t>(s.freq_factors.size()) != rotary_dims / 2)
+      fail_load(source, "rope frequency factors have {} entries, expected rotary dims / 2 = {}", s.freq_factors.size(),
+                rotary_dims / 2);
+    for (float f : s.freq_factors)
+      if (!(f > 0) || !std::isfinite(f)) fail_load(source, "rope frequency factor {} is not positive", f);
+  }
+}
+
+}  // namespace
+
 void ModelConfig::validate(const std::string& source) const {
   auto positive = [&](const char* field, int64_t v, int64_t max) {
     if (v <= 0 || v > max) fail_load(source, "invalid config: {} = {} (must be in 1..{})", field, v, max);
@@ -107,44 +151,7 @@ void ModelConfig::validate(const std::string& source) const {
   for (double v : {attention_scale, attn_softcap, final_softcap})
     if (v < 0 || !std::isfinite(v)) fail_load(source, "invalid config: a scale or soft-cap of {} (must be >= 0)", v);
 
-  const RopeScaling& s = rope_scaling;
-  if (s.type != "none" && s.type != "linear" && s.type != "llama3" && s.type != "longrope" && s.type != "yarn")
-    fail_load(source, "unsupported rope_scaling type '{}' (supported: none, linear, llama3, longrope, yarn)", s.type);
-  if (s.type == "yarn" && (s.original_max_position_embeddings <= 0 || !(s.attention_factor > 0) || !(s.beta_fast > 0) ||
-                           !(s.beta_slow > 0)))
-    fail_load(source,
-              "rope_scaling: yarn needs original_max_position_embeddings, positive beta_fast / beta_slow and a "
-              "positive attention factor (got {}, {}, {}, {})",
-              s.original_max_position_embeddings, s.beta_fast, s.beta_slow, s.attention_factor);
-  if (s.type == "longrope") {
-    for (const auto* f : {&s.long_factor, &s.short_factor}) {
-      if (static_cast<int64_t>(f->size()) != rotary_dims() / 2)
-        fail_load(source, "rope_scaling: longrope factors have {} entries, expected rotary dims / 2 = {}", f->size(),
-                  rotary_dims() / 2);
-      for (float v : *f)
-        if (!(v > 0) || !std::isfinite(v)) fail_load(source, "rope_scaling: longrope factor {} is not positive", v);
-    }
-    if (s.original_max_position_embeddings <= 0 || !(s.attention_factor > 0))
-      fail_load(source,
-                "rope_scaling: longrope needs original_max_position_embeddings and a positive attention factor");
-  }
-  if (s.type != "none" && s.type != "longrope" && (!(s.factor > 0) || !std::isfinite(s.factor)))
-    fail_load(source, "invalid config: rope_scaling.factor = {} (must be positive)", s.factor);
-  if (s.type == "llama3") {
-    if (!(s.low_freq_factor > 0) || !(s.high_freq_factor > s.low_freq_factor))
-      fail_load(source, "invalid config: rope_scaling needs 0 < low_freq_factor < high_freq_factor (got {} and {})",
-                s.low_freq_factor, s.high_freq_factor);
-    if (s.original_max_position_embeddings <= 0)
-      fail_load(source, "invalid config: rope_scaling.original_max_position_embeddings = {}",
-                s.original_max_position_embeddings);
-  }
-  if (!s.freq_factors.empty()) {
-    if (static_cast<int64_t>(s.freq_factors.size()) != rotary_dims() / 2)
-      fail_load(source, "rope frequency factors have {} entries, expected rotary dims / 2 = {}", s.freq_factors.size(),
-                rotary_dims() / 2);
-    for (float f : s.freq_factors)
-      if (!(f > 0) || !std::isfinite(f)) fail_load(source, "rope frequency factor {} is not positive", f);
-  }
+  validate_rope_scaling(rope_scaling, rotary_dims(), source);
 
   if (bos_token_id < -1 || bos_token_id >= vocab_size)
     fail_load(source, "bos_token_id {} is outside the vocabulary ({} tokens)", bos_token_id, vocab_size);

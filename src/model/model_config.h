@@ -12,22 +12,6 @@
 
 namespace minfer {
 
-enum class Architecture : uint8_t {
-  kLlama,
-  kMistral,
-  kMixtral,
-  kQwen2,
-  kQwen3,
-  kQwen3Moe,
-  kGemma2,
-  kGemma3,
-  kPhi3,
-  kSmolLM3,
-  kOlmo2,  // OLMo 2 and OLMo 3 (llama.cpp's one GGUF architecture for both)
-  kGranite,
-  kGptOss  // OpenAI's gpt-oss (GGUF architecture gpt-oss)
-};
-
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
 enum class Activation : uint8_t { kSilu, kGeluTanh };
 
@@ -48,7 +32,7 @@ struct RopeScaling {
   std::vector<float> long_factor, short_factor;
   // cos and sin are scaled by this (longrope's, YaRN's mscale); 1 = not at all.
   double attention_factor = 1.0;
-  // "yarn" (transformers' _compute_yarn_parameters; Qwen2.5/Qwen3 long context, OLMo 3, ...): per frequency a blend
+  // "yarn" (transformers' _compute_yarn_parameters; Qwen2.5/Qwen3 long context, gpt-oss, ...): per frequency a blend
   // of the original (extrapolated) and factor-divided (interpolated) one, ramped between the dimensions that turn
   // beta_fast and beta_slow times over original_max_position_embeddings (rounded outwards when truncate).
   double beta_fast = 32.0;
@@ -57,7 +41,8 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  Architecture arch = Architecture::kLlama;
+  // The family (model/families/family.h: Family::name): "llama", "qwen3", "gemma3", "gpt-oss", ...
+  std::string arch = "llama";
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
@@ -86,7 +71,7 @@ struct ModelConfig {
   // the 1 once at load (GGUF files store 1 + w already), so the graph's RMSNorm is the same for every family.
   bool sandwich_norms = false;
   bool norm_weight_plus_one = false;
-  // OLMo 2/3: no norm before attention or the MLP, only the post norms of sandwich_norms (post_attn_norm,
+  // Post-norm blocks: no norm before attention or the MLP, only the post norms of sandwich_norms (post_attn_norm,
   // post_ffn_norm), and q_norm / k_norm over the whole projection (num_heads * head_dim wide) rather than per head.
   bool post_norms_only = false;
   bool qk_norm_full_width = false;
@@ -157,24 +142,7 @@ struct ModelConfig {
   }
   // Throws LoadError(source, ...) naming the inconsistent field (e.g. kv heads not dividing heads).
   void validate(const std::string& source) const;
-  std::string arch_name() const {
-    switch (arch) {
-      case Architecture::kLlama: return "llama";
-      case Architecture::kMistral: return "mistral";
-      case Architecture::kMixtral: return "mixtral";
-      case Architecture::kQwen3Moe: return "qwen3moe";
-      case Architecture::kQwen2: return "qwen2";
-      case Architecture::kQwen3: return "qwen3";
-      case Architecture::kGemma2: return "gemma2";
-      case Architecture::kGemma3: return "gemma3";
-      case Architecture::kPhi3: return "phi3";
-      case Architecture::kSmolLM3: return "smollm3";
-      case Architecture::kOlmo2: return "olmo2";
-      case Architecture::kGranite: return "granite";
-      case Architecture::kGptOss: return "gpt-oss";
-    }
-    return "?";
-  }
+  const std::string& arch_name() const { return arch; }
 };
 
 }  // namespace minfer

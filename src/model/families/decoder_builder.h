@@ -55,10 +55,8 @@ class DecoderBuilder {
   graph::Graph& g_;
 };
 
-// One graph builder per family (model/families/<family>.cpp).
-// Llama 2/3, Mistral, Mixtral, Phi-3, Qwen2, Qwen3, Qwen3-MoE, SmolLM3, Granite, gpt-oss
+// The Llama block (model/families/llama.cpp), which most families build with their config's traits:
+//   x += o(attention(rmsnorm(x)));  x += mlp(rmsnorm(x))
 graph::Graph build_llama_graph(const ModelWeights& weights);
-graph::Graph build_gemma_graph(const ModelWeights& weights);  // Gemma 2, Gemma 3 (text)
-graph::Graph build_olmo2_graph(const ModelWeights& weights);  // OLMo 2, OLMo 3
 
 }  // namespace minfer

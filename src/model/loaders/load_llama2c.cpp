@@ -45,7 +45,7 @@ ModelWeights load_llama2c_checkpoint(const std::string& path) {
   w.format = CheckpointFormat::kLlama2c;
   w.path = path;
   ModelConfig& c = w.config;
-  c.arch = Architecture::kLlama;
+  c.arch = "llama";
   c.vocab_size = h.vocab_size;
   c.hidden_size = h.dim;
   c.intermediate_size = h.hidden_dim;

@@ -22,10 +22,10 @@ ModelWeights load_llama2c_checkpoint(const std::string& path);
 void fold_output_scales(ModelWeights& w);
 
 // Name mapping, exposed for tests. Canonical name, or nullopt for a name that is not part of the model.
-// Most families share one table; Gemma's norms are named apart (hence the architecture).
-std::optional<std::string> hf_to_canonical(std::string_view hf_name, Architecture arch = Architecture::kLlama);
-std::string canonical_to_hf(const std::string& canonical, Architecture arch = Architecture::kLlama);
-std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, Architecture arch = Architecture::kLlama);
-std::string canonical_to_gguf(const std::string& canonical, Architecture arch = Architecture::kLlama);
+// Most families share one table; a family's own rows come first (hence the architecture: ModelConfig::arch).
+std::optional<std::string> hf_to_canonical(std::string_view hf_name, std::string_view arch = "llama");
+std::string canonical_to_hf(const std::string& canonical, std::string_view arch = "llama");
+std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, std::string_view arch = "llama");
+std::string canonical_to_gguf(const std::string& canonical, std::string_view arch = "llama");
 
 }  // namespace minfer

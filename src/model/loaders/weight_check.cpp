@@ -108,7 +108,7 @@ void split_fused_projections(ModelWeights& weights, std::map<std::string, Weight
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     split_stacked_experts(weights, origins, p);
-    if (c.arch == Architecture::kGptOss) split_gpt_oss_experts(weights, origins, p);
+    split_gpt_oss_experts(weights, origins, p);  // only gpt-oss's names map to its stacked tensors
     for (const Fused& f : fused) {
       auto it = weights.tensors.find(p + f.name);
       if (it == weights.tensors.end()) continue;

@@ -1,19 +1,17 @@
-// The one table from canonical weight names to Hugging Face and GGUF names.
+// The table from canonical weight names to Hugging Face and GGUF names that every family shares; a family's own rows
+// (Family::layer_names, Family::hf_experts) are looked up first.
 #include <charconv>
 #include <span>
 #include <string>
 
 #include "base/error.h"
+#include "model/families/family.h"
 #include "model/loaders/loaders.h"
 
 namespace minfer {
 namespace {
 
-struct NameRow {
-  const char* canonical;
-  const char* hf;
-  const char* gguf;
-};
+using NameRow = WeightNameRow;
 
 constexpr NameRow kGlobal[] = {
     {"embed", "model.embed_tokens.weight", "token_embd.weight"},
@@ -40,21 +38,6 @@ constexpr NameRow kLayer[] = {
     {"w_down", "mlp.down_proj.weight", "ffn_down.weight"},
 };
 
-// Gemma 2/3 name their norms apart from the table above (HF's post_attention_layernorm is their post-attention
-// norm, not the pre-FFN one); these rows are looked up first for them.
-constexpr NameRow kGemmaLayer[] = {
-    {"post_attn_norm", "post_attention_layernorm.weight", "post_attention_norm.weight"},
-    {"ffn_norm", "pre_feedforward_layernorm.weight", "ffn_norm.weight"},
-    {"post_ffn_norm", "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
-};
-
-// Phi-3 stores q/k/v as one matrix and gate/up as another (GGUF's ffn_up is gate and up, not up alone); the loaders
-// split them (split_fused_projections).
-constexpr NameRow kPhi3Layer[] = {
-    {"wqkv", "self_attn.qkv_proj.weight", "attn_qkv.weight"},
-    {"w_gate_up", "mlp.gate_up_proj.weight", "ffn_up.weight"},
-};
-
 // Splits "<prefix><digits>.<rest>" into the layer number and rest.
 bool split_layer(std::string_view name, std::string_view prefix, std::string_view* layer, std::string_view* rest) {
   if (name.substr(0, prefix.size()) != prefix) return false;
@@ -69,74 +52,11 @@ bool split_layer(std::string_view name, std::string_view prefix, std::string_vie
   return true;
 }
 
-// Mixture-of-experts layers: the router, and in GGUF the experts stacked in one 3-D tensor per projection (split into
-// layers.{i}.experts.{j}.* by split_fused_projections). HF names each expert's matrices apart (kExpertNames).
-constexpr NameRow kQwen3MoeLayer[] = {
-    {"router", "mlp.gate.weight", "ffn_gate_inp.weight"},
-    {"experts.w_gate", "", "ffn_gate_exps.weight"},
-    {"experts.w_up", "", "ffn_up_exps.weight"},
-    {"experts.w_down", "", "ffn_down_exps.weight"},
-};
-constexpr NameRow kMixtralLayer[] = {
-    {"router", "block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
-    {"experts.w_gate", "", "ffn_gate_exps.weight"},
-    {"experts.w_up", "", "ffn_up_exps.weight"},
-    {"experts.w_down", "", "ffn_down_exps.weight"},
-};
-
-// gpt-oss: HF's post_attention_layernorm is the pre-FFN norm (GGUF calls it post_attention_norm); per-head sinks; a
-// router with a bias; experts with biases. HF stacks the experts transposed ([experts, in, out]) with gate and up
-// interleaved column by column (gate_up_proj; OpenAI's own checkpoints hold them in MXFP4 as *_blocks and *_scales,
-// rows being outputs) and GGUF stacks them as Qwen3-MoE's plus biases: the stacked forms
-// have canonical names of their own (experts.gate_up_proj, ...) and split_fused_projections makes each expert's
-// matrices and biases. The per-expert rows' HF names are the stacked tensors they come from (for error messages).
-constexpr NameRow kGptOssLayer[] = {
-    {"ffn_norm", "post_attention_layernorm.weight", "post_attention_norm.weight"},
-    {"sinks", "self_attn.sinks", "attn_sinks.weight"},
-    {"router", "mlp.router.weight", "ffn_gate_inp.weight"},
-    {"router_bias", "mlp.router.bias", "ffn_gate_inp.bias"},
-    {"experts.gate_up_proj", "mlp.experts.gate_up_proj", ""},
-    {"experts.gate_up_proj_bias", "mlp.experts.gate_up_proj_bias", ""},
-    {"experts.down_proj", "mlp.experts.down_proj", ""},
-    {"experts.gate_up_proj_blocks", "mlp.experts.gate_up_proj_blocks", ""},
-    {"experts.gate_up_proj_scales", "mlp.experts.gate_up_proj_scales", ""},
-    {"experts.down_proj_blocks", "mlp.experts.down_proj_blocks", ""},
-    {"experts.down_proj_scales", "mlp.experts.down_proj_scales", ""},
-    {"experts.w_gate", "mlp.experts.gate_up_proj", "ffn_gate_exps.weight"},
-    {"experts.w_up", "mlp.experts.gate_up_proj", "ffn_up_exps.weight"},
-    {"experts.w_down", "mlp.experts.down_proj", "ffn_down_exps.weight"},
-    {"experts.b_gate", "mlp.experts.gate_up_proj_bias", "ffn_gate_exps.bias"},
-    {"experts.b_up", "mlp.experts.gate_up_proj_bias", "ffn_up_exps.bias"},
-    {"experts.b_down", "mlp.experts.down_proj_bias", "ffn_down_exps.bias"},
-};
-
-std::span<const NameRow> layer_overrides(Architecture arch) {
-  // OLMo 2/3 name their post norms as Gemma does (and have no pre-FFN norm for the middle row to find).
-  if (arch == Architecture::kGemma2 || arch == Architecture::kGemma3 || arch == Architecture::kOlmo2)
-    return kGemmaLayer;
-  if (arch == Architecture::kPhi3) return kPhi3Layer;
-  if (arch == Architecture::kQwen3Moe) return kQwen3MoeLayer;
-  if (arch == Architecture::kMixtral) return kMixtralLayer;
-  if (arch == Architecture::kGptOss) return kGptOssLayer;
-  return {};
-}
-
-// HF's per-expert names: "<prefix><j>.<name>" for canonical "experts.<j>.<w_gate|w_up|w_down>".
-struct ExpertNames {
-  std::string_view prefix;
-  std::string_view gate, up, down;
-};
-std::optional<ExpertNames> hf_expert_names(Architecture arch) {
-  if (arch == Architecture::kQwen3Moe)
-    return ExpertNames{"mlp.experts.", "gate_proj.weight", "up_proj.weight", "down_proj.weight"};
-  if (arch == Architecture::kMixtral)
-    return ExpertNames{"block_sparse_moe.experts.", "w1.weight", "w3.weight", "w2.weight"};
-  return std::nullopt;
-}
+std::span<const WeightNameRow> layer_overrides(std::string_view arch) { return family_named(arch).layer_names; }
 
 // "experts.<j>.<w>" <-> the HF name after the layer prefix; nullopt when `rest` is no expert weight.
-std::optional<std::string> hf_expert_to_canonical(std::string_view rest, Architecture arch) {
-  const auto names = hf_expert_names(arch);
+std::optional<std::string> hf_expert_to_canonical(std::string_view rest, std::string_view arch) {
+  const HfExpertNames* names = family_named(arch).hf_experts;
   std::string_view index, name;
   if (!names || !split_layer(rest, names->prefix, &index, &name)) return std::nullopt;
   const std::string_view w = name == names->gate   ? "w_gate"
@@ -146,8 +66,8 @@ std::optional<std::string> hf_expert_to_canonical(std::string_view rest, Archite
   if (w.empty()) return std::nullopt;
   return "experts." + std::string(index) + "." + std::string(w);
 }
-std::optional<std::string> canonical_expert_to_hf(std::string_view rest, Architecture arch) {
-  const auto names = hf_expert_names(arch);
+std::optional<std::string> canonical_expert_to_hf(std::string_view rest, std::string_view arch) {
+  const HfExpertNames* names = family_named(arch).hf_experts;
   std::string_view index, w;
   if (!names || !split_layer(rest, "experts.", &index, &w)) return std::nullopt;
   const std::string_view name = w == "w_gate"   ? names->gate
@@ -159,7 +79,7 @@ std::optional<std::string> canonical_expert_to_hf(std::string_view rest, Archite
 }
 
 template <typename Get>
-std::optional<std::string> to_canonical(std::string_view name, std::string_view layer_prefix, Architecture arch,
+std::optional<std::string> to_canonical(std::string_view name, std::string_view layer_prefix, std::string_view arch,
                                         Get external) {
   for (const NameRow& r : kGlobal)
     if (name == external(r)) return std::string(r.canonical);
@@ -174,7 +94,7 @@ std::optional<std::string> to_canonical(std::string_view name, std::string_view 
 }
 
 template <typename Get>
-std::string from_canonical(const std::string& canonical, std::string_view layer_prefix, Architecture arch,
+std::string from_canonical(const std::string& canonical, std::string_view layer_prefix, std::string_view arch,
                            Get external) {
   for (const NameRow& r : kGlobal)
     if (canonical == r.canonical) return external(r);
@@ -185,7 +105,7 @@ std::string from_canonical(const std::string& canonical, std::string_view layer_
         if (rest == r.canonical && *external(r) != '\0')
           return std::string(layer_prefix) + std::string(layer) + "." + external(r);
     // One expert's matrix: HF names it apart; GGUF holds it in the stacked tensor of its projection.
-    if (layer_prefix == "model.layers." && hf_expert_names(arch)) {
+    if (layer_prefix == "model.layers." && family_named(arch).hf_experts) {
       if (auto hf = canonical_expert_to_hf(rest, arch))
         return std::string(layer_prefix) + std::string(layer) + "." + *hf;
     } else if (std::string_view index, w; split_layer(rest, "experts.", &index, &w)) {
@@ -201,16 +121,16 @@ const char* gguf_of(const NameRow& r) { return r.gguf; }
 
 }  // namespace
 
-std::optional<std::string> hf_to_canonical(std::string_view hf_name, Architecture arch) {
+std::optional<std::string> hf_to_canonical(std::string_view hf_name, std::string_view arch) {
   return to_canonical(hf_name, "model.layers.", arch, hf_of);
 }
-std::string canonical_to_hf(const std::string& canonical, Architecture arch) {
+std::string canonical_to_hf(const std::string& canonical, std::string_view arch) {
   return from_canonical(canonical, "model.layers.", arch, hf_of);
 }
-std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, Architecture arch) {
+std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, std::string_view arch) {
   return to_canonical(gguf_name, "blk.", arch, gguf_of);
 }
-std::string canonical_to_gguf(const std::string& canonical, Architecture arch) {
+std::string canonical_to_gguf(const std::string& canonical, std::string_view arch) {
   return from_canonical(canonical, "blk.", arch, gguf_of);
 }
 

@@ -12,6 +12,7 @@
 #include "formats/gguf_file.h"
 #include "formats/gguf_writer.h"
 #include "kernels/quant.h"
+#include "model/families/family.h"
 #include "model/loaders/loaders.h"
 #include "model/model_weights.h"
 #include "model/quant/gguf_block_quantizer.h"
@@ -23,6 +24,8 @@ namespace {
 struct SourceTensor {
   PlannedTensor plan;
   Tensor data;
+  // Experts stacked into one GGUF tensor [experts, rows, cols]: each expert's matrix, in order (data is the first).
+  std::vector<Tensor> stacked;
   DType keep = DType::F32;  // the type when the plan leaves the tensor unquantized
   int64_t rope_heads = 0;   // > 0: rows permuted from HF's rotary order into llama.cpp's, per head
 };
@@ -56,9 +59,52 @@ Source read_gguf(const std::string& path, GgufWriter& writer) {
   return s;
 }
 
-void write_hf_config(const ModelWeights& w, GgufWriter& writer) {
+// The family's GGUF form, or its refusal naming the architecture, before any file is written.
+const GgufExport& gguf_export_of(const ModelWeights& w) {
+  const GgufExport& e = family_of(w.config).gguf_export;
+  if (e.arch == nullptr) fail_load(w.path, "cannot write architecture '{}' as GGUF: {}", w.config.arch, e.refusal);
+  return e;
+}
+
+// RoPE scaling as llama.cpp's reader takes it: linear as a factor; YaRN as a factor and the original context with
+// its default betas and attention factor (it reads neither from the file for most architectures); Llama 3's as the
+// rope_freqs tensor (read_hf).
+void write_rope_scaling(const ModelWeights& w, const std::string& arch, GgufWriter& writer) {
+  const RopeScaling& s = w.config.rope_scaling;
+  if (s.type == "none" || s.type == "llama3") return;
+  if (s.type == "linear") {
+    writer.set_string(arch + ".rope.scaling.type", "linear");
+    writer.set_f32(arch + ".rope.scaling.factor", static_cast<float>(s.factor));
+    return;
+  }
+  const double default_attention = s.factor <= 1.0 ? 1.0 : 0.1 * std::log(s.factor) + 1.0;
+  if (s.type != "yarn" || s.beta_fast != 32.0 || s.beta_slow != 1.0 || !s.truncate ||
+      std::abs(s.attention_factor / default_attention - 1.0) > 1e-6)
+    fail_load(w.path,
+              "cannot write rope_scaling '{}' as GGUF (llama.cpp reads linear, llama3, and yarn with beta_fast 32, "
+              "beta_slow 1, truncate and its default attention factor)",
+              s.type);
+  writer.set_string(arch + ".rope.scaling.type", "yarn");
+  writer.set_f32(arch + ".rope.scaling.factor", static_cast<float>(s.factor));
+  writer.set_u32(arch + ".rope.scaling.original_context_length",
+                 static_cast<uint32_t>(s.original_max_position_embeddings));
+}
+
+void write_expert_keys(const ModelConfig& c, const std::string& arch, const std::string& path, GgufWriter& writer) {
+  if (c.num_experts == 0) return;
+  if (!c.layer_dense.empty() || !c.norm_topk_prob)
+    fail_load(path,
+              "cannot write {} as GGUF: llama.cpp's experts are on every layer and renormalised over the "
+              "chosen ones (mlp_only_layers, decoder_sparse_step, norm_topk_prob)",
+              c.arch);
+  writer.set_u32(arch + ".expert_count", static_cast<uint32_t>(c.num_experts));
+  writer.set_u32(arch + ".expert_used_count", static_cast<uint32_t>(c.num_experts_per_tok));
+  writer.set_u32(arch + ".expert_feed_forward_length", static_cast<uint32_t>(c.moe_intermediate_size));
+}
+
+void write_hf_config(const ModelWeights& w, const GgufExport& e, GgufWriter& writer) {
   const ModelConfig& c = w.config;
-  const std::string arch = c.arch_name();
+  const std::string arch = e.arch;
   writer.set_string("general.architecture", arch);
   std::filesystem::path dir = std::filesystem::path(w.path).lexically_normal();
   if (dir.filename().empty()) dir = dir.parent_path();  // "model/" names "model"
@@ -72,13 +118,14 @@ void write_hf_config(const ModelWeights& w, GgufWriter& writer) {
   writer.set_f32(arch + ".rope.freq_base", static_cast<float>(c.rope_theta));
   writer.set_f32(arch + ".attention.layer_norm_rms_epsilon", static_cast<float>(c.rms_norm_eps));
   writer.set_u32(arch + ".vocab_size", static_cast<uint32_t>(c.vocab_size));
-  writer.set_u32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.head_dim));
+  writer.set_u32(arch + ".rope.dimension_count", static_cast<uint32_t>(c.rotary_dims()));
   if (c.head_dim * c.num_heads != c.hidden_size) {
     writer.set_u32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
     writer.set_u32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
   }
-  if (c.rope_scaling.type != "none" && c.rope_scaling.type != "llama3")
-    fail_load(w.path, "rope_scaling type '{}' is not written to GGUF (none and llama3 are)", c.rope_scaling.type);
+  write_rope_scaling(w, arch, writer);
+  write_expert_keys(c, arch, w.path, writer);
+  if (e.write_keys) e.write_keys(c, w.path, writer);
 }
 
 void write_hf_vocab(const ModelWeights& w, GgufWriter& writer) {
@@ -107,25 +154,48 @@ Tensor rope_freq_factors(const ModelConfig& c) {
   return t;
 }
 
+// "layers.{i}.experts.{j}.<matrix>": one expert's matrix, which GGUF holds in its projection's stacked tensor.
+bool is_expert_weight(const std::string& canonical) { return canonical.find(".experts.") != std::string::npos; }
+
+// Each MoE layer's experts as llama.cpp stacks them: blk.{i}.ffn_{gate,up,down}_exps.weight [experts, rows, cols].
+void add_stacked_experts(const ModelWeights& w, Source& s) {
+  const ModelConfig& c = w.config;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (!c.is_moe(i)) continue;
+    const std::string p = "layers." + std::to_string(i) + ".experts.";
+    for (const char* matrix : {"w_gate", "w_up", "w_down"}) {
+      SourceTensor t;
+      for (int64_t e = 0; e < c.num_experts; ++e) t.stacked.push_back(w.get(p + std::to_string(e) + "." + matrix));
+      t.data = t.stacked.front();
+      t.keep = t.data.dtype;
+      t.plan = {canonical_to_gguf(p + matrix, c.arch), {c.num_experts, t.data.dim(0), t.data.dim(1)}, std::nullopt};
+      s.tensors.push_back(std::move(t));
+    }
+  }
+}
+
 Source read_hf(const std::string& path, GgufWriter& writer) {
   Source s;
   s.hf = load_model(path);
   const ModelWeights& w = s.hf;
   if (w.quant.enabled()) fail_load(path, "already int8-quantized; quantize the float checkpoint instead");
-  write_hf_config(w, writer);
+  const GgufExport& e = gguf_export_of(w);
+  write_hf_config(w, e, writer);
   write_hf_vocab(w, writer);
   s.n_layers = w.config.num_layers;
   for (const auto& [canonical, tensor] : w.tensors) {
+    if (is_expert_weight(canonical)) continue;  // stacked below
     SourceTensor t;
     t.plan = {canonical_to_gguf(canonical, w.config.arch), tensor.shape, std::nullopt};
     t.data = tensor;
     t.keep = tensor.rank() == 1 ? DType::F32 : tensor.dtype;  // vectors widened, as llama.cpp's converter does
-    if (w.config.arch == Architecture::kLlama) {
+    if (e.interleave_qk) {
       const bool q = canonical.ends_with(".wq"), k = canonical.ends_with(".wk");
       if (q || k) t.rope_heads = q ? w.config.num_heads : w.config.num_kv_heads;
     }
     s.tensors.push_back(std::move(t));
   }
+  add_stacked_experts(w, s);
   if (w.config.rope_scaling.type == "llama3") {
     SourceTensor t;
     t.data = rope_freq_factors(w.config);
@@ -161,20 +231,26 @@ int64_t rope_source_row(int64_t row, int64_t rows, int64_t heads) {
 }
 
 void fill_tensor(const SourceTensor& t, DType target, std::span<uint8_t> out, ThreadPool& pool) {
-  const int64_t cols = t.data.shape.back(), rows = t.data.numel() / cols;
+  const std::vector<Tensor> parts = t.stacked.empty() ? std::vector<Tensor>{t.data} : t.stacked;
   if (!t.plan.target && t.keep == t.data.dtype && t.rope_heads == 0) {
-    std::copy_n(static_cast<const uint8_t*>(t.data.data), out.size(), out.begin());
+    size_t at = 0;
+    for (const Tensor& part : parts) {
+      std::copy_n(static_cast<const uint8_t*>(part.data), part.nbytes(), out.begin() + static_cast<ptrdiff_t>(at));
+      at += part.nbytes();
+    }
     return;
   }
+  const int64_t cols = t.data.shape.back(), part_rows = t.data.numel() / cols;
+  const int64_t rows = part_rows * static_cast<int64_t>(parts.size());
   const size_t row_bytes = dtype_bytes(target, static_cast<size_t>(cols));
-  Tensor matrix = t.data;  // a GGUF tensor of any rank, as the rows its last dimension makes
-  matrix.shape = {rows, cols};
+  std::vector<Tensor> matrices = parts;  // GGUF tensors of any rank, as the rows their last dimension makes
+  for (Tensor& m : matrices) m.shape = {part_rows, cols};
   pool.parallel_for(static_cast<size_t>(rows), 16, [&](size_t begin, size_t end) {
     std::vector<float> row(static_cast<size_t>(cols));
     for (size_t r = begin; r < end; ++r) {
       const int64_t source =
           t.rope_heads ? rope_source_row(static_cast<int64_t>(r), rows, t.rope_heads) : static_cast<int64_t>(r);
-      row_to_f32(matrix, source, row.data());
+      row_to_f32(matrices[static_cast<size_t>(source / part_rows)], source % part_rows, row.data());
       quantize_gguf_row(target, row.data(), cols, out.data() + r * row_bytes);
     }
   });
