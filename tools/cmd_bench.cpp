@@ -255,29 +255,26 @@ void print_run_table(const std::vector<RunResult>& runs) {
                 100 * r.mean_utilisation);
 }
 
-void run_bench(const BenchArgs& a) {
-  if (take_tensor_parallel_role(base_config(a))) return;
-  if (a.log_steps) spdlog::set_level(spdlog::level::debug);
-  int64_t vocab = 0;
-  ModelConfig model_config;
-  {
-    EngineConfig probe = base_config(a);
-    probe.max_num_seqs = 1;
-    Engine engine(probe);
-    model_config = EngineAccess::core(engine).model_config();
-    vocab = model_config.vocab_size;
-    // Warm-up: reads every weight once (page cache) so the first timed run does not pay for the disk.
-    std::vector<int32_t> warm(64, 100);
-    engine.generate(std::vector<std::vector<int32_t>>{warm}, params_for(2));
-    const ModelConfig& m = EngineAccess::core(engine).model_config();
-    std::printf("model %s: %s, %ld layers, hidden %ld, vocab %ld, %s weights, %s KV cache; kernels %s; %d threads\n",
-                a.engine.config.model_path.c_str(), m.arch_name().c_str(), static_cast<long>(m.num_layers),
-                static_cast<long>(m.hidden_size), static_cast<long>(vocab), std::string(dtype_name(m.dtype)).c_str(),
-                kv_cache_dtype_name(engine.config().kv_cache_dtype), kernels::kernels_summary().c_str(),
-                a.engine.config.num_threads);
-  }
-  const std::vector<Request> work = make_workload(a, vocab);
-  const ModelFlops flops(model_config);
+double output_rate(const RunResult& r) { return static_cast<double>(r.output_tokens) / r.seconds; }
+
+// Loads the model once to print what it is and to warm the page cache; returns its config.
+ModelConfig probe_model(const BenchArgs& a) {
+  EngineConfig probe = base_config(a);
+  probe.max_num_seqs = 1;
+  Engine engine(probe);
+  const ModelConfig& m = EngineAccess::core(engine).model_config();
+  // Warm-up: reads every weight once (page cache) so the first timed run does not pay for the disk.
+  std::vector<int32_t> warm(64, 100);
+  engine.generate(std::vector<std::vector<int32_t>>{warm}, params_for(2));
+  std::printf("model %s: %s, %ld layers, hidden %ld, vocab %ld, %s weights, %s KV cache; kernels %s; %d threads\n",
+              a.engine.config.model_path.c_str(), m.arch_name().c_str(), static_cast<long>(m.num_layers),
+              static_cast<long>(m.hidden_size), static_cast<long>(m.vocab_size),
+              std::string(dtype_name(m.dtype)).c_str(), kv_cache_dtype_name(engine.config().kv_cache_dtype),
+              kernels::kernels_summary().c_str(), a.engine.config.num_threads);
+  return m;
+}
+
+void print_workload(const BenchArgs& a) {
   std::printf(
       "workload: %d requests, prompts %d-%d tokens, outputs %d-%d tokens (seed %lu); KV budget %ld MiB, "
       "max_model_len %ld, max_num_seqs %ld, max_num_batched_tokens %ld, page_size %ld\n\n",
@@ -286,98 +283,134 @@ void run_bench(const BenchArgs& a) {
       static_cast<long>(a.engine.config.max_num_seqs), static_cast<long>(a.engine.config.max_num_batched_tokens),
       static_cast<long>(a.engine.config.page_size));
   std::fflush(stdout);
-  std::vector<RunResult> runs;
-  auto rate = [](const RunResult& r) { return static_cast<double>(r.output_tokens) / r.seconds; };
-  if (a.sections.find("batching") != std::string::npos) {
-    // Same budget and max_num_seqs; only the batching policy differs.
-    std::vector<RunResult> b;
-    EngineConfig cont = base_config(a), stat = base_config(a);
-    stat.enable_continuous_batching = false;
-    std::vector<double> tc, ts;
-    for (int i = 0; i < a.repeat; ++i) {
-      // Alternate the order (ABBA...) so a drift in machine load does not favour one policy.
-      const bool static_first = i % 2 == 1;
-      if (static_first) b.push_back(run_workload("static batching, paged", stat, work));
-      b.push_back(run_workload("continuous batching, paged", cont, work));
-      if (!static_first) b.push_back(run_workload("static batching, paged", stat, work));
-      for (size_t j = b.size() - 2; j < b.size(); ++j)
-        (b[j].name.starts_with("continuous") ? tc : ts).push_back(rate(b[j]));
-    }
-    std::printf("### Continuous vs static batching (max_num_seqs %ld)\n\n",
-                static_cast<long>(a.engine.config.max_num_seqs));
-    print_run_table(b);
-    std::sort(tc.begin(), tc.end());
-    std::sort(ts.begin(), ts.end());
-    std::printf("\ncontinuous / static output tokens/s: best %.2fx (%.2f vs %.2f), median %.2fx, over %d runs each\n",
-                tc.back() / ts.back(), tc.back(), ts.back(), tc[tc.size() / 2] / ts[ts.size() / 2], a.repeat);
-    // Both policies do the same arithmetic; how fast it runs bounds what any schedule can gain.
-    double work_flops = 0;
-    for (const Request& r : work) work_flops += flops.request(static_cast<int64_t>(r.prompt.size()), r.output_len);
-    const double best_static_s = static_cast<double>(b[0].output_tokens) / ts.back();
-    const double best_cont_s = static_cast<double>(b[0].output_tokens) / tc.back();
-    std::printf("workload arithmetic: %.2f TFLOP; continuous %.0f GFLOP/s, static %.0f GFLOP/s (best runs)\n",
-                work_flops * 1e-12, work_flops / best_cont_s * 1e-9, work_flops / best_static_s * 1e-9);
-    if (a.peak_gflops > 0) {
-      const double floor_s = work_flops / (a.peak_gflops * 1e9);
-      std::printf(
-          "at the %.0f GFLOP/s peak the workload takes at least %.1f s: static runs at %.0f%% of the peak, so no "
-          "schedule can exceed %.2fx static's output tokens/s here\n",
-          a.peak_gflops, floor_s, 100 * floor_s / best_static_s, best_static_s / floor_s);
-    }
-    std::printf("\n");
+}
+
+// Both policies do the same arithmetic; how fast it runs bounds what any schedule can gain. best_cont and
+// best_static: the best output tokens/s of each.
+void print_batching_bound(const BenchArgs& a, const std::vector<Request>& work, const ModelFlops& flops,
+                          int64_t output_tokens, double best_cont, double best_static) {
+  double work_flops = 0;
+  for (const Request& r : work) work_flops += flops.request(static_cast<int64_t>(r.prompt.size()), r.output_len);
+  const double best_static_s = static_cast<double>(output_tokens) / best_static;
+  const double best_cont_s = static_cast<double>(output_tokens) / best_cont;
+  std::printf("workload arithmetic: %.2f TFLOP; continuous %.0f GFLOP/s, static %.0f GFLOP/s (best runs)\n",
+              work_flops * 1e-12, work_flops / best_cont_s * 1e-9, work_flops / best_static_s * 1e-9);
+  if (a.peak_gflops > 0) {
+    const double floor_s = work_flops / (a.peak_gflops * 1e9);
+    std::printf(
+        "at the %.0f GFLOP/s peak the workload takes at least %.1f s: static runs at %.0f%% of the peak, so no "
+        "schedule can exceed %.2fx static's output tokens/s here\n",
+        a.peak_gflops, floor_s, 100 * floor_s / best_static_s, best_static_s / floor_s);
+  }
+}
+
+// Same budget and max_num_seqs; only the batching policy differs.
+std::vector<RunResult> batching_section(const BenchArgs& a, const std::vector<Request>& work, const ModelFlops& flops) {
+  std::vector<RunResult> b;
+  EngineConfig cont = base_config(a), stat = base_config(a);
+  stat.enable_continuous_batching = false;
+  std::vector<double> tc, ts;
+  for (int i = 0; i < a.repeat; ++i) {
+    // Alternate the order (ABBA...) so a drift in machine load does not favour one policy.
+    const bool static_first = i % 2 == 1;
+    if (static_first) b.push_back(run_workload("static batching, paged", stat, work));
+    b.push_back(run_workload("continuous batching, paged", cont, work));
+    if (!static_first) b.push_back(run_workload("static batching, paged", stat, work));
+    for (size_t j = b.size() - 2; j < b.size(); ++j)
+      (b[j].name.starts_with("continuous") ? tc : ts).push_back(output_rate(b[j]));
+  }
+  std::printf("### Continuous vs static batching (max_num_seqs %ld)\n\n",
+              static_cast<long>(a.engine.config.max_num_seqs));
+  print_run_table(b);
+  std::sort(tc.begin(), tc.end());
+  std::sort(ts.begin(), ts.end());
+  std::printf("\ncontinuous / static output tokens/s: best %.2fx (%.2f vs %.2f), median %.2fx, over %d runs each\n",
+              tc.back() / ts.back(), tc.back(), ts.back(), tc[tc.size() / 2] / ts[ts.size() / 2], a.repeat);
+  print_batching_bound(a, work, flops, b[0].output_tokens, tc.back(), ts.back());
+  std::printf("\n");
+  std::fflush(stdout);
+  return b;
+}
+
+// Same budget; max_num_seqs high enough that the KV memory decides how many sequences run.
+std::vector<RunResult> kv_section(const BenchArgs& a, const std::vector<Request>& work) {
+  std::vector<RunResult> k;
+  EngineConfig c = base_config(a);
+  c.max_num_seqs = a.kv_max_num_seqs > 0 ? a.kv_max_num_seqs : a.num_requests;
+  const int64_t kv_mib = a.kv_section_mib > 0 ? a.kv_section_mib : a.engine.config.kv_cache_memory >> 20;
+  c.kv_cache_memory = kv_mib << 20;
+  k.push_back(run_workload("paged KV", c, work));
+  c.kv_layout = KvLayout::kContiguous;
+  k.push_back(run_workload("contiguous KV", c, work));
+  std::printf("### Paged vs contiguous KV (same %ld MiB budget, max_num_seqs %ld)\n\n", static_cast<long>(kv_mib),
+              static_cast<long>(c.max_num_seqs));
+  print_run_table(k);
+  std::printf(
+      "\npaged vs contiguous: utilisation %.1f%% vs %.1f%%, most sequences held %ld vs %ld, "
+      "output tokens/s %.2fx\n\n",
+      100 * k[0].mean_utilisation, 100 * k[1].mean_utilisation, static_cast<long>(k[0].max_running),
+      static_cast<long>(k[1].max_running), output_rate(k[0]) / output_rate(k[1]));
+  std::fflush(stdout);
+  return k;
+}
+
+// (concurrency, aggregate decode tokens/s) of each --concurrency.
+std::vector<std::pair<int, double>> decode_section(const BenchArgs& a, int64_t vocab) {
+  std::vector<std::pair<int, double>> decode;
+  std::printf(
+      "### Aggregate decode throughput\n\n| concurrent sequences | aggregate decode tok/s | "
+      "per sequence tok/s |\n|---|---|---|\n");
+  for (int c : parse_list(a.concurrency)) {
+    const double tps = decode_throughput(a, vocab, c);
+    decode.emplace_back(c, tps);
+    std::printf("| %d | %.2f | %.2f |\n", c, tps, tps / c);
     std::fflush(stdout);
+  }
+  return decode;
+}
+
+void prefill_section(const BenchArgs& a, int64_t vocab) {
+  const auto [tps, gflops] = prefill_throughput(a, vocab, a.prefill_tokens, 3);
+  std::printf("### Prefill\n\n%d-token prompt, one step, best of 3: %.1f prompt tok/s, %.1f GFLOP/s\n\n",
+              a.prefill_tokens, tps, gflops);
+  std::fflush(stdout);
+}
+
+void write_json(const std::string& path, const std::vector<RunResult>& runs,
+                const std::vector<std::pair<int, double>>& decode) {
+  std::ofstream out(path);
+  for (const RunResult& r : runs)
+    out << fmt::format(
+        "{{\"run\":\"{}\",\"seconds\":{:.3f},\"prompt_tokens\":{},\"output_tokens\":{},\"steps\":{},"
+        "\"preemptions\":{},\"max_running\":{},\"mean_running\":{:.2f},\"mean_utilisation\":{:.4f}}}\n",
+        r.name, r.seconds, r.prompt_tokens, r.output_tokens, r.steps, r.preemptions, r.max_running, r.mean_running,
+        r.mean_utilisation);
+  for (auto [c, tps] : decode) out << fmt::format("{{\"decode_concurrency\":{},\"tokens_per_s\":{:.3f}}}\n", c, tps);
+  if (!out) fail("{}: cannot write", path);
+}
+
+bool wants(const BenchArgs& a, const char* section) { return a.sections.find(section) != std::string::npos; }
+
+void run_bench(const BenchArgs& a) {
+  if (take_tensor_parallel_role(base_config(a))) return;
+  if (a.log_steps) spdlog::set_level(spdlog::level::debug);
+  const ModelConfig model_config = probe_model(a);
+  const int64_t vocab = model_config.vocab_size;
+  const std::vector<Request> work = make_workload(a, vocab);
+  print_workload(a);
+  std::vector<RunResult> runs;
+  if (wants(a, "batching")) {
+    const std::vector<RunResult> b = batching_section(a, work, ModelFlops(model_config));
     runs.insert(runs.end(), b.begin(), b.end());
   }
-  if (a.sections.find("kv") != std::string::npos) {
-    // Same budget; max_num_seqs high enough that the KV memory decides how many sequences run.
-    std::vector<RunResult> k;
-    EngineConfig c = base_config(a);
-    c.max_num_seqs = a.kv_max_num_seqs > 0 ? a.kv_max_num_seqs : a.num_requests;
-    const int64_t kv_mib = a.kv_section_mib > 0 ? a.kv_section_mib : a.engine.config.kv_cache_memory >> 20;
-    c.kv_cache_memory = kv_mib << 20;
-    k.push_back(run_workload("paged KV", c, work));
-    c.kv_layout = KvLayout::kContiguous;
-    k.push_back(run_workload("contiguous KV", c, work));
-    std::printf("### Paged vs contiguous KV (same %ld MiB budget, max_num_seqs %ld)\n\n", static_cast<long>(kv_mib),
-                static_cast<long>(c.max_num_seqs));
-    print_run_table(k);
-    std::printf(
-        "\npaged vs contiguous: utilisation %.1f%% vs %.1f%%, most sequences held %ld vs %ld, "
-        "output tokens/s %.2fx\n\n",
-        100 * k[0].mean_utilisation, 100 * k[1].mean_utilisation, static_cast<long>(k[0].max_running),
-        static_cast<long>(k[1].max_running), rate(k[0]) / rate(k[1]));
-    std::fflush(stdout);
+  if (wants(a, "kv")) {
+    const std::vector<RunResult> k = kv_section(a, work);
     runs.insert(runs.end(), k.begin(), k.end());
   }
   std::vector<std::pair<int, double>> decode;
-  if (a.sections.find("decode") != std::string::npos) {
-    std::printf(
-        "### Aggregate decode throughput\n\n| concurrent sequences | aggregate decode tok/s | "
-        "per sequence tok/s |\n|---|---|---|\n");
-    for (int c : parse_list(a.concurrency)) {
-      const double tps = decode_throughput(a, vocab, c);
-      decode.emplace_back(c, tps);
-      std::printf("| %d | %.2f | %.2f |\n", c, tps, tps / c);
-      std::fflush(stdout);
-    }
-  }
-  if (a.sections.find("prefill") != std::string::npos) {
-    const auto [tps, gflops] = prefill_throughput(a, vocab, a.prefill_tokens, 3);
-    std::printf("### Prefill\n\n%d-token prompt, one step, best of 3: %.1f prompt tok/s, %.1f GFLOP/s\n\n",
-                a.prefill_tokens, tps, gflops);
-    std::fflush(stdout);
-  }
-  if (!a.json_out.empty()) {
-    std::ofstream out(a.json_out);
-    for (const RunResult& r : runs)
-      out << fmt::format(
-          "{{\"run\":\"{}\",\"seconds\":{:.3f},\"prompt_tokens\":{},\"output_tokens\":{},\"steps\":{},"
-          "\"preemptions\":{},\"max_running\":{},\"mean_running\":{:.2f},\"mean_utilisation\":{:.4f}}}\n",
-          r.name, r.seconds, r.prompt_tokens, r.output_tokens, r.steps, r.preemptions, r.max_running, r.mean_running,
-          r.mean_utilisation);
-    for (auto [c, tps] : decode) out << fmt::format("{{\"decode_concurrency\":{},\"tokens_per_s\":{:.3f}}}\n", c, tps);
-    if (!out) fail("{}: cannot write", a.json_out);
-  }
+  if (wants(a, "decode")) decode = decode_section(a, vocab);
+  if (wants(a, "prefill")) prefill_section(a, vocab);
+  if (!a.json_out.empty()) write_json(a.json_out, runs, decode);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -127,31 +128,38 @@ void print_profile(const std::string& scenario, std::vector<std::map<std::string
   }
 }
 
-void run_ops(const OpsArgs& a) {
-  if (a.list_passes) {
-    for (const auto* list : {&graph::fusion_passes(), &graph::layout_passes()})
-      for (const graph::FusionPass& p : *list) std::printf("%-15s %s\n", p.name, p.summary);
-    return;
-  }
-  const ModelWeights weights = load_model(a.model);
-  const ModelConfig& m = weights.config;
-  ThreadPool pool(a.threads);
-  const int max_batch = std::max({1, a.mix_decodes, *std::max_element(a.batches.begin(), a.batches.end())});
+void list_passes() {
+  for (const auto* list : {&graph::fusion_passes(), &graph::layout_passes()})
+    for (const graph::FusionPass& p : *list) std::printf("%-15s %s\n", p.name, p.summary);
+}
+
+// The KV pool every mode gets a copy of: one page table per decoding sequence, and the last one for the prefill
+// of the mixed step.
+struct KvPlan {
+  KvCacheShape shape;
+  std::vector<std::vector<int32_t>> tables;
+};
+
+KvPlan plan_kv(const OpsArgs& a, const ModelConfig& m, int max_batch) {
   const int64_t page = 16;
   const int64_t max_tokens = std::max<int64_t>(a.context + 1, a.prefill + a.mix_decodes);
   const int64_t pages_per_seq = (max_tokens + page - 1) / page;
-  KvCacheShape shape{.num_layers = m.num_layers,
-                     .kv_heads = m.num_kv_heads,
-                     .head_dim = m.head_dim,
-                     .page = PageGeometry::of(page),
-                     .num_pages = 1 + (max_batch + 1) * pages_per_seq};
-  shape.dtype = m.dtype == DType::BF16 ? DType::BF16 : DType::F32;
-  // One page table per decoding sequence, and the last one for the prefill of the mixed step.
-  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(max_batch) + 1);
+  KvPlan plan;
+  plan.shape = KvCacheShape{.num_layers = m.num_layers,
+                            .kv_heads = m.num_kv_heads,
+                            .head_dim = m.head_dim,
+                            .page = PageGeometry::of(page),
+                            .num_pages = 1 + (max_batch + 1) * pages_per_seq};
+  plan.shape.dtype = m.dtype == DType::BF16 ? DType::BF16 : DType::F32;
+  plan.tables.resize(static_cast<size_t>(max_batch) + 1);
   for (int s = 0; s <= max_batch; ++s)
     for (int64_t p = 0; p < pages_per_seq; ++p)
-      tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(1 + s * pages_per_seq + p));
+      plan.tables[static_cast<size_t>(s)].push_back(static_cast<int32_t>(1 + s * pages_per_seq + p));
+  return plan;
+}
 
+std::vector<Mode> make_modes(const OpsArgs& a, const ModelWeights& weights, ThreadPool& pool,
+                             const KvCacheShape& shape) {
   graph::FusionOptions none;
   none.strategy = FusionStrategy::kNone;
   graph::FusionOptions fused = a.fusion;
@@ -159,10 +167,31 @@ void run_ops(const OpsArgs& a) {
   std::vector<Mode> modes;
   modes.push_back(Mode{"none", std::make_unique<ModelRunner>(weights, pool, none), std::make_unique<KvCache>(shape)});
   modes.push_back(Mode{"auto", std::make_unique<ModelRunner>(weights, pool, fused), std::make_unique<KvCache>(shape)});
+  return modes;
+}
 
+// A step of `n` sequences of `len` random tokens each, from `start`.
+Scenario uniform_scenario(std::string name, int n, int len, int32_t start,
+                          const std::function<std::vector<int32_t>(int)>& random_tokens) {
+  Scenario s{std::move(name), {}, {}};
+  for (int i = 0; i < n; ++i) {
+    s.tokens.push_back(random_tokens(len));
+    s.start.push_back(start);
+  }
+  return s;
+}
+
+// The timed steps, and the context every decode step attends to (filled first, untimed). Their tokens are drawn
+// in that order from one seeded generator, so that every run times the same steps.
+struct Scenarios {
+  std::vector<Scenario> timed;
+  Scenario context;
+};
+
+Scenarios make_scenarios(const OpsArgs& a, int64_t vocab_size, int max_batch) {
   std::mt19937 rng(1);
-  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m.vocab_size - 1));
-  auto random_tokens = [&](int n) {
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(vocab_size - 1));
+  const std::function<std::vector<int32_t>(int)> random_tokens = [&](int n) {
     std::vector<int32_t> t(static_cast<size_t>(n));
     for (int32_t& x : t) x = tok(rng);
     return t;
@@ -174,32 +203,20 @@ void run_ops(const OpsArgs& a) {
     // prefill-only step of the same row count to compare its time per row with.
     const int rows = a.prefill + a.mix_decodes;
     scenarios.push_back(Scenario{fmt::format("prefill {} tokens", rows), {random_tokens(rows)}, {0}});
-    Scenario mixed{fmt::format("prefill {} + decode {}", a.prefill, a.mix_decodes), {}, {}};
-    for (int i = 0; i < a.mix_decodes; ++i) {
-      mixed.tokens.push_back(random_tokens(1));
-      mixed.start.push_back(a.context);
-    }
+    Scenario mixed = uniform_scenario(fmt::format("prefill {} + decode {}", a.prefill, a.mix_decodes), a.mix_decodes, 1,
+                                      a.context, random_tokens);
     mixed.tokens.push_back(random_tokens(a.prefill));
     mixed.start.push_back(0);
     mixed.last_uses_spare_table = true;
     scenarios.push_back(std::move(mixed));
   }
-  for (int b : a.batches) {
-    Scenario s{fmt::format("decode batch {}", b), {}, {}};
-    for (int i = 0; i < b; ++i) {
-      s.tokens.push_back(random_tokens(1));
-      s.start.push_back(a.context);
-    }
-    scenarios.push_back(std::move(s));
-  }
-  // Fill the context every decode scenario attends to (same tokens for both modes).
-  Scenario ctx{"context", {}, {}};
-  for (int i = 0; i < max_batch; ++i) {
-    ctx.tokens.push_back(random_tokens(a.context));
-    ctx.start.push_back(0);
-  }
-  for (Mode& mode : modes) mode.runner->execute(chunks_of(ctx, tables), *mode.cache);
+  for (int b : a.batches)
+    scenarios.push_back(uniform_scenario(fmt::format("decode batch {}", b), b, 1, a.context, random_tokens));
+  Scenario context = uniform_scenario("context", max_batch, a.context, 0, random_tokens);
+  return Scenarios{std::move(scenarios), std::move(context)};
+}
 
+void print_header(const OpsArgs& a, const ModelConfig& m, const std::vector<Mode>& modes) {
   std::printf("model %s: %s, %ld layers, hidden %ld, %s weights; kernels %s; %d threads\n\n", a.model.c_str(),
               m.arch_name().c_str(), static_cast<long>(m.num_layers), static_cast<long>(m.hidden_size),
               std::string(dtype_name(m.dtype)).c_str(), kernels::kernels_summary().c_str(), a.threads);
@@ -213,33 +230,56 @@ void run_ops(const OpsArgs& a) {
   std::printf(
       "\n| step | dispatches none | dispatches auto | per layer none | per layer auto | ms none | ms auto | "
       "none / auto time |\n|---|---|---|---|---|---|---|---|\n");
+}
+
+// Times a scenario's step in every mode (after a warm-up, in ABBA order) and prints its row of the table.
+void time_scenario(const Scenario& s, const std::vector<SequenceChunk>& chunks, std::vector<Mode>& modes, int repeat) {
+  std::vector<std::vector<double>> times(modes.size());
+  std::vector<int64_t> dispatches(modes.size());
+  for (Mode& mode : modes) mode.runner->execute(chunks, *mode.cache);  // warm-up (buffers grow here)
+  for (int r = 0; r < repeat; ++r) {
+    for (size_t i = 0; i < modes.size(); ++i) {
+      const size_t k = r % 2 == 0 ? i : modes.size() - 1 - i;  // ABBA order
+      const int64_t before = modes[k].runner->dispatches_total();
+      const double t0 = now_s();
+      modes[k].runner->execute(chunks, *modes[k].cache);
+      times[k].push_back(now_s() - t0);
+      dispatches[k] = modes[k].runner->dispatches_total() - before;
+    }
+  }
+  std::vector<double> med;
+  for (auto& t : times) {
+    std::sort(t.begin(), t.end());
+    med.push_back(t[t.size() / 2]);
+  }
+  std::vector<size_t> per_layer;
+  for (const Mode& mode : modes) per_layer.push_back(layer0_ops(mode.runner->graph()).size());
+  std::printf("| %s | %ld | %ld | %zu | %zu | %.2f | %.2f | %.2fx |\n", s.name.c_str(),
+              static_cast<long>(dispatches[0]), static_cast<long>(dispatches[1]), per_layer[0], per_layer[1],
+              1e3 * med[0], 1e3 * med[1], med[0] / med[1]);
+  std::fflush(stdout);
+}
+
+void run_ops(const OpsArgs& a) {
+  if (a.list_passes) {
+    list_passes();
+    return;
+  }
+  const ModelWeights weights = load_model(a.model);
+  const ModelConfig& m = weights.config;
+  ThreadPool pool(a.threads);
+  const int max_batch = std::max({1, a.mix_decodes, *std::max_element(a.batches.begin(), a.batches.end())});
+  const KvPlan kv = plan_kv(a, m, max_batch);
+  std::vector<Mode> modes = make_modes(a, weights, pool, kv.shape);
+  const Scenarios scenarios = make_scenarios(a, m.vocab_size, max_batch);
+  // Fill the context every decode scenario attends to (same tokens for both modes).
+  for (Mode& mode : modes) mode.runner->execute(chunks_of(scenarios.context, kv.tables), *mode.cache);
+
+  print_header(a, m, modes);
   std::vector<std::pair<std::string, std::vector<std::map<std::string, double>>>> profiles;
-  for (const Scenario& s : scenarios) {
-    const std::vector<SequenceChunk> chunks = chunks_of(s, tables);
-    std::vector<std::vector<double>> times(modes.size());
-    std::vector<int64_t> dispatches(modes.size());
-    for (Mode& mode : modes) mode.runner->execute(chunks, *mode.cache);  // warm-up (buffers grow here)
-    for (int r = 0; r < a.repeat; ++r) {
-      for (size_t i = 0; i < modes.size(); ++i) {
-        const size_t k = r % 2 == 0 ? i : modes.size() - 1 - i;  // ABBA order
-        const int64_t before = modes[k].runner->dispatches_total();
-        const double t0 = now_s();
-        modes[k].runner->execute(chunks, *modes[k].cache);
-        times[k].push_back(now_s() - t0);
-        dispatches[k] = modes[k].runner->dispatches_total() - before;
-      }
-    }
-    std::vector<double> med;
-    for (auto& t : times) {
-      std::sort(t.begin(), t.end());
-      med.push_back(t[t.size() / 2]);
-    }
-    std::vector<size_t> per_layer;
-    for (const Mode& mode : modes) per_layer.push_back(layer0_ops(mode.runner->graph()).size());
-    std::printf("| %s | %ld | %ld | %zu | %zu | %.2f | %.2f | %.2fx |\n", s.name.c_str(),
-                static_cast<long>(dispatches[0]), static_cast<long>(dispatches[1]), per_layer[0], per_layer[1],
-                1e3 * med[0], 1e3 * med[1], med[0] / med[1]);
-    std::fflush(stdout);
+  for (const Scenario& s : scenarios.timed) {
+    const std::vector<SequenceChunk> chunks = chunks_of(s, kv.tables);
+    time_scenario(s, chunks, modes, a.repeat);
     if (a.profile) {
       std::vector<std::map<std::string, double>> per_mode;
       for (Mode& mode : modes) per_mode.push_back(profile_ops(mode, chunks, a.repeat));

@@ -29,9 +29,7 @@ KvLayout parse_layout(const std::string& name) {
   throw py::value_error("kv_layout must be 'paged' or 'contiguous', got '" + name + "'");
 }
 
-}  // namespace
-
-void bind_config(py::module_& m) {
+void bind_quant_config(py::module_& m) {
   py::class_<QuantConfig>(m, "QuantConfig")
       .def(py::init<>())
       .def_readwrite("weight_bits", &QuantConfig::weight_bits)
@@ -39,7 +37,9 @@ void bind_config(py::module_& m) {
       .def_readwrite("symmetric", &QuantConfig::symmetric)
       .def_readwrite("group_size", &QuantConfig::group_size)
       .def_property_readonly("enabled", &QuantConfig::enabled);
+}
 
+void bind_speculative_config(py::module_& m) {
   py::class_<SpeculativeConfig>(m, "SpeculativeConfig")
       .def(py::init<>())
       .def_property(
@@ -53,7 +53,9 @@ void bind_config(py::module_& m) {
       .def_readwrite("num_speculative_tokens", &SpeculativeConfig::num_speculative_tokens)
       .def_readwrite("prompt_lookup_min", &SpeculativeConfig::prompt_lookup_min)
       .def_readwrite("prompt_lookup_max", &SpeculativeConfig::prompt_lookup_max);
+}
 
+void bind_engine_config(py::module_& m) {
   py::class_<EngineConfig>(m, "EngineConfig")
       .def(py::init<>())
       .def_readwrite("model_path", &EngineConfig::model_path)
@@ -93,7 +95,9 @@ void bind_config(py::module_& m) {
           })
       .def_readwrite("normalize_embeddings", &EngineConfig::normalize_embeddings)
       .def("validate", &EngineConfig::validate);
+}
 
+void bind_structured_outputs(py::module_& m) {
   py::enum_<StructuredOutputs::Kind>(m, "StructuredOutputsKind")
       .value("json_schema", StructuredOutputs::Kind::kJsonSchema)
       .value("json_object", StructuredOutputs::Kind::kJsonObject)
@@ -104,7 +108,9 @@ void bind_config(py::module_& m) {
       .def(py::init<>())
       .def_readwrite("kind", &StructuredOutputs::kind)
       .def_readwrite("spec", &StructuredOutputs::spec);
+}
 
+void bind_sampling_params(py::module_& m) {
   py::class_<SamplingParams>(m, "SamplingParams")
       .def(py::init<>())
       .def_readwrite("temperature", &SamplingParams::temperature)
@@ -124,6 +130,16 @@ void bind_config(py::module_& m) {
       .def_readwrite("logit_bias", &SamplingParams::logit_bias)
       .def_readwrite("structured_outputs", &SamplingParams::structured_outputs)
       .def("validate", &SamplingParams::validate);
+}
+
+}  // namespace
+
+void bind_config(py::module_& m) {
+  bind_quant_config(m);
+  bind_speculative_config(m);
+  bind_engine_config(m);  // after QuantConfig and SpeculativeConfig, the types of two of its fields
+  bind_structured_outputs(m);
+  bind_sampling_params(m);
 }
 
 }  // namespace minfer::python

@@ -80,29 +80,6 @@ class EngineCore {
 
  private:
   using Clock = std::chrono::steady_clock;
-  void finish(Sequence* seq, FinishReason reason);
-  void log_step(const SchedulerOutput& sched, Clock::time_point start, Clock::time_point run_start,
-                Clock::time_point run_end) const;
-  RequestOutput make_output(const Sequence& seq) const;
-  void set_counters(const Sequence& seq, RequestOutput& o) const;  // id, token counts, finish reason, spec usage
-  void add_chunks(Sequence& seq, int64_t num_tokens, int64_t num_draft);
-  void on_logits_row(Sequence& seq, int64_t position, std::span<const float> logits, std::vector<RequestOutput>& out);
-  void on_verify_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs);
-  FinishReason append_token(Sequence& seq, int32_t token, std::span<const float> logits, RequestOutput& o);
-  void emit(Sequence& seq, FinishReason reason, RequestOutput o, std::vector<RequestOutput>& outputs);
-  void propose_drafts();
-  void start_draft_model(const KvCacheShape& target_shape);
-  int32_t sample_token(Sequence& seq, std::span<const float> logits);
-  void on_hidden_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs);
-  bool embedding() const { return config_.task == EngineTask::kEmbed; }
-  void start_grammar_masks();
-
-  EngineConfig config_;
-  PageGeometry page_;  // from config_.page_size, checked once; every pool, page manager and view gets this one
-  ModelWeights weights_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::vector<int32_t> eos_ids_;
-  ThreadPool pool_;
   // A KV pool and the pages of it sequences hold. full_: the full-attention layers; window_: the sliding-window
   // layers (present only when the model has them and the KV layout is paged), whose pages behind the window are
   // released. Either may be absent, not both.
@@ -110,16 +87,70 @@ class EngineCore {
     std::unique_ptr<KvCache> cache;
     std::unique_ptr<PageManager> pages;
   };
-  void create_kv_groups(const KvPoolRequest& request, bool contiguous, int64_t pages_per_seq);
-  void create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages, bool contiguous, int64_t pages_per_seq);
+  // A step's model run: its output rows (logits, or hidden states when embedding), when it started and ended.
+  struct ModelRun {
+    std::span<const float> rows;
+    Clock::time_point start, end;
+  };
+
+  // Set-up (engine_core.cpp), the constructor's steps in their order.
+  void load_tokenizer_and_eos_ids();
+  void resolve_config();
+  void start_runner();
+  void start_scheduler();
+  bool contiguous_kv() const { return config_.kv_layout == KvLayout::kContiguous; }
+  int64_t pages_per_seq() const { return page_.pages_for(config_.max_model_len); }
+  bool embedding() const { return config_.task == EngineTask::kEmbed; }
+
+  // The KV pools (engine_core_kv.cpp).
+  KvPoolRequest kv_pool_request() const;
+  void create_kv_groups(const KvPoolRequest& request);
+  void create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages);
+  void log_kv_pools() const;
+
+  // Tensor parallel (engine_core_tp.cpp).
+  void start_tensor_parallel();
+  void share_kv_budget(KvPoolRequest& request) const;
+  void send_worker_setup();
+  void broadcast_step();
+  void end_tensor_parallel();
+  const ModelWeights& runner_weights() const { return shard_ ? *shard_ : weights_; }
+
+  // A step (engine_core_step.cpp): its chunks, the grammar masks beside the model, the counters and the log line.
+  void plan_chunks(const SchedulerOutput& sched);
+  void add_chunks(Sequence& seq, int64_t num_tokens, int64_t num_draft);
+  void start_grammar_masks();
+  ModelRun run_model();
+  void count_step(const SchedulerOutput& sched);
+  void log_step(const SchedulerOutput& sched, Clock::time_point start, const ModelRun& run) const;
+
+  // A step's outputs (engine_core_outputs.cpp): each chunk's rows to its sequence, sampling, stop checks, outputs.
+  void process_outputs(std::span<const float> step_rows, std::vector<RequestOutput>& outputs);
+  void on_logits_row(Sequence& seq, int64_t position, std::span<const float> logits, std::vector<RequestOutput>& out);
+  void on_hidden_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs);
+  int32_t sample_token(Sequence& seq, std::span<const float> logits);
+  FinishReason append_token(Sequence& seq, int32_t token, std::span<const float> logits, RequestOutput& o);
+  void emit(Sequence& seq, FinishReason reason, RequestOutput o, std::vector<RequestOutput>& outputs);
+  RequestOutput make_output(const Sequence& seq) const;
+  void set_counters(const Sequence& seq, RequestOutput& o) const;  // id, token counts, finish reason, spec usage
+  void finish(Sequence* seq, FinishReason reason);
+
+  // Speculative decoding (engine_core_drafts.cpp).
+  void start_draft_model(const KvCacheShape& target_shape);
+  void propose_drafts();
+  void on_verify_rows(Sequence& seq, std::span<const float> rows, std::vector<RequestOutput>& outputs);
+
+  EngineConfig config_;
+  PageGeometry page_;  // from config_.page_size, checked once; every pool, page manager and view gets this one
+  ModelWeights weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<int32_t> eos_ids_;
+  ThreadPool pool_;
   std::unique_ptr<ModelRunner> runner_;
   // Tensor parallel (config_.tensor_parallel_size > 1): this rank's shard of weights_, which the runner computes
   // with, and the channel that sends each step to the other ranks (engine/tp_worker.h).
   std::unique_ptr<ModelWeights> shard_;
   std::unique_ptr<StepChannel> channel_;
-  const ModelWeights& runner_weights() const { return shard_ ? *shard_ : weights_; }
-  void start_tensor_parallel();
-  void send_worker_setup();
   KvGroup full_, window_;
   std::vector<uint8_t> window_layers_;  // [num_layers] 1: the layer's KV is in window_
   int64_t kv_pages_ = 0;                // pages of the full pool (or of the window pool when there is no full one)

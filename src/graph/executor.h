@@ -81,8 +81,19 @@ class Executor {
  private:
   void plan_buffers();
   float* buffer(ValueId id) { return slots_[static_cast<size_t>(slot_of_[static_cast<size_t>(id)])].data(); }
+  float* input(const Node& node, size_t i) { return buffer(node.inputs.at(i)); }
+  // executor_ops.cpp: a node's kernel. rows: the rows of the value the helper reads or writes this step.
   void run_node(const Node& node, const StepInputs& step, std::span<const kernels::KvLayerView> kv_layers,
                 int64_t tokens, int64_t sampled);
+  void run_rmsnorm(const Node& node, int64_t rows);
+  void run_matmul(const Node& node, int64_t rows);
+  void run_rope(const Node& node, int64_t tokens);
+  void run_attention(const Node& node, const StepInputs& step, std::span<const kernels::KvLayerView> kv_layers);
+  void run_elementwise(const Node& node, int64_t rows);
+  void run_add_rmsnorm(const Node& node, int64_t rows);
+  void run_moe(const Node& node, int64_t rows);
+  void run_all_reduce(const Node& node, int64_t rows);
+  void run_gather_rows(const Node& node, const StepInputs& step, int64_t tokens, int64_t sampled);
   void run_fused_matmul(const Node& node, const StepInputs& step, std::span<const kernels::KvLayerView> kv_layers,
                         int64_t tokens, int64_t sampled);
   void run_embedding(const Node& node, const StepInputs& step, int64_t tokens);

@@ -1,0 +1,117 @@
+// The EngineCore's KV pools: the budget they may take, their split between the full-attention and the
+// sliding-window layers, and the page managers over them.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "engine/engine_core.h"
+#include "kv/kv_budget.h"
+
+namespace minfer {
+namespace {
+
+// Activations of the largest step, held beside the pool (a rough upper bound of the executor's buffers).
+int64_t activation_bytes(const EngineConfig& c, const ModelConfig& m) {
+  const int64_t per_token = 6 * m.hidden_size + 3 * m.intermediate_size + 2 * m.num_heads * m.head_dim;
+  return 4 * (c.max_num_batched_tokens * per_token + 2 * c.max_num_seqs * m.vocab_size);
+}
+
+}  // namespace
+
+// The pools' shape and budget: kv_cache_memory, or a fraction of the memory available less the activations.
+KvPoolRequest EngineCore::kv_pool_request() const {
+  const ModelConfig& m = weights_.config;
+  KvPoolRequest req;
+  req.shape.dtype = config_.kv_cache_dtype == KvCacheDtype::kBf16 ? DType::BF16 : DType::F32;
+  req.shape.num_layers = m.num_layers;
+  req.shape.kv_heads = runner_weights().config.num_kv_heads;  // this rank's, under tensor parallel
+  req.shape.head_dim = m.head_dim;
+  req.shape.page = page_;
+  req.max_model_len = config_.max_model_len;
+  req.max_useful_pages = config_.max_num_seqs * pages_per_seq();
+  if (config_.kv_cache_memory > 0) {
+    req.budget_bytes = config_.kv_cache_memory;
+    req.budget_source = "kv_cache_memory";
+    return req;
+  }
+  const int64_t avail = available_memory_bytes();
+  req.budget_bytes = static_cast<int64_t>(static_cast<double>(avail) * config_.kv_cache_memory_fraction) -
+                     activation_bytes(config_, m);
+  req.budget_source =
+      fmt::format("{:.0f}% of {} MiB available, less {} MiB for activations", 100 * config_.kv_cache_memory_fraction,
+                  avail >> 20, activation_bytes(config_, m) >> 20);
+  share_kv_budget(req);
+  return req;
+}
+
+void EngineCore::create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages) {
+  shape.num_pages = num_pages;
+  group.cache = std::make_unique<KvCache>(shape);
+  PageManagerOptions bo;
+  bo.num_pages = num_pages;
+  bo.page = page_;
+  bo.enable_prefix_caching = config_.enable_prefix_caching;
+  bo.reserve_pages_per_seq = contiguous_kv() ? pages_per_seq() : 0;
+  group.pages = std::make_unique<PageManager>(bo);
+}
+
+// One pool for every layer; or, when the model has sliding-window layers and the layout is paged, a pool of their
+// own beside the full-attention layers' (vLLM's hybrid allocator, in two groups): a sequence holds at most its
+// window (plus the block the attention rounds down to, plus its current chunk) there, so that pool is sized for
+// max_num_seqs such windows and the rest of the budget buys full-attention pages.
+void EngineCore::create_kv_groups(const KvPoolRequest& request) {
+  const ModelConfig& m = weights_.config;
+  const bool contiguous = contiguous_kv();
+  window_layers_.assign(static_cast<size_t>(m.num_layers), 0);
+  int64_t windowed = 0;
+  for (int64_t i = 0; i < m.num_layers; ++i)
+    if (!contiguous && m.is_sliding(i)) window_layers_[static_cast<size_t>(i)] = 1, ++windowed;
+  if (windowed == 0) window_layers_.clear();
+  const int64_t ps = page_.size(), full_layers = m.num_layers - windowed;
+  KvPoolRequest req = request;
+  if (windowed == 0 || full_layers == 0) {  // one pool (all layers alike)
+    const KvPoolPlan plan = plan_kv_pool(req);
+    config_.kv_cache_memory = plan.bytes;
+    kv_pages_ = plan.num_pages - 1;
+    create_kv_group(windowed == 0 ? full_ : window_, req.shape, plan.num_pages);
+    return;
+  }
+  KvCacheShape layer = req.shape;
+  layer.num_layers = 1;
+  const int64_t per_layer_page = layer.bytes_per_page();
+  const int64_t window_pages_per_seq = (m.sliding_window + std::max<int64_t>(128, ps) + ps - 1) / ps + 1;
+  const int64_t window_cap =
+      std::min(config_.max_num_seqs * (window_pages_per_seq + 1) + (config_.max_num_batched_tokens + ps - 1) / ps,
+               config_.max_num_seqs * pages_per_seq());
+  // Both pools alike while the budget is below max_num_seqs windows per window layer; past that the window pool
+  // stops growing.
+  const int64_t equal = req.budget_bytes / (per_layer_page * m.num_layers);
+  const int64_t window_pages = std::min(equal, window_cap) + 1;  // + its null page
+  req.shape.num_layers = full_layers;
+  req.budget_bytes -= window_pages * per_layer_page * windowed;
+  const KvPoolPlan plan = plan_kv_pool(req);
+  kv_pages_ = plan.num_pages - 1;
+  create_kv_group(full_, req.shape, plan.num_pages);
+  KvCacheShape window_shape = req.shape;
+  window_shape.num_layers = windowed;
+  create_kv_group(window_, window_shape, window_pages);
+  config_.kv_cache_memory = plan.bytes + window_pages * per_layer_page * windowed;
+}
+
+void EngineCore::log_kv_pools() const {
+  const ModelConfig& m = weights_.config;
+  spdlog::info(
+      "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}){}, {} layout, prefix "
+      "caching {}, {} batching",
+      kv_pages_, page_.size(), kv_pages_ * page_.size(), config_.kv_cache_memory >> 20,
+      kv_cache_dtype_name(config_.kv_cache_dtype), kv_pages_ / pages_per_seq(), config_.max_model_len,
+      window_.pages && full_.pages
+          ? fmt::format(" for {} full-attention layers, {} pages for the {}-position windows of the other {}",
+                        full_.cache->shape().num_layers, window_.pages->num_usable_pages(), m.sliding_window,
+                        window_.cache->shape().num_layers)
+          : "",
+      contiguous_kv() ? "contiguous" : "paged", config_.enable_prefix_caching ? "on" : "off",
+      config_.enable_continuous_batching ? "continuous" : "static");
+}
+
+}  // namespace minfer
