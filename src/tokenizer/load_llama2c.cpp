@@ -32,22 +32,16 @@ std::unique_ptr<Tokenizer> tokenizer_from_llama2c(const std::string& path) {
   const uint8_t* data = file->data();
   const size_t size = file->size();
   size_t pos = 0;
-  auto read_i32 = [&](const char* what) {
+  // The next 4-byte field, of the type of `zero`.
+  auto read = [&](auto zero, const char* what) {
     if (size - pos < 4) fail_load(path, "truncated: file ends inside {} at byte {}", what, pos);
-    int32_t v = 0;
-    std::memcpy(&v, data + pos, 4);
-    pos += 4;
-    return v;
-  };
-  auto read_f32 = [&](const char* what) {
-    if (size - pos < 4) fail_load(path, "truncated: file ends inside {} at byte {}", what, pos);
-    float v = 0;
+    decltype(zero) v = zero;
     std::memcpy(&v, data + pos, 4);
     pos += 4;
     return v;
   };
 
-  const int32_t max_token_length = read_i32("the header");
+  const int32_t max_token_length = read(int32_t{0}, "the header");
   if (max_token_length <= 0 || max_token_length > 4096) {
     fail_load(path, "not a llama2.c tokenizer: max_token_length {} is implausible", max_token_length);
   }
@@ -55,8 +49,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_llama2c(const std::string& path) {
   while (pos < size) {
     const size_t id = vocab.tokens.size();
     Vocab::Token token;
-    token.score = read_f32("a token score");
-    const int32_t len = read_i32("a token length");
+    token.score = read(0.0f, "a token score");
+    const int32_t len = read(int32_t{0}, "a token length");
     if (len < 0 || len > max_token_length) {
       fail_load(path, "token {} has length {} (max_token_length is {})", id, len, max_token_length);
     }

@@ -66,7 +66,8 @@ ValueId DecoderBuilder::attention(int64_t layer, ValueId h) {
   const bool bias = c_.attention_bias;
   ValueId q = matmul(h, p + "wq", bias ? p + "bq" : "", p + "q");
   ValueId k = matmul(h, p + "wk", bias ? p + "bk" : "", p + "k");
-  if (c_.qk_norm) {  // per head, or over the whole projection (post-norm blocks; the QKV pass then leaves the three GEMMs apart)
+  // Per head, or over the whole projection (post-norm blocks; the QKV pass then leaves the three GEMMs apart).
+  if (c_.qk_norm) {
     const int64_t width = c_.qk_norm_full_width ? 0 : c_.head_dim;
     q = rmsnorm(q, p + "q_norm", p + "q_normed", width);
     k = rmsnorm(k, p + "k_norm", p + "k_normed", width);

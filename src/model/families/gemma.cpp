@@ -213,18 +213,20 @@ const TestPreset kGemma2Presets[] = {
 
 }  // namespace
 
-// Gemma 3's turns are Gemma 2's
+// Files without a chat template get Gemma 3's, whose turns are Gemma 2's.
 // clang-format off
 extern const Family kGemma2Family = {
-    .name = "gemma2", .hf_model_types = kGemma2Types, .read_hf = read_gemma2_hf, .gguf_arch = "gemma2", .read_gguf = read_gguf,
-    .layer_names = kNames, .build_graph = build_graph, .gguf_export = {.arch = "gemma2", .write_keys = write_keys},
+    .name = "gemma2", .hf_model_types = kGemma2Types, .read_hf = read_gemma2_hf, .gguf_arch = "gemma2",
+    .read_gguf = read_gguf, .layer_names = kNames, .build_graph = build_graph,
+    .gguf_export = {.arch = "gemma2", .write_keys = write_keys},
     .fallback_chat_template = kGemma3ChatTemplate, .test_presets = kGemma2Presets, .test_config = gemma2_config};
 // clang-format on
 
 // clang-format off
 extern const Family kGemma3Family = {
-    .name = "gemma3", .hf_model_types = kGemma3Types, .read_hf = read_gemma3_hf, .gguf_arch = "gemma3", .read_gguf = read_gguf,
-    .layer_names = kNames, .build_graph = build_graph, .gguf_export = {.arch = "gemma3", .write_keys = write_keys},
+    .name = "gemma3", .hf_model_types = kGemma3Types, .read_hf = read_gemma3_hf, .gguf_arch = "gemma3",
+    .read_gguf = read_gguf, .layer_names = kNames, .build_graph = build_graph,
+    .gguf_export = {.arch = "gemma3", .write_keys = write_keys},
     .fallback_chat_template = kGemma3ChatTemplate, .test_presets = kGemma3Presets, .test_config = gemma3_config};
 // clang-format on
 
