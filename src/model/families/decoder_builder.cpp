@@ -7,6 +7,15 @@ using graph::OpKind;
 using graph::RowSpace;
 using graph::ValueId;
 
+graph::Graph DecoderBuilder::build(const ModelWeights& weights, const Block& block) {
+  graph::Graph g;
+  DecoderBuilder b(weights, g);
+  ValueId x = b.embed();
+  for (int64_t i = 0; i < weights.config.num_layers; ++i) x = block(b, i, prefix(i), x);
+  b.head(x);
+  return g;
+}
+
 ValueId DecoderBuilder::embed() {
   const bool sharded = w_.shard.sharded();
   Node n{.kind = OpKind::kEmbedding, .output = g_.add_value(shard_name("x"), c_.hidden_size)};

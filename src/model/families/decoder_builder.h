@@ -4,6 +4,7 @@
 // patterns whichever family built them.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "graph/graph.h"
@@ -14,6 +15,12 @@ namespace minfer {
 class DecoderBuilder {
  public:
   DecoderBuilder(const ModelWeights& weights, graph::Graph& graph) : w_(weights), c_(weights.config), g_(graph) {}
+
+  // A layer's block: the residual stream after layer `layer` (value names prefixed `prefix`) from the one before.
+  using Block =
+      std::function<graph::ValueId(DecoderBuilder&, int64_t layer, const std::string& prefix, graph::ValueId)>;
+  // The embedding, `block` once per layer, then the head: every family's graph.
+  static graph::Graph build(const ModelWeights& weights, const Block& block);
 
   const ModelConfig& config() const { return c_; }
   graph::Graph& graph() { return g_; }

@@ -7,31 +7,19 @@
 // (ModelConfig::norm_weight_plus_one: GGUF files store 1 + w, the HF loader adds the 1 once).
 #include <cmath>
 
-#include "formats/gguf_file.h"
-#include "formats/gguf_writer.h"
-#include "model/config_gguf.h"
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 #include "tokenizer/chat_template.h"
 
 namespace minfer {
 namespace {
 
 graph::Graph build_graph(const ModelWeights& weights) {
-  graph::Graph g;
-  DecoderBuilder b(weights, g);
-  graph::ValueId x = b.embed();
-  for (int64_t i = 0; i < weights.config.num_layers; ++i) {
-    const std::string p = DecoderBuilder::prefix(i);
+  return DecoderBuilder::build(weights, [](DecoderBuilder& b, int64_t i, const std::string& p, graph::ValueId x) {
     const graph::ValueId attn = b.attention(i, b.rmsnorm(x, p + "attn_norm", p + "attn_in"));
     x = b.add(x, b.rmsnorm(attn, p + "post_attn_norm", p + "attn_out"), p + "x_attn");
     const graph::ValueId mlp = b.gated_mlp(i, b.rmsnorm(x, p + "ffn_norm", p + "ffn_in"));
-    x = b.add(x, b.rmsnorm(mlp, p + "post_ffn_norm", p + "ffn_out"), p + "x_out");
-  }
-  b.head(x);
-  return g;
+    return b.add(x, b.rmsnorm(mlp, p + "post_ffn_norm", p + "ffn_out"), p + "x_out");
+  });
 }
 
 // What Gemma 2 and Gemma 3 share in config.json: GELU(tanh) MLP, sandwich norms with (1 + w) weights, sqrt(hidden)

@@ -5,15 +5,15 @@
 // load (loaders/gpt_oss_experts.cpp).
 #include <cmath>
 
-#include "formats/gguf_file.h"
-#include "model/config_gguf.h"
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {
+
+// Why `minfer quantize` refuses it (before writing anything).
+constexpr const char* kExportRefusal =
+    "GGUF export of gpt-oss (stacked biased experts, attention sinks) is not implemented; llama.cpp's "
+    "convert_hf_to_gguf.py converts it";
 
 void set_traits(ModelConfig& c) {
   c.attention_bias = c.o_bias = c.attention_sinks = true;
@@ -144,10 +144,6 @@ const TestPreset kPresets[] = {
      .experts_per_tok = 2, .moe_intermediate = 32, .qwen_tokenizer = true},
 };
 // clang-format on
-
-constexpr const char* kExportRefusal =
-    "GGUF export of gpt-oss (stacked biased experts, attention sinks) is not implemented; llama.cpp's "
-    "convert_hf_to_gguf.py converts it";
 
 }  // namespace
 

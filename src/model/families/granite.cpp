@@ -2,12 +2,7 @@
 // attention scores' (in place of 1/sqrt(head_dim)) are the graph's embedding and score scales; each block output's
 // and the logits' divisor are folded into the o / down projections and the final norm at load
 // (loaders/output_scales.cpp).
-#include "formats/gguf_file.h"
-#include "formats/gguf_writer.h"
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {

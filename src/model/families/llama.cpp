@@ -3,25 +3,15 @@
 // norms, windows, NoPE layers as the identity RoPE table, multipliers, sinks, experts: DecoderBuilder reads them):
 //   x += o(attention(rmsnorm(x)));  x += mlp(rmsnorm(x))
 // Unfused, 16 primitive ops a layer (18 with q/k norms), then the final norm and lm_head on the sampled rows.
-#include "formats/gguf_file.h"
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 
 namespace minfer {
 
 graph::Graph build_llama_graph(const ModelWeights& weights) {
-  graph::Graph g;
-  DecoderBuilder b(weights, g);
-  graph::ValueId x = b.embed();
-  for (int64_t i = 0; i < weights.config.num_layers; ++i) {
-    const std::string p = DecoderBuilder::prefix(i);
+  return DecoderBuilder::build(weights, [](DecoderBuilder& b, int64_t i, const std::string& p, graph::ValueId x) {
     x = b.add(x, b.attention(i, b.rmsnorm(x, p + "attn_norm", p + "attn_in")), p + "x_attn");
-    x = b.add(x, b.mlp(i, b.rmsnorm(x, p + "ffn_norm", p + "ffn_in")), p + "x_out");
-  }
-  b.head(x);
-  return g;
+    return b.add(x, b.mlp(i, b.rmsnorm(x, p + "ffn_norm", p + "ffn_in")), p + "x_out");
+  });
 }
 
 namespace {

@@ -4,10 +4,7 @@
 // reader (kLlamaFamily) tells Mixtral by its expert count.
 #include <spdlog/spdlog.h>
 
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {

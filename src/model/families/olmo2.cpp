@@ -3,28 +3,16 @@
 // adds sliding-window layers (three of every four), which rotate without the model's RoPE scaling (the local table,
 // ModelConfig::rope_local_theta). llama.cpp reads both as GGUF architecture olmo2.
 //   x += post_attn_norm(o(attention(x)));  x += post_ffn_norm(mlp(x))
-#include "formats/gguf_file.h"
-#include "formats/gguf_writer.h"
-#include "model/config_gguf.h"
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {
 
 graph::Graph build_graph(const ModelWeights& weights) {
-  graph::Graph g;
-  DecoderBuilder b(weights, g);
-  graph::ValueId x = b.embed();
-  for (int64_t i = 0; i < weights.config.num_layers; ++i) {
-    const std::string p = DecoderBuilder::prefix(i);
+  return DecoderBuilder::build(weights, [](DecoderBuilder& b, int64_t i, const std::string& p, graph::ValueId x) {
     x = b.add(x, b.rmsnorm(b.attention(i, x), p + "post_attn_norm", p + "attn_out"), p + "x_attn");
-    x = b.add(x, b.rmsnorm(b.mlp(i, x), p + "post_ffn_norm", p + "ffn_out"), p + "x_out");
-  }
-  b.head(x);
-  return g;
+    return b.add(x, b.rmsnorm(b.mlp(i, x), p + "post_ffn_norm", p + "ffn_out"), p + "x_out");
+  });
 }
 
 void set_traits(ModelConfig& c) { c.qk_norm = c.qk_norm_full_width = c.post_norms_only = true; }

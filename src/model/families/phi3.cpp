@@ -3,14 +3,15 @@
 // window on every layer when set.
 #include <cmath>
 
-#include "formats/gguf_file.h"
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {
+
+// Why `minfer quantize` refuses it (before writing anything).
+constexpr const char* kExportRefusal =
+    "GGUF export of phi3 (fused q/k/v and gate/up, longrope factor tensors) is not implemented; "
+    "convert it with llama.cpp's convert_hf_to_gguf.py";
 
 // longrope's context ratio and attention factor (transformers' _compute_longrope_parameters: original_max_position_
 // embeddings is the pretrained context, max_position_embeddings the extended one, attention_factor
@@ -114,10 +115,6 @@ const TestPreset kPresets[] = {
      .weight_std = 0.16, .sliding_window = 2047},
 };
 // clang-format on
-
-constexpr const char* kExportRefusal =
-    "GGUF export of phi3 (fused q/k/v and gate/up, longrope factor tensors) is not implemented; "
-    "convert it with llama.cpp's convert_hf_to_gguf.py";
 
 }  // namespace
 

@@ -1,9 +1,6 @@
 // Qwen2 / Qwen2.5: the Llama block (model/families/llama.cpp) with q/k/v biases always, and, with
 // use_sliding_window, a window on the layers from max_window_layers on.
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {

@@ -2,11 +2,7 @@
 // Qwen3-MoE replaces the MLP of its sparse layers with num_experts experts of moe_intermediate_size, of which a
 // softmax router picks num_experts_per_tok (renormalised over them with norm_topk_prob). Layers in mlp_only_layers,
 // or off the decoder_sparse_step grid, keep a dense MLP.
-#include "formats/gguf_file.h"
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {

@@ -1,10 +1,6 @@
 // SmolLM3: the Llama block (model/families/llama.cpp) whose layers marked 0 in no_rope_layers attend without
 // positional encoding (NoPE: their rotation is the identity table, ModelConfig::rope_table).
-#include "formats/gguf_writer.h"
-#include "model/families/decoder_builder.h"
-#include "model/families/family.h"
-#include "model/families/test_config.h"
-#include "model/hf_fields.h"
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {
