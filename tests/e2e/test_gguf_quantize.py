@@ -47,8 +47,8 @@ def assert_same_tensors(ours: Path, theirs: Path) -> list:
     return sorted({t.tensor_type.name for t in a.values()})
 
 
-def llamacpp_logits(path: Path, prompt: list) -> np.ndarray:
-    llama = llama_cpp.Llama(model_path=str(path), n_ctx=256, n_threads=2, logits_all=True, type_k=0, type_v=0,
+def llamacpp_logits(path: Path, prompt: list, n_ctx: int = 256) -> np.ndarray:
+    llama = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, n_threads=2, logits_all=True, type_k=0, type_v=0,
                             verbose=False)
     llama.eval(prompt)
     logits = np.array(llama.scores[:len(prompt)], dtype=np.float32)

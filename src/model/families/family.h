@@ -89,6 +89,14 @@ struct HfTestWeight {
   std::vector<int64_t> shape;
 };
 
+// A projection llama.cpp stores as one tensor that minfer splits at load: per layer, `first`'s rows then `second`'s
+// (two canonical weights of equal shape) written as `fused`.
+struct FusedWeight {
+  const char* fused;
+  const char* first;
+  const char* second;
+};
+
 // How `minfer quantize` writes the family as a GGUF file llama.cpp loads.
 struct GgufExport {
   // general.architecture written; nullptr: the family is refused before any file is written, with `refusal`.
@@ -96,6 +104,7 @@ struct GgufExport {
   const char* refusal = nullptr;
   // llama.cpp's LlamaModel converter permutes q/k rows into Meta's interleaved RoPE order; the reader expects it.
   bool interleave_qk = false;
+  std::span<const FusedWeight> fused = {};
   // Keys beyond the common ones ("<arch>.*"); throws LoadError naming the field when the config cannot be written
   // in a form llama.cpp reads the same way.
   void (*write_keys)(const ModelConfig&, const std::string& path, GgufWriter&) = nullptr;

@@ -8,11 +8,6 @@
 namespace minfer {
 namespace {
 
-// Why `minfer quantize` refuses it (before writing anything).
-constexpr const char* kExportRefusal =
-    "GGUF export of phi3 (fused q/k/v and gate/up, longrope factor tensors) is not implemented; "
-    "convert it with llama.cpp's convert_hf_to_gguf.py";
-
 // longrope's context ratio and attention factor (transformers' _compute_longrope_parameters: original_max_position_
 // embeddings is the pretrained context, max_position_embeddings the extended one, attention_factor
 // sqrt(1 + ln(ratio) / ln(original)) by default).
@@ -53,7 +48,15 @@ void read_gguf(const GgufFile& g, const std::string&, ModelConfig& c) {
   }
 }
 
-// GGUF's ffn_up is gate and up, not up alone.
+// The window, which llama.cpp switches off and minfer applies (the same numbers within it); longrope's factors and
+// keys are the exporter's (RoPE scaling is not the family's).
+void write_keys(const ModelConfig& c, const std::string&, GgufWriter& w) {
+  if (c.sliding_window > 0) w.set_u32("phi3.attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+}
+
+// GGUF's ffn_up is gate and up, not up alone; q, k and v are written apart (llama.cpp reads either form).
+constexpr FusedWeight kFused[] = {{"w_gate_up", "w_gate", "w_up"}};
+
 constexpr WeightNameRow kNames[] = {
     {"wqkv", "self_attn.qkv_proj.weight", "attn_qkv.weight"},
     {"w_gate_up", "mlp.gate_up_proj.weight", "ffn_up.weight"},
@@ -122,7 +125,7 @@ const TestPreset kPresets[] = {
 extern const Family kPhi3Family = {
     .name = "phi3", .hf_model_types = kHfTypes, .read_hf = read_hf, .gguf_arch = "phi3", .read_gguf = read_gguf,
     .layer_names = kNames, .build_graph = build_llama_graph,
-    .gguf_export = {.refusal = kExportRefusal},
+    .gguf_export = {.arch = "phi3", .fused = kFused, .write_keys = write_keys},
     .test_presets = kPresets, .test_config = test_config, .test_hf_weights = test_hf_weights};
 // clang-format on
 

@@ -67,11 +67,18 @@ const GgufExport& gguf_export_of(const ModelWeights& w) {
 }
 
 // RoPE scaling as llama.cpp's reader takes it: linear as a factor; YaRN as a factor and the original context with
-// its default betas and attention factor (it reads neither from the file for most architectures); Llama 3's as the
-// rope_freqs tensor (read_hf).
+// its default betas and attention factor (it reads neither from the file for most architectures); longrope's
+// attention factor and original context (its factors, and Llama 3's, are tensors: add_rope_tensors).
 void write_rope_scaling(const ModelWeights& w, const std::string& arch, GgufWriter& writer) {
   const RopeScaling& s = w.config.rope_scaling;
   if (s.type == "none" || s.type == "llama3") return;
+  if (s.type ==
+      "longrope") {  // the factors are tensors (add_rope_tensors); llama.cpp scales cos and sin by attn_factor
+    writer.set_f32(arch + ".rope.scaling.attn_factor", static_cast<float>(s.attention_factor));
+    writer.set_u32(arch + ".rope.scaling.original_context_length",
+                   static_cast<uint32_t>(s.original_max_position_embeddings));
+    return;
+  }
   if (s.type == "linear") {
     writer.set_string(arch + ".rope.scaling.type", "linear");
     writer.set_f32(arch + ".rope.scaling.factor", static_cast<float>(s.factor));
@@ -174,6 +181,50 @@ void add_stacked_experts(const ModelWeights& w, Source& s) {
   }
 }
 
+// A part of a projection the family's GGUF stores fused (Phi-3's gate and up: ffn_up holds both).
+bool is_fused_part(const std::string& canonical, const GgufExport& e) {
+  for (const FusedWeight& f : e.fused)
+    if (canonical.ends_with(std::string(".") + f.first) || canonical.ends_with(std::string(".") + f.second))
+      return true;
+  return false;
+}
+
+void add_fused_projections(const ModelWeights& w, const GgufExport& e, Source& s) {
+  for (int64_t i = 0; i < w.config.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    for (const FusedWeight& f : e.fused) {
+      SourceTensor t;
+      t.stacked = {w.get(p + f.first), w.get(p + f.second)};
+      t.data = t.stacked.front();
+      t.keep = t.data.dtype;
+      t.plan = {canonical_to_gguf(p + f.fused, w.config.arch),
+                {t.data.dim(0) + t.stacked.back().dim(0), t.data.dim(1)},
+                std::nullopt};
+      s.tensors.push_back(std::move(t));
+    }
+  }
+}
+
+// RoPE scaling that llama.cpp's converter stores as tensors: Llama 3's as rope_freqs.weight, longrope's as its long
+// and short factors.
+void add_rope_tensors(const ModelConfig& c, Source& s) {
+  auto add = [&](const char* name, Tensor data) {
+    SourceTensor t;
+    t.data = std::move(data);
+    t.plan = {name, t.data.shape, std::nullopt};
+    s.tensors.push_back(std::move(t));
+  };
+  auto vector = [](const std::vector<float>& v) {
+    Tensor t = Tensor::allocate(DType::F32, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), t.mutable_as<float>());
+    return t;
+  };
+  if (c.rope_scaling.type == "llama3") add("rope_freqs.weight", rope_freq_factors(c));
+  if (c.rope_scaling.type != "longrope") return;
+  add("rope_factors_long.weight", vector(c.rope_scaling.long_factor));
+  add("rope_factors_short.weight", vector(c.rope_scaling.short_factor));
+}
+
 Source read_hf(const std::string& path, GgufWriter& writer) {
   Source s;
   s.hf = load_model(path);
@@ -184,7 +235,7 @@ Source read_hf(const std::string& path, GgufWriter& writer) {
   write_hf_vocab(w, writer);
   s.n_layers = w.config.num_layers;
   for (const auto& [canonical, tensor] : w.tensors) {
-    if (is_expert_weight(canonical)) continue;  // stacked below
+    if (is_expert_weight(canonical) || is_fused_part(canonical, e)) continue;  // stacked or fused below
     SourceTensor t;
     t.plan = {canonical_to_gguf(canonical, w.config.arch), tensor.shape, std::nullopt};
     t.data = tensor;
@@ -196,12 +247,8 @@ Source read_hf(const std::string& path, GgufWriter& writer) {
     s.tensors.push_back(std::move(t));
   }
   add_stacked_experts(w, s);
-  if (w.config.rope_scaling.type == "llama3") {
-    SourceTensor t;
-    t.data = rope_freq_factors(w.config);
-    t.plan = {"rope_freqs.weight", t.data.shape, std::nullopt};
-    s.tensors.push_back(std::move(t));
-  }
+  add_fused_projections(w, e, s);
+  add_rope_tensors(w.config, s);
   return s;
 }
 
