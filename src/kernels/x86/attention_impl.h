@@ -17,7 +17,7 @@
 // computes, each 32 keys request their share of the block's values and of the next block's keys (the last block:
 // of the first keys of the span this thread runs next). Each row's arithmetic depends only on its own query and
 // position, never on which rows share the span (a masked key adds an exact zero), so batching cannot change a
-// row's result. Instantiated in attention_<isa>.cpp (internal linkage).
+// row's result. Instantiated in leaves_<isa>.cpp through leaves_isa.inc (internal linkage).
 #pragma once
 
 #include <algorithm>
