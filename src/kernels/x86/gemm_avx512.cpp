@@ -9,58 +9,35 @@
 namespace minfer::kernels::avx512 {
 namespace {
 
-constexpr int kNr = x86::PackedShape<Vec>::kNr;  // 32 weight rows per panel
-
 // From this many rows of X on, the packed form is used. Measured on Zen 5 (bench/micro/gemm_bench.cpp,
 // strategy/*; single core, K = 896): the dot form reaches the FMA peak already (~175 GFLOP/s) for 16-bit
 // weights and is ahead below 64 rows; the packed form ties from 64 rows on and re-reads W from memory 4x less
 // often (240- vs 64-row blocks of X). With f32 weights the dot form is load-bound: packed wins from 32 rows
 // (+15-25%).
-int64_t packed_min_rows(DType wtype) { return wtype == DType::F32 ? 32 : 64; }
-
-// buf[p * 32 + r] = W[r, p] for r < rows (zero beyond), p < kc.
-template <class W>
-void pack_panel(const typename W::Elem* w, int64_t k, int64_t rows, int64_t kc, float* buf) {
-  for (int64_t r0 = 0; r0 < kNr; r0 += 16) {
-    const int64_t nr = rows - r0 < 0 ? 0 : (rows - r0 > 16 ? 16 : rows - r0);
-    for (int64_t p = 0; p < kc; p += 16) {
-      const int64_t np = kc - p < 16 ? kc - p : 16;
-      const __mmask16 mask = tail_mask(np);
-      __m512 v[16];
-      for (int64_t r = 0; r < 16; ++r) v[r] = r < nr ? W::load(w + (r0 + r) * k + p, mask) : _mm512_setzero_ps();
-      transpose16(v);
-      for (int64_t c = 0; c < np; ++c) _mm512_store_ps(buf + (p + c) * kNr + r0, v[c]);
-    }
-  }
-}
+constexpr int64_t kPackedMinRowsF32 = 32, kPackedMinRows16Bit = 64;
 
 // The packed GEMM's panels (gemm_packed_impl.h): 16 rows at a time widened and transposed in registers.
+// pack<W>: buf[p * 32 + r] = W[r, p] for r < rows (zero beyond), p < kc.
 struct Packer {
   template <class W>
   static void pack(const typename W::Elem* w, int64_t k, int64_t rows, int64_t kc, float* buf) {
-    pack_panel<W>(w, k, rows, kc, buf);
+    constexpr int kNr = x86::PackedShape<Vec>::kNr;
+    for (int64_t r0 = 0; r0 < kNr; r0 += 16) {
+      const int64_t nr = rows - r0 < 0 ? 0 : (rows - r0 > 16 ? 16 : rows - r0);
+      for (int64_t p = 0; p < kc; p += 16) {
+        const int64_t np = kc - p < 16 ? kc - p : 16;
+        const __mmask16 mask = tail_mask(np);
+        __m512 v[16];
+        for (int64_t r = 0; r < 16; ++r) v[r] = r < nr ? W::load(w + (r0 + r) * k + p, mask) : _mm512_setzero_ps();
+        transpose16(v);
+        for (int64_t c = 0; c < np; ++c) _mm512_store_ps(buf + (p + c) * kNr + r0, v[c]);
+      }
+    }
   }
 };
 
 }  // namespace
 
-void gemm_cols_dot(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias,
-                   float* y, int64_t n0, int64_t n1) {
-  x86::gemm_cols_dot<Vec, F32W, F16W, Bf16W>(x, m, k, w, wtype, n, bias, y, n0, n1);
-}
-
-void gemm_cols_packed(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias,
-                      float* y, int64_t n0, int64_t n1) {
-  x86::gemm_cols_packed<Vec, Packer, F32W, F16W, Bf16W>(x, m, k, w, wtype, n, bias, y, n0, n1);
-}
-
-void gemm_cols(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias, float* y,
-               int64_t n0, int64_t n1) {
-  if (m < packed_min_rows(wtype)) {
-    gemm_cols_dot(x, m, k, w, wtype, n, bias, y, n0, n1);
-  } else {
-    gemm_cols_packed(x, m, k, w, wtype, n, bias, y, n0, n1);
-  }
-}
+#include "kernels/x86/gemm_isa.inc"
 
 }  // namespace minfer::kernels::avx512
