@@ -10,10 +10,12 @@
 namespace minfer::kernels::avx2 {
 namespace {
 
-// Lane masks for _mm256_maskload_ps / _mm256_maskstore_ps: the first n of 8 lanes.
+// Lane masks for _mm256_maskload_ps / _mm256_maskstore_ps: the first n of 8 lanes (none for n <= 0, all from 8
+// on), read from a table at an offset clamped without a branch.
 alignas(32) constexpr int32_t kMaskTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 inline __m256i lane_mask(int64_t n) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - (n >= 8 ? 8 : n)));
+  const int64_t lanes = n < 0 ? 0 : (n > 8 ? 8 : n);
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - lanes));
 }
 // The first n (< 8) floats, the rest zero, without touching memory past them.
 inline __m256 load_partial(const float* p, int64_t n) { return _mm256_maskload_ps(p, lane_mask(n)); }

@@ -37,7 +37,12 @@ struct Bf16W {
   static __m512 load(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
 };
 
-inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
+// The first n of 16 lanes (none for n <= 0, all from 16 on): 2^clamp(n, 0, 16) - 1. Branch-free, because in the
+// attention leaves n varies from row to row and a branch on it mispredicts.
+inline __mmask16 tail_mask(int64_t n) {
+  const unsigned lanes = static_cast<unsigned>(n < 0 ? 0 : (n > 16 ? 16 : n));
+  return static_cast<__mmask16>((1u << lanes) - 1u);
+}
 
 // exp(x) = 2^n e^r with n = round(x / ln2), |r| <= ln2/2, e^r by the Cephes expf polynomial (about 1 ulp).
 // scalef handles overflow to inf and gradual underflow; the clamp keeps n finite and preserves NaN.

@@ -58,7 +58,7 @@ struct Vec {
   static Reg broadcast(const float* p) { return _mm256_broadcast_ss(p); }
   // Lanes below n (any n; <= 0: none) from v, the others from fallback.
   static Reg select_first(Reg fallback, Reg v, int64_t n) {
-    return _mm256_blendv_ps(fallback, v, _mm256_castsi256_ps(lane_mask(n < 0 ? 0 : n)));
+    return _mm256_blendv_ps(fallback, v, _mm256_castsi256_ps(lane_mask(n)));
   }
 
   static Reg add(Reg a, Reg b) { return _mm256_add_ps(a, b); }

@@ -57,11 +57,7 @@ struct Vec {
   static void store_padded(float* p, Tail t, Reg v) { _mm512_mask_storeu_ps(p, t, v); }
   static Reg broadcast(const float* p) { return _mm512_set1_ps(*p); }
   // Lanes below n (any n; <= 0: none) from v, the others from fallback.
-  static Reg select_first(Reg fallback, Reg v, int64_t n) {
-    // Branch-free (n varies from row to row: a branch on it mispredicts): 2^clamp(n, 0, 16) - 1.
-    const unsigned lanes = static_cast<unsigned>(n < 0 ? 0 : (n > 16 ? 16 : n));
-    return _mm512_mask_mov_ps(fallback, static_cast<__mmask16>((1u << lanes) - 1u), v);
-  }
+  static Reg select_first(Reg fallback, Reg v, int64_t n) { return _mm512_mask_mov_ps(fallback, tail_mask(n), v); }
 
   static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
   static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
