@@ -1,0 +1,69 @@
+// The row loop of the GGUF block-type GEMM leaves of both x86 ISAs (gemm_gguf_avx2.cpp, gemm_gguf_avx512.cpp):
+// kGgufRows weight rows at a time are decoded into a per-thread L1 scratch (gguf_decode_avx2.h) as the bytes u,
+// per-16 scales d and offsets m of kernels/gguf_blocks.h, then every row of x is multiplied by them through the
+// ISA's Dot::rows<R>, where the instructions differ (vpdpbusd against vpmaddubsw + vpmaddwd). Internal linkage:
+// each ISA's file compiles its own copy with its own flags.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gguf_blocks.h"
+#include "kernels/quant_leaf.h"
+#include "kernels/x86/gguf_decode_avx2.h"
+
+namespace minfer::kernels::x86 {
+namespace {
+
+constexpr int kGgufRows = 4;  // weight rows decoded together; each activation load serves all of them
+
+// Weight rows decoded for the dot products: u, d and the offsets m per 16 (kernels/gguf_blocks.h). d and m have a
+// vector's worth of padding, so a kernel may load whole vectors of them at the row's end.
+struct GgufDecodedRows {
+  std::vector<uint8_t> u;
+  std::vector<float> d, off;
+  int64_t k = 0;
+
+  void reserve(int64_t width) {
+    if (k == width) return;
+    k = width;
+    u.assign(static_cast<size_t>(kGgufRows * k), 0);
+    d.assign(static_cast<size_t>(kGgufRows * k / 16 + 16), 0.0f);
+    off.assign(static_cast<size_t>(kGgufRows * k / 16 + 16), 0.0f);
+  }
+  uint8_t* u_row(int r) { return u.data() + r * k; }
+  float* d_row(int r) { return d.data() + r * (k / 16); }
+  float* off_row(int r) { return off.data() + r * (k / 16); }
+};
+
+// Columns [n0, n1) of y = x . w^T (+ bias) for GGUF block-type rows w; Dot::rows<R>(rows, x, i, k, zero_point,
+// offsets, out) writes the R dot products of x row i with the first R decoded rows to out.
+template <class Dot>
+void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* w, int64_t n, const float* bias,
+               float* y, int64_t n0, int64_t n1) {
+  thread_local GgufDecodedRows rows;
+  rows.reserve(k);
+  const size_t row_bytes = dtype_bytes(type, static_cast<size_t>(k));
+  const bool offsets = gguf::has_offsets(type);
+  const int zero_point = gguf::zero_point(type);
+  float out[kGgufRows];
+  for (int64_t j0 = n0; j0 < n1; j0 += kGgufRows) {
+    const int count = static_cast<int>(std::min<int64_t>(kGgufRows, n1 - j0));
+    for (int r = 0; r < count; ++r)
+      x86_gguf::decode_row(type, w + static_cast<size_t>(j0 + r) * row_bytes, k, rows.u_row(r), rows.d_row(r),
+                           rows.off_row(r));
+    for (int64_t i = 0; i < m; ++i) {
+      switch (count) {
+        case 4: Dot::template rows<4>(rows, x, i, k, zero_point, offsets, out); break;
+        case 3: Dot::template rows<3>(rows, x, i, k, zero_point, offsets, out); break;
+        case 2: Dot::template rows<2>(rows, x, i, k, zero_point, offsets, out); break;
+        default: Dot::template rows<1>(rows, x, i, k, zero_point, offsets, out); break;
+      }
+      for (int r = 0; r < count; ++r) y[i * n + j0 + r] = bias ? out[r] + bias[j0 + r] : out[r];
+    }
+  }
+}
+
+}  // namespace
+}  // namespace minfer::kernels::x86
