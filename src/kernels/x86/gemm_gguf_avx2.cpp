@@ -77,35 +77,31 @@ struct Dot {
   }
 };
 
+// One block of 32 activations to int8 (round to nearest even, as the reference), with its scale and half sums.
+struct Quantize {
+  static x86::Q8BlockSums block(const float* xb, int8_t* qb) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], amax = _mm256_setzero_ps();
+    for (int h = 0; h < 4; ++h) {
+      v[h] = _mm256_loadu_ps(xb + 8 * h);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[h]));
+    }
+    const float d = hmax(amax) / 127.0f;
+    const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+    __m256i qi[4];
+    for (int h = 0; h < 4; ++h) qi[h] = _mm256_cvtps_epi32(_mm256_mul_ps(v[h], id));  // nearest even
+    const __m256i q16a = _mm256_packs_epi32(qi[0], qi[1]), q16b = _mm256_packs_epi32(qi[2], qi[3]);
+    __m256i q8 = _mm256_packs_epi16(q16a, q16b);  // lanes interleaved by the packs: put them back in order
+    q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb), q8);
+    return {d, hsum_epi32(_mm256_add_epi32(qi[0], qi[1])), hsum_epi32(_mm256_add_epi32(qi[2], qi[3]))};
+  }
+};
+
 }  // namespace
 
 void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum16) {
-  const __m256 sign = _mm256_set1_ps(-0.0f);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t b = 0; b < k / 32; ++b) {
-      const float* xb = x + i * k + b * 32;
-      __m256 v[4], amax = _mm256_setzero_ps();
-      for (int h = 0; h < 4; ++h) {
-        v[h] = _mm256_loadu_ps(xb + 8 * h);
-        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[h]));
-      }
-      const float d = hmax(amax) / 127.0f;
-      const __m256 id = _mm256_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
-      __m256i qi[4];
-      for (int h = 0; h < 4; ++h) qi[h] = _mm256_cvtps_epi32(_mm256_mul_ps(v[h], id));  // nearest even
-      const __m256i q16a = _mm256_packs_epi32(qi[0], qi[1]), q16b = _mm256_packs_epi32(qi[2], qi[3]);
-      __m256i q8 = _mm256_packs_epi16(q16a, q16b);  // lanes interleaved by the packs: put them back in order
-      q8 = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + i * k + b * 32), q8);
-      const int64_t at = i * (k / 16) + 2 * b;
-      d16[at] = d16[at + 1] = d;
-      const int32_t sa = hsum_epi32(_mm256_add_epi32(qi[0], qi[1])), sc = hsum_epi32(_mm256_add_epi32(qi[2], qi[3]));
-      s16[at] = d * static_cast<float>(sa);
-      s16[at + 1] = d * static_cast<float>(sc);
-      sum16[at] = sa;
-      sum16[at + 1] = sc;
-    }
-  }
+  x86::quantize_q8<Quantize>(x, rows, k, q, d16, s16, sum16);
 }
 
 void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* w, int64_t n, const float* bias,

@@ -64,30 +64,26 @@ struct Dot {
   }
 };
 
+// One block of 32 activations to int8, with its scale and half sums.
+struct Quantize {
+  static x86::Q8BlockSums block(const float* xb, int8_t* qb) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __m512 a = _mm512_loadu_ps(xb), c = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, c)));
+    const float d = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
+    // Round to nearest even, as std::nearbyint in the reference.
+    const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, id)), qc = _mm512_cvtps_epi32(_mm512_mul_ps(c, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtsepi32_epi8(qa));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtsepi32_epi8(qc));
+    return {d, _mm512_reduce_add_epi32(qa), _mm512_reduce_add_epi32(qc)};
+  }
+};
+
 }  // namespace
 
 void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum16) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  for (int64_t i = 0; i < rows; ++i) {
-    for (int64_t b = 0; b < k / 32; ++b) {
-      const float* xb = x + i * k + b * 32;
-      const __m512 a = _mm512_loadu_ps(xb), c = _mm512_loadu_ps(xb + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, a), _mm512_andnot_ps(sign, c)));
-      const float d = amax / 127.0f;
-      const __m512 id = _mm512_set1_ps(d > 0.0f ? 1.0f / d : 0.0f);
-      // Round to nearest even, as std::nearbyint in the reference.
-      const __m512i qa = _mm512_cvtps_epi32(_mm512_mul_ps(a, id)), qc = _mm512_cvtps_epi32(_mm512_mul_ps(c, id));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * k + b * 32), _mm512_cvtsepi32_epi8(qa));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * k + b * 32 + 16), _mm512_cvtsepi32_epi8(qc));
-      const int64_t at = i * (k / 16) + 2 * b;
-      d16[at] = d16[at + 1] = d;
-      const int32_t sa = _mm512_reduce_add_epi32(qa), sc = _mm512_reduce_add_epi32(qc);
-      s16[at] = d * static_cast<float>(sa);
-      s16[at + 1] = d * static_cast<float>(sc);
-      sum16[at] = sa;
-      sum16[at + 1] = sc;
-    }
-  }
+  x86::quantize_q8<Quantize>(x, rows, k, q, d16, s16, sum16);
 }
 
 void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* w, int64_t n, const float* bias,

@@ -1,7 +1,8 @@
-// The row loop of the GGUF block-type GEMM leaves of both x86 ISAs (gemm_gguf_avx2.cpp, gemm_gguf_avx512.cpp):
+// The loops of the GGUF block-type GEMM leaves of both x86 ISAs (gemm_gguf_avx2.cpp, gemm_gguf_avx512.cpp):
 // kGgufRows weight rows at a time are decoded into a per-thread L1 scratch (gguf_decode_avx2.h) as the bytes u,
 // per-16 scales d and offsets m of kernels/gguf_blocks.h, then every row of x is multiplied by them through the
-// ISA's Dot::rows<R>, where the instructions differ (vpdpbusd against vpmaddubsw + vpmaddwd). Internal linkage:
+// ISA's Dot::rows<R>, where the instructions differ (vpdpbusd against vpmaddubsw + vpmaddwd); and the activations'
+// quantization to int8 blocks, around the ISA's Quantize::block. Internal linkage:
 // each ISA's file compiles its own copy with its own flags.
 #pragma once
 
@@ -61,6 +62,29 @@ void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_
         default: Dot::template rows<1>(rows, x, i, k, zero_point, offsets, out); break;
       }
       for (int r = 0; r < count; ++r) y[i * n + j0 + r] = bias ? out[r] + bias[j0 + r] : out[r];
+    }
+  }
+}
+
+// One block of 32 activations quantized to int8: its scale and the sums of its two halves' int8 values.
+struct Q8BlockSums {
+  float d;
+  int32_t lo, hi;
+};
+
+// x [rows, k] quantized per block of 32 into Q8Blocks' arrays (quant_leaf.h's QuantizeQ8Fn): Quantize::block(xb, qb)
+// writes a block's int8 and returns its scale and half sums, which land per 16 elements.
+template <class Quantize>
+void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum16) {
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const Q8BlockSums block = Quantize::block(x + i * k + b * 32, q + i * k + b * 32);
+      const int64_t at = i * (k / 16) + 2 * b;
+      d16[at] = d16[at + 1] = block.d;
+      s16[at] = block.d * static_cast<float>(block.lo);
+      s16[at + 1] = block.d * static_cast<float>(block.hi);
+      sum16[at] = block.lo;
+      sum16[at + 1] = block.hi;
     }
   }
 }
