@@ -59,6 +59,18 @@ struct Bf16W {
   }
 };
 
+struct I8W {
+  using Elem = int8_t;
+  static __m256 load(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static __m256 load(const int8_t* p, int64_t n) {
+    alignas(16) int8_t tmp[16] = {};
+    std::memcpy(tmp, p, static_cast<size_t>(n));
+    return load(tmp);
+  }
+};
+
 // exp(x) = 2^n e^r with n = round(x / ln2), |r| <= ln2/2, e^r by the Cephes expf polynomial (about 1 ulp).
 // 2^n is applied as two exact power-of-two factors so that overflow gives inf and underflow is gradual.
 inline __m256 exp_ps(__m256 x) {

@@ -37,6 +37,14 @@ struct Bf16W {
   static __m512 load(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
 };
 
+struct I8W {
+  using Elem = int8_t;
+  static __m512 widen(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
+  static __m512 load(const int8_t* p) { return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  // A plain load when the mask covers every lane (the common case: lanes inside a group).
+  static __m512 load(const int8_t* p, __mmask16 m) { return m == 0xffff ? load(p) : widen(_mm_maskz_loadu_epi8(m, p)); }
+};
+
 // The first n of 16 lanes (none for n <= 0, all from 16 on): 2^clamp(n, 0, 16) - 1. Branch-free, because in the
 // attention leaves n varies from row to row and a branch on it mispredicts.
 inline __mmask16 tail_mask(int64_t n) {

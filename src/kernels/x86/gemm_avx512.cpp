@@ -4,7 +4,9 @@
 #include "kernels/x86/gemm_dot_impl.h"
 #include "kernels/x86/gemm_packed_impl.h"
 #include "kernels/x86/vec_avx512.h"
+#include "kernels/x86/w8a16_impl.h"
 #include "kernels/x86/x86_kernels.h"
+#include "kernels/x86/x86_quant_kernels.h"
 
 namespace minfer::kernels::avx512 {
 namespace {
