@@ -100,13 +100,6 @@ struct Quantize {
 
 }  // namespace
 
-void quantize_q8(const float* x, int64_t rows, int64_t k, int8_t* q, float* d16, float* s16, int32_t* sum16) {
-  x86::quantize_q8<Quantize>(x, rows, k, q, d16, s16, sum16);
-}
-
-void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* w, int64_t n, const float* bias,
-               float* y, int64_t n0, int64_t n1) {
-  x86::gguf_cols<Dot>(x, m, k, type, w, n, bias, y, n0, n1);
-}
+#include "kernels/x86/gguf_isa.inc"
 
 }  // namespace minfer::kernels::avx2

@@ -4,7 +4,6 @@
 // multiply-add by (weight scale x activation scale) as the reference.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "kernels/quant_leaf.h"
 #include "kernels/x86/avx2_util.h"
@@ -14,18 +13,14 @@
 namespace minfer::kernels::avx2 {
 namespace {
 
-inline __m256i pair_of(const int16_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 inline __m256i widen(const uint8_t* p) {
   return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
 // One tile for groups of rows of X (x86::q8_0_tiles_cols).
 struct Tile {
+  // The int16 pair of X at p in every 32-bit lane.
+  static __m256i pair(const int16_t* p) { return _mm256_set1_epi32(x86::pair_bits(p)); }
   // The first c (at most 16) of a tile's outputs are stored.
   static int64_t columns(int64_t c) { return std::min<int64_t>(Q80Tiles::kRows, c); }
   // y[i0 + i, 0..16) for i < MR over one tile (the first `cols` outputs stored).
@@ -43,7 +38,7 @@ struct Tile {
       for (int p = 0; p < 16; ++p) {
         const __m256i w0 = widen(b + 32 + p * 32), w1 = widen(b + 48 + p * 32);
         for (int i = 0; i < MR; ++i) {
-          const __m256i xp = pair_of(xq + i * k + 2 * p);
+          const __m256i xp = pair(xq + i * k + 2 * p);
           slo[i] = _mm256_add_epi32(slo[i], _mm256_madd_epi16(w0, xp));
           shi[i] = _mm256_add_epi32(shi[i], _mm256_madd_epi16(w1, xp));
         }

@@ -6,7 +6,6 @@
 // The tiles follow each other in memory, so a thread streams its columns front to back; the hardware prefetcher
 // keeps up (requesting the next tile in software measured no faster).
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/quant_leaf.h"
 #include "kernels/x86/avx512_util.h"
@@ -16,14 +15,10 @@
 namespace minfer::kernels::avx512 {
 namespace {
 
-inline __m512i pair_of(const int16_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // One tile for groups of rows of X (x86::q8_0_tiles_cols).
 struct Tile {
+  // The int16 pair of X at p in every 32-bit lane.
+  static __m512i pair(const int16_t* p) { return _mm512_set1_epi32(x86::pair_bits(p)); }
   // The first c (at most 16) of a tile's outputs are stored.
   static __mmask16 columns(int64_t c) { return tail_mask(c); }
   // y[i0 + i, 0..16) for i < MR over one tile (`cols` of its 16 outputs stored). Up to two X rows keep two int32
@@ -45,11 +40,11 @@ struct Tile {
         const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 32 + p * 32)));
         const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 64 + p * 32)));
         for (int i = 0; i < MR; ++i) {
-          even[i] = _mm512_dpwssd_epi32(even[i], w0, pair_of(xq + i * k + 2 * p));
+          even[i] = _mm512_dpwssd_epi32(even[i], w0, pair(xq + i * k + 2 * p));
           if constexpr (kTwoChains) {
-            odd[i] = _mm512_dpwssd_epi32(odd[i], w1, pair_of(xq + i * k + 2 * p + 2));
+            odd[i] = _mm512_dpwssd_epi32(odd[i], w1, pair(xq + i * k + 2 * p + 2));
           } else {
-            even[i] = _mm512_dpwssd_epi32(even[i], w1, pair_of(xq + i * k + 2 * p + 2));
+            even[i] = _mm512_dpwssd_epi32(even[i], w1, pair(xq + i * k + 2 * p + 2));
           }
         }
       }

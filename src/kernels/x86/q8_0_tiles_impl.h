@@ -6,12 +6,20 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/quant_leaf.h"
 #include "tensor/q8_0_tiles.h"
 
 namespace minfer::kernels::x86 {
 namespace {
+
+// The int16 pair of X at p (two consecutive elements) as the 32 bits a broadcast repeats in every lane.
+inline int32_t pair_bits(const int16_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 
 constexpr int64_t kQ80TilesRowChunk = 64;  // rows of X per pass over the weights (their int16 stay in L2 meanwhile)
 
