@@ -30,19 +30,16 @@ inline __m256 spread2(const float* v) {
       _mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(v)))), idx);
 }
 
-// The dot products of row i of x with the first R decoded weight rows, into out (for x86::gguf_cols).
+// The dot products of an activation row with the first R decoded weight rows, into out (for x86::gguf_cols).
 struct Dot {
   template <int R>
-  static void rows(x86::GgufDecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, int zero_point, bool offsets,
-                   float* out) {
-    const int8_t* xq = x.q + i * k;
-    const float* xd = x.d16 + i * (k / 16);
+  static void rows(x86::GgufDecodedRows& w, const x86::Q8Row& x, int64_t k, int zero_point, bool offsets, float* out) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t c = 0; c < k; c += 32) {
-      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + c));
-      const __m256 xs = spread2(xd + c / 16);
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + c));
+      const __m256 xs = spread2(x.d16 + c / 16);
       const bool sign_trick = zero_point == 128;
       const __m256i unbias =
           zero_point && !sign_trick
@@ -60,16 +57,15 @@ struct Dot {
         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p32), _mm256_mul_ps(spread2(w.d_row(r) + c / 16), xs), acc[r]);
       }
     }
-    const float* s16 = x.s16 + i * (k / 16);
     for (int r = 0; r < R; ++r) {
       float sum = hsum(acc[r]);
       if (offsets) {
         const float* off = w.off_row(r);
         __m256 o = _mm256_setzero_ps();
         int64_t g = 0;
-        for (; g + 8 <= k / 16; g += 8) o = _mm256_fmadd_ps(_mm256_loadu_ps(off + g), _mm256_loadu_ps(s16 + g), o);
+        for (; g + 8 <= k / 16; g += 8) o = _mm256_fmadd_ps(_mm256_loadu_ps(off + g), _mm256_loadu_ps(x.s16 + g), o);
         float tail = 0.0f;
-        for (; g < k / 16; ++g) tail += off[g] * s16[g];
+        for (; g < k / 16; ++g) tail += off[g] * x.s16[g];
         sum -= hsum(o) + tail;
       }
       out[r] = sum;

@@ -20,21 +20,18 @@ inline __m512 spread4(__m128 v) {
   return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
 }
 
-// The dot products of row i of x with the first R decoded weight rows, into out (for x86::gguf_cols).
+// The dot products of an activation row with the first R decoded weight rows, into out (for x86::gguf_cols).
 struct Dot {
   template <int R>
-  static void rows(x86::GgufDecodedRows& w, const Q8Blocks& x, int64_t i, int64_t k, int zero_point, bool offsets,
-                   float* out) {
-    const int8_t* xq = x.q + i * k;
-    const float* xd = x.d16 + i * (k / 16);
+  static void rows(x86::GgufDecodedRows& w, const x86::Q8Row& x, int64_t k, int zero_point, bool offsets, float* out) {
     __m512 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t c = 0; c < k; c += 64) {
       const bool tail = k - c < 64;  // k is a multiple of 32: a last half vector
       const __mmask64 bytes = tail ? 0xFFFFFFFFull : ~0ull;
       const __mmask8 subs = tail ? 0x3 : 0xF;
-      const __m512i xv = _mm512_maskz_loadu_epi8(bytes, xq + c);
-      const __m128 xs = _mm_maskz_loadu_ps(subs, xd + c / 16);
+      const __m512i xv = _mm512_maskz_loadu_epi8(bytes, x.q + c);
+      const __m128 xs = _mm_maskz_loadu_ps(subs, x.d16 + c / 16);
       const __m512i zero = _mm512_setzero_si512();
       const __m512i unbias =
           zero_point
@@ -47,7 +44,6 @@ struct Dot {
         acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), spread4(s), acc[r]);
       }
     }
-    const float* s16 = x.s16 + i * (k / 16);
     for (int r = 0; r < R; ++r) {
       if (!offsets) {
         out[r] = _mm512_reduce_add_ps(acc[r]);
@@ -57,7 +53,7 @@ struct Dot {
       const float* off = w.off_row(r);
       for (int64_t g = 0; g < k / 16; g += 16) {
         const __mmask16 mask = tail_mask(k / 16 - g);
-        o = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, off + g), _mm512_maskz_loadu_ps(mask, s16 + g), o);
+        o = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, off + g), _mm512_maskz_loadu_ps(mask, x.s16 + g), o);
       }
       out[r] = _mm512_reduce_add_ps(acc[r]) - _mm512_reduce_add_ps(o);
     }

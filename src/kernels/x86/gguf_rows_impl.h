@@ -38,8 +38,15 @@ struct GgufDecodedRows {
   float* off_row(int r) { return off.data() + r * (k / 16); }
 };
 
-// Columns [n0, n1) of y = x . w^T (+ bias) for GGUF block-type rows w; Dot::rows<R>(rows, x, i, k, zero_point,
-// offsets, out) writes the R dot products of x row i with the first R decoded rows to out.
+// One row of the quantized activations (Q8Blocks): k int8, and per 16 of them the scale and the scaled sum.
+struct Q8Row {
+  const int8_t* q;
+  const float* d16;
+  const float* s16;
+};
+
+// Columns [n0, n1) of y = x . w^T (+ bias) for GGUF block-type rows w; Dot::rows<R>(rows, xi, k, zero_point,
+// offsets, out) writes the R dot products of the activation row xi with the first R decoded rows to out.
 template <class Dot>
 void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_t* w, int64_t n, const float* bias,
                float* y, int64_t n0, int64_t n1) {
@@ -55,11 +62,12 @@ void gguf_cols(const Q8Blocks& x, int64_t m, int64_t k, DType type, const uint8_
       x86_gguf::decode_row(type, w + static_cast<size_t>(j0 + r) * row_bytes, k, rows.u_row(r), rows.d_row(r),
                            rows.off_row(r));
     for (int64_t i = 0; i < m; ++i) {
+      const Q8Row xi{x.q + i * k, x.d16 + i * (k / 16), x.s16 + i * (k / 16)};
       switch (count) {
-        case 4: Dot::template rows<4>(rows, x, i, k, zero_point, offsets, out); break;
-        case 3: Dot::template rows<3>(rows, x, i, k, zero_point, offsets, out); break;
-        case 2: Dot::template rows<2>(rows, x, i, k, zero_point, offsets, out); break;
-        default: Dot::template rows<1>(rows, x, i, k, zero_point, offsets, out); break;
+        case 4: Dot::template rows<4>(rows, xi, k, zero_point, offsets, out); break;
+        case 3: Dot::template rows<3>(rows, xi, k, zero_point, offsets, out); break;
+        case 2: Dot::template rows<2>(rows, xi, k, zero_point, offsets, out); break;
+        default: Dot::template rows<1>(rows, xi, k, zero_point, offsets, out); break;
       }
       for (int r = 0; r < count; ++r) y[i * n + j0 + r] = bias ? out[r] + bias[j0 + r] : out[r];
     }

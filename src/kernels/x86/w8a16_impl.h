@@ -11,26 +11,24 @@
 //    nothing extra.
 #pragma once
 
-#include <xmmintrin.h>
-
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/leaf.h"
 #include "kernels/quant_leaf.h"
+#include "kernels/x86/gemm_dot_impl.h"
 #include "tensor/q8_0_tiles.h"
 
 namespace minfer::kernels::x86 {
 namespace {
 
+// The tile shapes of gemm_dot_impl.h (DotShape), plus what only W8A16 has.
 template <class V>
-struct W8A16Shape {
-  static constexpr bool kWide = V::kRegisters >= 32;
-  static constexpr int kMaxMR = kWide ? 4 : 2;   // rows of X per tile in the general (many-row) path
-  static constexpr int kLoneNR = kWide ? 8 : 4;  // weight rows per tile for the rows left over
+struct W8A16Shape : DotShape<V> {
+  static constexpr int kLoneNR = DotShape<V>::kWide ? 8 : 4;  // weight rows per tile for the rows left over
   // AVX-512 only (bit for bit what each ISA computed before they shared this code): a per-row scale applied to
   // the finished sum, symmetric weights without the zero-point subtraction, the next tile requested ahead.
-  static constexpr bool kSpecialise = kWide;
+  static constexpr bool kSpecialise = DotShape<V>::kWide;
 };
 
 inline float q80_scale(const uint8_t* block) {
