@@ -52,24 +52,6 @@ inline __mmask16 tail_mask(int64_t n) {
   return static_cast<__mmask16>((1u << lanes) - 1u);
 }
 
-// exp(x) = 2^n e^r with n = round(x / ln2), |r| <= ln2/2, e^r by the Cephes expf polynomial (about 1 ulp).
-// scalef handles overflow to inf and gradual underflow; the clamp keeps n finite and preserves NaN.
-inline __m512 exp_ps(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
 // Sums of each of 4 vectors, as lanes 0..3. Pairwise shuffles instead of four separate reductions.
 inline __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
   const __m512 s01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
@@ -120,22 +102,6 @@ inline void transpose16(__m512* v) {
     v[8 + c] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
     v[4 + c] = _mm512_shuffle_f32x4(a1, b1, 0x88);
     v[12 + c] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
-  }
-}
-
-// Stores the horizontal sums of acc[0..NR) (+ bias) to y[0..NR): the end of a dot-product tile.
-template <int NR>
-inline void store_sums(const __m512* acc, float* y, const float* bias) {
-  if constexpr (NR == 8) {
-    __m256 s = hsum8(acc);
-    if (bias) s = _mm256_add_ps(s, _mm256_loadu_ps(bias));
-    _mm256_storeu_ps(y, s);
-  } else if constexpr (NR == 4) {
-    __m128 s = hsum4(acc[0], acc[1], acc[2], acc[3]);
-    if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias));
-    _mm_storeu_ps(y, s);
-  } else {
-    for (int j = 0; j < NR; ++j) y[j] = hsum(acc[j]) + (bias ? bias[j] : 0.0f);
   }
 }
 

@@ -1,6 +1,6 @@
-// AVX-512 GEMM: what is the ISA's own (the packed form's panel packer, a 16x16 register transpose, and the row
-// count from which the packed form beats the dot form); the tiles are gemm_packed_impl.h and gemm_dot_impl.h
-// over avx512::Vec.
+// AVX-512 GEMM with f32 activations (f32 / f16 / bf16 weights, and W8A16): what is the ISA's own, the packed form's
+// panel packer (a 16x16 register transpose) and the row counts from which the packed form beats the dot form. The
+// tiles are gemm_packed_impl.h, gemm_dot_impl.h and w8a16_impl.h over avx512::Vec; the entry points gemm_isa.inc.
 #include "kernels/x86/gemm_dot_impl.h"
 #include "kernels/x86/gemm_packed_impl.h"
 #include "kernels/x86/vec_avx512.h"
@@ -18,25 +18,22 @@ namespace {
 // (+15-25%).
 constexpr int64_t kPackedMinRowsF32 = 32, kPackedMinRows16Bit = 64;
 
-// The packed GEMM's panels (gemm_packed_impl.h): 16 rows at a time widened and transposed in registers.
-// pack<W>: buf[p * 32 + r] = W[r, p] for r < rows (zero beyond), p < kc.
-struct Packer {
-  template <class W>
-  static void pack(const typename W::Elem* w, int64_t k, int64_t rows, int64_t kc, float* buf) {
-    constexpr int kNr = x86::PackedShape<Vec>::kNr;
-    for (int64_t r0 = 0; r0 < kNr; r0 += 16) {
-      const int64_t nr = rows - r0 < 0 ? 0 : (rows - r0 > 16 ? 16 : rows - r0);
-      for (int64_t p = 0; p < kc; p += 16) {
-        const int64_t np = kc - p < 16 ? kc - p : 16;
-        const __mmask16 mask = tail_mask(np);
-        __m512 v[16];
-        for (int64_t r = 0; r < 16; ++r) v[r] = r < nr ? W::load(w + (r0 + r) * k + p, mask) : _mm512_setzero_ps();
-        transpose16(v);
-        for (int64_t c = 0; c < np; ++c) _mm512_store_ps(buf + (p + c) * kNr + r0, v[c]);
-      }
+// The packed GEMM's panel packer (gemm_packed_impl.h, through gemm_isa.inc's Packer): 16 rows at a time widened and
+// transposed in registers. buf[p * 32 + r] = W[r, p] for r < rows (zero beyond), p < kc.
+template <class W, int kNr>
+void pack_panel(const typename W::Elem* w, int64_t k, int64_t rows, int64_t kc, float* buf) {
+  for (int64_t r0 = 0; r0 < kNr; r0 += 16) {
+    const int64_t nr = rows - r0 < 0 ? 0 : (rows - r0 > 16 ? 16 : rows - r0);
+    for (int64_t p = 0; p < kc; p += 16) {
+      const int64_t np = kc - p < 16 ? kc - p : 16;
+      const __mmask16 mask = tail_mask(np);
+      __m512 v[16];
+      for (int64_t r = 0; r < 16; ++r) v[r] = r < nr ? W::load(w + (r0 + r) * k + p, mask) : _mm512_setzero_ps();
+      transpose16(v);
+      for (int64_t c = 0; c < np; ++c) _mm512_store_ps(buf + (p + c) * kNr + r0, v[c]);
     }
   }
-};
+}
 
 }  // namespace
 

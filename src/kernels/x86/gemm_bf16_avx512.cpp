@@ -12,7 +12,7 @@
 // And the GEMM over weights already in oneDNN's blocked layout (TensorLayout::kBf16Blocked64) for decode: one pass
 // up to 7 rows, block-major with prefetch for batches; the driver gives oneDNN's matmul 8-11 rows and prefill
 // (kernels/onednn_gemm.h, onednn_takes_rows).
-#include "kernels/x86/avx512_util.h"
+#include "kernels/x86/vec_avx512.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels::avx512 {
@@ -50,7 +50,7 @@ inline void dot_tile(const uint16_t* xb, int64_t ldxb, int64_t k, const uint16_t
       for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], as_bh(wv), as_bh(xv[i]));
     }
   }
-  for (int i = 0; i < MR; ++i) store_sums<NR>(acc[i], y + i * ldy, bias);
+  for (int i = 0; i < MR; ++i) x86::store_sums<Vec, NR>(acc[i], y + i * ldy, bias);
 }
 
 // Rows [0, MR) of X against weight rows [n0, n1), NR at a time, single rows for the tail.

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/x86/vec_common.h"
 #include "tensor/dtype.h"
 
 namespace minfer::kernels::x86 {
@@ -54,7 +55,7 @@ inline void dot_tile(const float* x, int64_t k, const typename W::Elem* w, float
       for (int i = 0; i < MR; ++i) acc[i][j] = V::fmadd(xv[i], wv, acc[i][j]);
     }
   }
-  for (int i = 0; i < MR; ++i) V::template store_sums<NR>(acc[i], y + i * ldy, bias);
+  for (int i = 0; i < MR; ++i) store_sums<V, NR>(acc[i], y + i * ldy, bias);
 }
 
 // Rows [0, MR) of X against weight rows [n0, n1): NR rows at a time, single rows for the tail.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/x86/avx2_util.h"
+#include "kernels/x86/vec_common.h"
 
 namespace minfer::kernels::avx2 {
 namespace {
@@ -68,24 +69,18 @@ struct Vec {
   static Reg max(Reg a, Reg b) { return _mm256_max_ps(a, b); }
   static Reg min(Reg a, Reg b) { return _mm256_min_ps(a, b); }
   static Reg fmadd(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
-  static Reg exp(Reg x) { return exp_ps(x); }
+  static Reg fnmadd(Reg a, Reg b, Reg c) { return _mm256_fnmadd_ps(a, b, c); }  // c - a b
+  static Reg round(Reg v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static Reg exp(Reg x) {
+    Reg n;
+    const Reg p = x86::exp_reduced<Vec>(x, n);
+    return scale_pow2(p, n);
+  }
   static Reg swap_pairs(Reg v) { return _mm256_permute_ps(v, 0xb1); }  // lanes (0 1)(2 3)... exchanged
   static float reduce_add(Reg v) { return hsum(v); }
-  // y[j] = the sum of acc[j]'s lanes (+ bias[j]), j < NR: the end of a dot-product tile.
-  template <int NR>
-  static void store_sums(const Reg* acc, float* y, const float* bias) {
-    if constexpr (NR == 8) {
-      __m256 s = hsum8(acc);
-      if (bias) s = _mm256_add_ps(s, _mm256_loadu_ps(bias));
-      _mm256_storeu_ps(y, s);
-    } else if constexpr (NR == 4) {
-      __m128 s = hsum4(acc[0], acc[1], acc[2], acc[3]);
-      if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias));
-      _mm_storeu_ps(y, s);
-    } else {
-      for (int j = 0; j < NR; ++j) y[j] = hsum(acc[j]) + (bias ? bias[j] : 0.0f);
-    }
-  }
+  // The sums of 8 / 4 vectors as the lanes of one (x86::store_sums).
+  static __m256 sums8(const Reg* a) { return hsum8(a); }
+  static __m128 sums4(Reg a0, Reg a1, Reg a2, Reg a3) { return hsum4(a0, a1, a2, a3); }
   static float reduce_max(Reg v) { return hmax(v); }
 };
 

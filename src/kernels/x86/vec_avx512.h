@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/x86/avx512_util.h"
+#include "kernels/x86/vec_common.h"
 
 namespace minfer::kernels::avx512 {
 namespace {
@@ -66,14 +67,19 @@ struct Vec {
   static Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
   static Reg min(Reg a, Reg b) { return _mm512_min_ps(a, b); }
   static Reg fmadd(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
-  static Reg exp(Reg x) { return exp_ps(x); }
+  static Reg fnmadd(Reg a, Reg b, Reg c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a b
+  static Reg round(Reg v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // scalef applies 2^n with overflow to inf and gradual underflow.
+  static Reg exp(Reg x) {
+    Reg n;
+    const Reg p = x86::exp_reduced<Vec>(x, n);
+    return _mm512_scalef_ps(p, n);
+  }
   static Reg swap_pairs(Reg v) { return _mm512_permute_ps(v, 0xb1); }  // lanes (0 1)(2 3)... exchanged
   static float reduce_add(Reg v) { return hsum(v); }
-  // y[j] = the sum of acc[j]'s lanes (+ bias[j]), j < NR: the end of a dot-product tile.
-  template <int NR>
-  static void store_sums(const Reg* acc, float* y, const float* bias) {
-    avx512::store_sums<NR>(acc, y, bias);
-  }
+  // The sums of 8 / 4 vectors as the lanes of one (x86::store_sums).
+  static __m256 sums8(const Reg* a) { return hsum8(a); }
+  static __m128 sums4(Reg a0, Reg a1, Reg a2, Reg a3) { return hsum4(a0, a1, a2, a3); }
   static float reduce_max(Reg v) { return _mm512_reduce_max_ps(v); }
 };
 
