@@ -27,19 +27,19 @@
 #include <utility>
 
 #include "kernels/x86/attention_common.h"
+#include "kernels/x86/vec_common.h"
 
 namespace minfer::kernels::x86 {
 namespace {
 
 template <class V>
 struct AttentionShape {
-  static constexpr bool kWide = V::kRegisters >= 32;
   static constexpr int64_t kSlotKeys = 2 * V::kWidth;  // keys scored together (two vectors)
   static constexpr int64_t kRequestKeys = 32;          // keys per batch of prefetch requests
   // Rows scored together: two FMA chains each (AVX2: 6 rows, 12 chains, measured slower: too few registers left).
-  static constexpr int kScoreRows = kWide ? 8 : 4;
-  static constexpr int kValueRows = kWide ? 6 : 4;  // rows accumulating values together
-  static constexpr int kValueVecs = kWide ? 4 : 2;  // head-dim vectors per value pass (<= 24 / 8 accumulators)
+  static constexpr int kScoreRows = kWide<V> ? 8 : 4;
+  static constexpr int kValueRows = kWide<V> ? 6 : 4;  // rows accumulating values together
+  static constexpr int kValueVecs = kWide<V> ? 4 : 2;  // head-dim vectors per value pass (<= 24 / 8 accumulators)
 };
 
 // s[i][0..1] = q_i . (the slot's keys) for NR rows: two FMA chains per row over the head dim. Row d of the slot's

@@ -17,10 +17,9 @@ namespace {
 
 template <class V>
 struct DotShape {
-  static constexpr bool kWide = V::kRegisters >= 32;
-  static constexpr int kMaxMR = kWide ? 4 : 2;  // rows of X per tile in the general (many-row) path
-  static constexpr int kNR2 = kWide ? 8 : 4;    // weight rows per tile for two rows of X
-  static constexpr int64_t kRowBlock = 64;      // rows of X kept hot in L2 while sweeping the weight slice
+  static constexpr int kMaxMR = kWide<V> ? 4 : 2;  // rows of X per tile in the general (many-row) path
+  static constexpr int kNR2 = kWide<V> ? 8 : 4;    // weight rows per tile for two rows of X
+  static constexpr int64_t kRowBlock = 64;         // rows of X kept hot in L2 while sweeping the weight slice
 };
 
 // y[i, j] for i < MR, j < NR: dot products of x rows (stride k) with w rows (stride k).
@@ -105,7 +104,7 @@ void dot_cols(const float* x, int64_t m, int64_t k, const typename W::Elem* w, i
     case 2: return dot_rows<V, W, 2, DotShape<V>::kNR2>(x, k, w, n, bias, y, n0, n1);
     case 3: return dot_rows<V, W, 3, 4>(x, k, w, n, bias, y, n0, n1);
     case 4:
-      if constexpr (DotShape<V>::kWide) return dot_rows<V, W, 4, 4>(x, k, w, n, bias, y, n0, n1);
+      if constexpr (kWide<V>) return dot_rows<V, W, 4, 4>(x, k, w, n, bias, y, n0, n1);
       break;
     default: break;
   }

@@ -1,7 +1,7 @@
 // What avx2::Vec and avx512::Vec (vec_avx2.h, vec_avx512.h) build from their own primitives in the same way,
-// written once over the vector-traits type V: the range reduction and polynomial of exp, and the horizontal sums
-// that end a dot-product tile. Internal linkage (anonymous namespace), like the Vec types: each ISA's files compile
-// their own copy with their own flags.
+// written once over the vector-traits type V: which register file it has, the range reduction and polynomial of exp,
+// and the horizontal sums that end a dot-product tile. Internal linkage (anonymous namespace), like the Vec types: each
+// ISA's files compile their own copy with their own flags.
 #pragma once
 
 #include <immintrin.h>
@@ -10,6 +10,10 @@
 
 namespace minfer::kernels::x86 {
 namespace {
+
+// AVX-512's 32 registers (AVX2 has 16): the shared templates size their register tiles by it.
+template <class V>
+inline constexpr bool kWide = V::kRegisters >= 32;
 
 // exp(x) = 2^n e^r with n = round(x / ln2), |r| <= ln2/2, e^r by the Cephes expf polynomial (about 1 ulp). Returns
 // e^r and sets n; the ISA applies 2^n (V::exp), so that overflow gives inf and underflow is gradual. The clamp

@@ -25,10 +25,10 @@ namespace {
 // The tile shapes of gemm_dot_impl.h (DotShape), plus what only W8A16 has.
 template <class V>
 struct W8A16Shape : DotShape<V> {
-  static constexpr int kLoneNR = DotShape<V>::kWide ? 8 : 4;  // weight rows per tile for the rows left over
+  static constexpr int kLoneNR = kWide<V> ? 8 : 4;  // weight rows per tile for the rows left over
   // AVX-512 only (bit for bit what each ISA computed before they shared this code): a per-row scale applied to
   // the finished sum, symmetric weights without the zero-point subtraction, the next tile requested ahead.
-  static constexpr bool kSpecialise = DotShape<V>::kWide;
+  static constexpr bool kSpecialise = kWide<V>;
 };
 
 inline float q80_scale(const uint8_t* block) {
@@ -122,7 +122,7 @@ void w8a16_dot_cols(const float* x, int64_t m, const Src& w, int64_t n, const fl
                     int64_t n1) {
   using S = W8A16Shape<V>;
   const int64_t k = w.k;
-  if constexpr (S::kWide) {
+  if constexpr (kWide<V>) {
     if (m == 1) return w8a16_rows<V, I8W, Src, 1, 8, kScaled, kAsym>(x, w, n, bias, y, n0, n1);
     if (m == 2) return w8a16_rows<V, I8W, Src, 2, 8, kScaled, kAsym>(x, w, n, bias, y, n0, n1);
   }
@@ -200,7 +200,7 @@ template <class V, class I8W>
 void q80_cols(const float* x, int64_t m, int64_t k, const uint8_t* w, int64_t n, const float* bias, float* y,
               int64_t n0, int64_t n1) {
   using S = W8A16Shape<V>;
-  if constexpr (S::kWide) {
+  if constexpr (kWide<V>) {
     if (m == 1) return q80_rows<V, I8W, 1, 16>(x, k, w, n, bias, y, n0, n1);  // 16 accumulators
     if (m == 2) return q80_rows<V, I8W, 2, 8>(x, k, w, n, bias, y, n0, n1);
   }
