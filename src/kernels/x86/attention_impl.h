@@ -141,7 +141,7 @@ template <class V, class W>
     for (int64_t q0 = 0; q0 < ns; q0 += ps) {
       const typename W::Elem* src = pages.key_row(b0 + s0 + q0);
       for (int64_t d = 0; d < hd; ++d)
-        V::store_tail(kt + d * S::kSlotKeys + q0, ps, V::template load_weights_tail<W>(src + d * ps, ps));
+        V::store_tail(kt + d * S::kSlotKeys + q0, ps, V::template load_weights_tail<W>(src + d * ps, V::tail(ps)));
     }
   }
   const typename V::Reg scale = V::set1(sp.scale), minus_inf = V::set1(-INFINITY);

@@ -71,18 +71,6 @@ struct I8W {
   }
 };
 
-// p x 2^n for integral n in [-150, 129] (the end of exp, vec_common.h): two exact power-of-two factors, so that
-// overflow gives inf and underflow is gradual.
-inline __m256 scale_pow2(__m256 p, __m256 n) {
-  const __m256i ni = _mm256_cvtps_epi32(n);
-  const __m256i n1 = _mm256_srai_epi32(ni, 1);
-  const __m256i n2 = _mm256_sub_epi32(ni, n1);
-  const __m256i bias = _mm256_set1_epi32(127);
-  const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-  const __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-  return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
-}
-
 // Per-128-bit-lane sums of a0..a3 (lane-local partials still to be folded).
 inline __m256 hsum4_lanes(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
   return _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));

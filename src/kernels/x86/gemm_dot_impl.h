@@ -50,7 +50,7 @@ inline void dot_tile(const float* x, int64_t k, const typename W::Elem* w, float
     Reg xv[MR];
     for (int i = 0; i < MR; ++i) xv[i] = V::load_tail(x + i * k + p, k - p);
     for (int j = 0; j < NR; ++j) {
-      const Reg wv = V::template load_weights_tail<W>(w + j * k + p, k - p);
+      const Reg wv = V::template load_weights_tail<W>(w + j * k + p, V::tail(k - p));
       for (int i = 0; i < MR; ++i) acc[i][j] = V::fmadd(xv[i], wv, acc[i][j]);
     }
   }

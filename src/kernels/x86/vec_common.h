@@ -34,6 +34,47 @@ inline typename V::Reg exp_reduced(typename V::Reg x, typename V::Reg& n) {
   return V::fmadd(p, V::mul(r, r), V::add(r, V::set1(1.0f)));
 }
 
+// The members of avx2::Vec and avx512::Vec that are the same composition of each ISA's primitives (a CRTP base:
+// struct Vec : VecOps<Vec>; R is always V::Reg, deduced because V is incomplete here). The arithmetic is GCC's
+// vector operators, which is what _mm256_add_ps and _mm512_add_ps expand to.
+template <class V>
+struct VecOps {
+  template <class R>
+  static R add(R a, R b) {
+    return a + b;
+  }
+  template <class R>
+  static R sub(R a, R b) {
+    return a - b;
+  }
+  template <class R>
+  static R mul(R a, R b) {
+    return a * b;
+  }
+  template <class R>
+  static R div(R a, R b) {
+    return a / b;
+  }
+  // The first n lanes (all when n >= kWidth), the rest zero; no memory past them is touched.
+  static auto load_tail(const float* p, int64_t n) { return V::load_masked(p, V::mask(n)); }
+  template <class R>
+  static void store_tail(float* p, int64_t n, R v) {
+    V::store_masked(p, V::mask(n), v);
+  }
+  // Weights of element type W (F32W, F16W, Bf16W, I8W), widened to f32; V::load_weights_tail<W>(p, V::tail(n))
+  // the first n of them.
+  template <class W>
+  static auto load_weights(const typename W::Elem* p) {
+    return W::load(p);
+  }
+  template <class R>
+  static R exp(R x) {
+    R n;
+    const R p = exp_reduced<V>(x, n);
+    return V::scale_pow2(p, n);
+  }
+};
+
 // y[j] = the sum of acc[j]'s lanes (+ bias[j]), j < NR: the end of a dot-product tile. V::sums8 / V::sums4 give
 // the sums of 8 / 4 vectors as the lanes of one 256- / 128-bit vector.
 template <class V, int NR>
