@@ -7,7 +7,6 @@
 
 #include "kernels/quant_leaf.h"
 #include "kernels/x86/avx2_util.h"
-#include "kernels/x86/x86_kernels.h"
 #include "kernels/x86/x86_quant_kernels.h"
 
 namespace minfer::kernels::avx2 {
