@@ -2,10 +2,10 @@
 // linkage (anonymous namespace), so no out-of-line copy can be shared with code built for another ISA.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/x86/intrinsics.h"
 
 namespace minfer::kernels::avx2 {
 namespace {

@@ -2,16 +2,9 @@
 // linkage (anonymous namespace), so no out-of-line copy can be shared with code built for another ISA.
 #pragma once
 
-// GCC 12 flags the deliberately undefined vectors inside its own AVX-512 intrinsics (_mm512_reduce_*,
-// _mm512_permute_ps, ...) as (maybe-)uninitialized once inlined; the warning is a false positive.
-// Silenced for the intrinsic headers only (the pragmas apply by source location).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstdint>
+
+#include "kernels/x86/intrinsics.h"
 
 namespace minfer::kernels::avx512 {
 namespace {

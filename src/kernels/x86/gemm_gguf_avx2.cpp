@@ -4,8 +4,6 @@
 // by vpmaddwd, less z x sum(x) (the zero point, computed once per activation vector for the four rows). The IQ4 types
 // (u up to 241, z = 128) take the signed values u - z and vpmaddubsw on |q| and sign(q) x instead. Per 16 elements the
 // exact int32 sums are scaled by d_w x d_x in f32.
-#include <immintrin.h>
-
 #include <cmath>
 
 #include "kernels/gguf_blocks.h"

@@ -4,9 +4,9 @@
 // ISA's files compile their own copy with their own flags.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
+
+#include "kernels/x86/intrinsics.h"
 
 namespace minfer::kernels::x86 {
 namespace {
