@@ -1,6 +1,7 @@
 // What avx2::Vec and avx512::Vec (vec_avx2.h, vec_avx512.h) build from their own primitives in the same way,
-// written once over the vector-traits type V: which register file it has, the range reduction and polynomial of exp,
-// and the horizontal sums that end a dot-product tile. Internal linkage (anonymous namespace), like the Vec types: each
+// written once over the vector-traits type V: which register file it has, the CRTP base VecOps (lane arithmetic,
+// tail loads and stores, weight loads, exp), the range reduction and polynomial of exp, and the horizontal sums that
+// end a dot-product tile. Internal linkage (anonymous namespace), like the Vec types: each
 // ISA's files compile their own copy with their own flags.
 #pragma once
 

@@ -1,10 +1,11 @@
 // The W8A16 GEMM of both x86 ISAs (int8 weight rows with f32 scales per group and optional zero points, or GGUF
 // Q8_0 blocks; f32 activations), written once over a vector-traits type V (vec_avx2.h, vec_avx512.h) and
-// instantiated in gemm_int8_avx2.cpp / gemm_w8a16_avx512.cpp (internal linkage).
+// instantiated in gemm_<isa>.cpp through gemm_isa.inc (internal linkage).
 //  - Few rows of X (decode): dot-product tiles as in gemm_dot_impl.h, the int8 widened to f32 in registers (V's
 //    I8W loader: vpmovsxbd + vcvtdq2ps), so each weight byte is read from memory once and nothing is
 //    materialised. On AVX-512 one scale per row is applied once to the finished sum, and the next tile's rows are
-//    requested ahead; AVX2 scales every group inside the loop, as it always has (the sums differ in rounding).
+//    requested ahead; AVX2 scales every group inside the loop and requests nothing (as before the two shared this
+//    code: the per-row scale rounds differently).
 //  - Q8_0 at decode: row pointers plus block offsets, each block's (AVX2: half block's) partial sum scaled once.
 //  - Many rows (prefill): a slab of 32 weight rows is dequantized into the caller's scratch (128 KiB at K = 1024,
 //    kept in L2) and handed to the ISA's packed f32 GEMM, which is compute-bound there, so the int8 source costs
