@@ -68,7 +68,7 @@ constexpr Shape kShapes[] = {
     {"gate_up", 4864, 896}, {"q_o", 896, 896}, {"qkv", 1152, 896}, {"lm_head", 151936, 896}, {"down", 896, 4864}};
 
 // The two AVX-512 GEMM strategies single-threaded across M (bf16, N = 1024, K = 896): where the packed form
-// starts to pay (packed_min_rows in src/kernels/x86/gemm_avx512.cpp).
+// starts to pay (kPackedMinRows16Bit in src/kernels/x86/gemm_avx512.cpp).
 void BM_Strategy(benchmark::State& state, bool packed) {
   if (!kernel_table(Isa::kAvx512)) {
     state.SkipWithError("needs AVX-512");

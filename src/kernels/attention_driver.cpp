@@ -71,90 +71,95 @@ void merge_partials(const float* parts, int64_t num_parts, int64_t part_stride, 
   for (int64_t d = 0; d < head_dim; ++d) out[d] *= inv;
 }
 
-}  // namespace
+// How the batch is cut into items: parts of each kv head's query group (when there are too few spans to keep
+// every thread busy), context ranges, and the grid of the leaves' online-softmax blocks.
+struct SplitPlan {
+  int64_t group = 0;  // query heads per kv head
+  int64_t parts = 1;  // parts each group is cut into
+  int64_t heads_per_part = 0;
+  int64_t range_pages = 1;  // a context range: whole pages
+  int64_t range_keys = 0;
+  int64_t block_grid = 0;  // blocks of the leaves start at multiples of this
+};
 
-void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64_t heads, const KvLayerView& cache,
-                         const AttentionBatch& batch, const AttentionParams& params, ThreadPool& pool,
-                         const AttentionSplitOptions& split) {
-  check_batch(heads, cache, batch);
-  const int64_t group = heads / cache.kv_heads;
-  const int64_t hd = cache.head_dim;
-  const int64_t ps = cache.page.size();
-  int64_t token_blocks = 0;
-  for (int64_t s = 0; s < batch.num_seqs; ++s) token_blocks += ceil_div(batch.q_len[s], kAttentionMaxSpanTokens);
-  if (token_blocks == 0) return;
-  const int64_t threads = pool.size();
+SplitPlan plan_split(int64_t heads, const KvLayerView& cache, int64_t token_blocks, int64_t threads,
+                     const AttentionSplitOptions& split) {
+  SplitPlan plan;
+  plan.group = heads / cache.kv_heads;
   const int64_t base_items = token_blocks * cache.kv_heads;
-  const int64_t parts = base_items >= 2 * threads ? 1 : std::min(group, ceil_div(2 * threads, base_items));
-  const int64_t heads_per_part = ceil_div(group, parts);
+  plan.parts = base_items >= 2 * threads ? 1 : std::min(plan.group, ceil_div(2 * threads, base_items));
+  plan.heads_per_part = ceil_div(plan.group, plan.parts);
   // Contexts longer than one range are split at fixed multiples of the range, whatever the batch: a row's
   // result then depends only on its own position, so batching never changes it.
-  const int64_t range_pages = std::max<int64_t>(1, ceil_div(split.range_tokens, ps));
-  const int64_t range_keys = range_pages * ps;
-  // Blocks of the leaves start at multiples of this (ranges and pages are powers of two of at least it).
-  const int64_t block_grid = std::max(kAttentionBlockKeys, ps);
+  const int64_t ps = cache.page.size();
+  plan.range_pages = std::max<int64_t>(1, ceil_div(split.range_tokens, ps));
+  plan.range_keys = plan.range_pages * ps;
+  // Ranges and pages are powers of two of at least the leaves' block.
+  plan.block_grid = std::max(kAttentionBlockKeys, ps);
+  return plan;
+}
 
-  thread_local std::vector<Item> items;
-  thread_local std::vector<float> partials;
-  items.clear();
-  int64_t partial_floats = 0;
-  for (int64_t s = 0; s < batch.num_seqs; ++s) {
-    const int64_t q_len = batch.q_len[s];
-    for (int64_t t0 = 0; t0 < q_len; t0 += kAttentionMaxSpanTokens) {
-      const int64_t ntok = std::min(kAttentionMaxSpanTokens, q_len - t0);
-      const int64_t ctx = batch.context_len[s] - q_len + t0 + ntok;  // keys the block's last token reads
-      const int64_t ranges = ceil_div(ceil_div(ctx, ps), range_pages);
-      // Keys before `start` lie outside every window of the block's tokens; ranges wholly before it are skipped.
-      int64_t start = 0;
-      if (params.window > 0) {
-        const int64_t lo = batch.context_len[s] - q_len + t0 - params.window + 1;
-        start = lo > 0 ? lo / block_grid * block_grid : 0;
-      }
-      const int64_t first_range = start / range_keys;
-      for (int64_t g = 0; g < cache.kv_heads; ++g) {
-        for (int64_t part = 0; part < parts; ++part) {
-          Item it;
-          it.seq = s;
-          it.t0 = t0;
-          it.ntok = ntok;
-          it.kv_head = g;
-          it.head_begin = g * group + part * heads_per_part;
-          it.head_end = std::min((g + 1) * group, it.head_begin + heads_per_part);
-          if (it.head_begin >= it.head_end) continue;
-          const int64_t part_floats = ntok * (it.head_end - it.head_begin) * (hd + 2);
-          it.ctx_begin = start;
-          for (int64_t r = first_range; r < ranges; ++r) {
-            it.num_parts = r == first_range ? ranges - first_range : 0;
-            if (ranges - first_range > 1) {
-              it.ctx_begin = std::max(start, r * range_keys);
-              it.ctx_end = std::min(ctx, (r + 1) * range_keys);
-              it.partial = partial_floats;
-              partial_floats += part_floats;
-            }
-            items.push_back(it);
-          }
+// The items of the query tokens [t0, t0 + ntok) of sequence s: one per part of each kv head's group and context
+// range (ranges wholly before every window of the tokens skipped). Split ranges get room in the merge buffer,
+// counted in partial_floats.
+void add_block_items(const SplitPlan& plan, const KvLayerView& cache, const AttentionBatch& batch,
+                     const AttentionParams& params, int64_t s, int64_t t0, int64_t ntok, std::vector<Item>& items,
+                     int64_t& partial_floats) {
+  const int64_t q_len = batch.q_len[s];
+  const int64_t ctx = batch.context_len[s] - q_len + t0 + ntok;  // keys the block's last token reads
+  const int64_t ranges = ceil_div(ceil_div(ctx, cache.page.size()), plan.range_pages);
+  // Keys before `start` lie outside every window of the block's tokens.
+  int64_t start = 0;
+  if (params.window > 0) {
+    const int64_t lo = batch.context_len[s] - q_len + t0 - params.window + 1;
+    start = lo > 0 ? lo / plan.block_grid * plan.block_grid : 0;
+  }
+  const int64_t first_range = start / plan.range_keys;
+  for (int64_t g = 0; g < cache.kv_heads; ++g) {
+    for (int64_t part = 0; part < plan.parts; ++part) {
+      Item it;
+      it.seq = s;
+      it.t0 = t0;
+      it.ntok = ntok;
+      it.kv_head = g;
+      it.head_begin = g * plan.group + part * plan.heads_per_part;
+      it.head_end = std::min((g + 1) * plan.group, it.head_begin + plan.heads_per_part);
+      if (it.head_begin >= it.head_end) continue;
+      const int64_t part_floats = ntok * (it.head_end - it.head_begin) * (cache.head_dim + 2);
+      it.ctx_begin = start;
+      for (int64_t r = first_range; r < ranges; ++r) {
+        it.num_parts = r == first_range ? ranges - first_range : 0;
+        if (ranges - first_range > 1) {
+          it.ctx_begin = std::max(start, r * plan.range_keys);
+          it.ctx_end = std::min(ctx, (r + 1) * plan.range_keys);
+          it.partial = partial_floats;
+          partial_floats += part_floats;
         }
+        items.push_back(it);
       }
     }
   }
-  if (partials.size() < static_cast<size_t>(partial_floats)) partials.resize(static_cast<size_t>(partial_floats));
-  float* const partial_base = partials.data();
-  const int64_t num_items = static_cast<int64_t>(items.size());
-  const Item* const item_list = items.data();
-  std::atomic<int64_t> next{0};
+}
 
-  // Fills `span` for item i.
-  auto make_span = [&](int64_t i, AttentionSpan& span) {
-    const Item& it = item_list[i];
-    const int64_t q_len = batch.q_len[it.seq];
+// What the spans of one call point into: the queries and outputs, the batch's tables and the merge buffer.
+struct SpanSource {
+  const float* q;
+  float* out;
+  int64_t heads;
+  int64_t head_dim;
+  const AttentionBatch& batch;
+  const AttentionParams& params;
+  float* partials;
+
+  void fill(const Item& it, AttentionSpan& span) const {
     const int64_t row = batch.q_start[it.seq] + it.t0;
-    span.q = q + row * heads * hd;
-    span.out = out + row * heads * hd;
+    span.q = q + row * heads * head_dim;
+    span.out = out + row * heads * head_dim;
     span.heads = heads;
     span.kv_head = it.kv_head;
     span.head_begin = it.head_begin;
     span.head_end = it.head_end;
-    span.first_pos = batch.context_len[it.seq] - q_len + it.t0;
+    span.first_pos = batch.context_len[it.seq] - batch.q_len[it.seq] + it.t0;
     span.ntok = it.ntok;
     span.page_table = batch.page_tables + it.seq * batch.max_pages_per_seq;
     span.scale = params.scale;
@@ -163,49 +168,87 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
     span.sinks = it.num_parts > 0 ? params.sinks : nullptr;  // the first range of a split context counts them
     span.ctx_begin = it.ctx_begin;
     span.ctx_end = it.ctx_end;
-    span.partial = it.partial >= 0 ? partial_base + it.partial : nullptr;
-  };
+    span.partial = it.partial >= 0 ? partials + it.partial : nullptr;
+  }
+};
+
+// Runs the leaf on every item, the pool's threads claiming them from an atomic counter.
+void run_items(AttentionSpanFn leaf, const KvLayerView& cache, const std::vector<Item>& items, const SpanSource& source,
+               size_t scratch_floats, ThreadPool& pool) {
+  const int64_t num_items = static_cast<int64_t>(items.size());
+  const Item* const item_list = items.data();
+  std::atomic<int64_t> next{0};
   auto body = [&]() {
     thread_local std::vector<float> scratch;
-    const size_t need = attention_scratch_floats(kAttentionMaxSpanTokens * heads_per_part, hd, ps);
-    if (scratch.size() < need) scratch.resize(need);
+    if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
     // Each thread claims its next item one ahead, so the leaf can prefetch that item's first keys.
     AttentionSpan spans[2];
     int64_t i = next.fetch_add(1);
-    if (i < num_items) make_span(i, spans[0]);
+    if (i < num_items) source.fill(item_list[i], spans[0]);
     for (int cur = 0; i < num_items; cur ^= 1) {
       const int64_t j = next.fetch_add(1);
       AttentionSpan& span = spans[cur];
       span.next = nullptr;
       if (j < num_items) {
-        make_span(j, spans[cur ^ 1]);
+        source.fill(item_list[j], spans[cur ^ 1]);
         span.next = &spans[cur ^ 1];
       }
       leaf(cache, span, scratch.data());
       i = j;
     }
   };
-  if (num_items == 1 || threads == 1) {
+  if (num_items == 1 || pool.size() == 1) {
     body();
   } else {
     pool.run([&body](int, int) { body(); });  // one captured reference: no std::function allocation
   }
+}
 
-  // Merge the ranges of each split span (ranges of one span are consecutive items with equal layout).
-  for (int64_t i = 0; i < num_items; ++i) {
-    const Item& it = items[static_cast<size_t>(i)];
+// Merges the ranges of each split span into out (ranges of one span are consecutive items with equal layout).
+void merge_split_spans(const std::vector<Item>& items, const SpanSource& source) {
+  const int64_t hd = source.head_dim;
+  for (const Item& it : items) {
     if (it.partial < 0 || it.num_parts == 0) continue;
     const int64_t nh = it.head_end - it.head_begin;
     const int64_t part_floats = it.ntok * nh * (hd + 2);
-    const int64_t row0 = batch.q_start[it.seq] + it.t0;
+    const int64_t row0 = source.batch.q_start[it.seq] + it.t0;
     for (int64_t t = 0; t < it.ntok; ++t) {
       for (int64_t h = it.head_begin; h < it.head_end; ++h) {
         const int64_t r = t * nh + (h - it.head_begin);
-        merge_partials(partial_base + it.partial + r * (hd + 2), it.num_parts, part_floats, hd,
-                       out + ((row0 + t) * heads + h) * hd);
+        merge_partials(source.partials + it.partial + r * (hd + 2), it.num_parts, part_floats, hd,
+                       source.out + ((row0 + t) * source.heads + h) * hd);
       }
     }
   }
+}
+
+}  // namespace
+
+void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64_t heads, const KvLayerView& cache,
+                         const AttentionBatch& batch, const AttentionParams& params, ThreadPool& pool,
+                         const AttentionSplitOptions& split) {
+  check_batch(heads, cache, batch);
+  int64_t token_blocks = 0;
+  for (int64_t s = 0; s < batch.num_seqs; ++s) token_blocks += ceil_div(batch.q_len[s], kAttentionMaxSpanTokens);
+  if (token_blocks == 0) return;
+  const SplitPlan plan = plan_split(heads, cache, token_blocks, pool.size(), split);
+
+  thread_local std::vector<Item> items;
+  thread_local std::vector<float> partials;
+  items.clear();
+  int64_t partial_floats = 0;
+  for (int64_t s = 0; s < batch.num_seqs; ++s) {
+    for (int64_t t0 = 0; t0 < batch.q_len[s]; t0 += kAttentionMaxSpanTokens) {
+      const int64_t ntok = std::min(kAttentionMaxSpanTokens, batch.q_len[s] - t0);
+      add_block_items(plan, cache, batch, params, s, t0, ntok, items, partial_floats);
+    }
+  }
+  if (partials.size() < static_cast<size_t>(partial_floats)) partials.resize(static_cast<size_t>(partial_floats));
+  const SpanSource source{q, out, heads, cache.head_dim, batch, params, partials.data()};
+  const size_t scratch_floats =
+      attention_scratch_floats(kAttentionMaxSpanTokens * plan.heads_per_part, cache.head_dim, cache.page.size());
+  run_items(leaf, cache, items, source, scratch_floats, pool);
+  merge_split_spans(items, source);
 }
 
 }  // namespace minfer::kernels

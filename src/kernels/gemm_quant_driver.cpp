@@ -44,6 +44,16 @@ void split_columns(ThreadPool& pool, float* y, int64_t m, int64_t n, int64_t uni
   });
 }
 
+// Runs quantize(r0, r1) over the m activation rows: split across the pool when there are many.
+template <typename Quantize>
+void quantize_activations(ThreadPool& pool, int64_t m, int64_t k, const Quantize& quantize) {
+  if (m * k >= (1 << 15) && pool.size() > 1) {
+    pool.parallel_for(static_cast<size_t>(m), 1, quantize);
+  } else {
+    quantize(0, static_cast<size_t>(m));
+  }
+}
+
 // GGUF block types: x quantized to int8 blocks of 32 (in buffers the calling thread keeps), then the rows of w
 // decoded and multiplied by the leaf, four rows at a time.
 void run_gemm_gguf(const QuantLeaves& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
@@ -66,11 +76,7 @@ void run_gemm_gguf(const QuantLeaves& leaves, const float* x, int64_t m, int64_t
     leaves.quantize_q8(x + i0 * k, static_cast<int64_t>(r1 - r0), k, q + i0 * k, d16 + i0 * k / 16, s16 + i0 * k / 16,
                        sum16 + i0 * k / 16);
   };
-  if (m * k >= (1 << 15) && pool.size() > 1) {
-    pool.parallel_for(static_cast<size_t>(m), 1, quantize);
-  } else {
-    quantize(0, static_cast<size_t>(m));
-  }
+  quantize_activations(pool, m, k, quantize);
   const Q8Blocks xq{q, d16, s16, sum16};
   const int64_t n = w.dim(0);
   if (w.layout == TensorLayout::kGgufTiles16) {
@@ -83,6 +89,96 @@ void run_gemm_gguf(const QuantLeaves& leaves, const float* x, int64_t m, int64_t
   split_columns(pool, y, m, n, 4, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
     leaves.gguf_cols(xq, m, k, w.dtype, w.as<uint8_t>(), n, bias, y, n0, n1);
   });
+}
+
+// Q8_0 in TensorLayout::kQ8_0Tiles16: X in int16 blocks (kernels/quant_leaf.h), in buffers the calling thread keeps
+// (no allocation once warm). The pool's threads see them through these pointers: a thread_local named inside the
+// lambdas would be theirs.
+void run_gemm_q8_0_tiles(const QuantLeaves& leaves, const float* x, int64_t m, int64_t k, const Tensor& w,
+                         const float* bias, float* y, ThreadPool& pool, bool parallel, const GemmEpilogue* epilogue) {
+  thread_local std::vector<int16_t> q_buffer;
+  thread_local std::vector<float> scale_buffer;
+  q_buffer.resize(static_cast<size_t>(m * k));
+  scale_buffer.resize(static_cast<size_t>(m * k / 32));
+  int16_t* q = q_buffer.data();
+  float* scale = scale_buffer.data();
+  quantize_activations(pool, m, k, [&](size_t r0, size_t r1) {
+    const int64_t i0 = static_cast<int64_t>(r0);
+    leaves.quantize_int16(x + i0 * k, static_cast<int64_t>(r1 - r0), k, q + i0 * k, scale + i0 * k / 32);
+  });
+  const Int16Blocks xq{q, scale};
+  const int64_t n = w.dim(0);
+  split_columns(pool, y, m, n, 16, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
+    leaves.q8_0_tiles_cols(xq, m, k, w.as<uint8_t>(), n, bias, y, n0, n1);
+  });
+}
+
+// W8A16 (int8 rows or row-major Q8_0): f32 activations, or bf16 ones where the leaves have a bf16 GEMM for
+// per-channel symmetric int8 and there are enough rows.
+void run_gemm_w8a16(const QuantLeaves& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
+                    float* y, ThreadPool& pool, bool parallel, const GemmEpilogue* epilogue) {
+  W8A16View view;
+  view.data = w.data;
+  if (w.dtype == DType::Q8_0) {
+    view.q8_0 = true;
+    view.group_size = 32;
+    view.groups = k / 32;
+  } else {
+    const QuantParams& p = *w.quant;
+    view.scales = p.scales.as<float>();
+    view.zeros = p.symmetric ? nullptr : p.zeros.as<float>();
+    view.group_size = p.group_size;
+    view.groups = p.groups;
+  }
+  const int64_t n = w.dim(0);
+  if (w.dtype == DType::I8 && view.groups == 1 && !view.zeros && leaves.w8a16_bf16_cols &&
+      m >= leaves.w8a16_bf16_min_rows) {
+    const int64_t ldxb = bf16_row_stride(k);
+    const uint16_t* xb = round_rows_to_bf16(leaves.bf16_round_rows, x, m, k, pool);
+    split_columns(pool, y, m, n, 32, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
+      leaves.w8a16_bf16_cols(xb, ldxb, m, k, w.as<int8_t>(), view.scales, n, bias, y, n0, n1);
+    });
+    return;
+  }
+  const bool slabs = m >= leaves.w8a16_scratch_min_rows;
+  std::vector<std::unique_ptr<float[]>> scratch(slabs ? static_cast<size_t>(pool.size()) : 0);
+  split_columns(pool, y, m, n, slabs ? kW8A16SlabRows : 16, parallel, epilogue,
+                [&](int64_t n0, int64_t n1, int thread) {
+                  float* s = nullptr;
+                  if (slabs) {
+                    auto& buf = scratch[static_cast<size_t>(thread)];
+                    if (!buf) buf = std::make_unique<float[]>(w8a16_scratch_floats(k));
+                    s = buf.get();
+                  }
+                  leaves.w8a16_cols(x, m, k, view, n, bias, y, n0, n1, s);
+                });
+}
+
+// W8A8: each row of x quantized to int8, then int8 x int8 panels.
+void run_gemm_w8a8(const QuantLeaves& leaves, const float* x, int64_t m, int64_t k, const Tensor& w, const float* bias,
+                   float* y, ThreadPool& pool, bool parallel, const GemmEpilogue* epilogue) {
+  const QuantParams& p = *w.quant;
+  W8A8View view;
+  view.panels = w.as<int8_t>();
+  view.k4 = (k + 3) / 4 * 4;
+  view.group_size = p.group_size;
+  view.groups = p.groups;
+  view.scales = p.panel_scales.as<float>();
+  view.qsum = p.panel_qsum.as<int32_t>();
+  view.zeros = p.symmetric ? nullptr : p.panel_zeros.as<int32_t>();
+  std::vector<uint8_t> q(static_cast<size_t>(m * view.k4));
+  std::vector<float> scale(static_cast<size_t>(m));
+  std::vector<int32_t> sums(p.symmetric ? 0 : static_cast<size_t>(m * p.groups));
+  int32_t* sums_ptr = p.symmetric ? nullptr : sums.data();
+  quantize_activations(pool, m, k, [&](size_t r0, size_t r1) {
+    const int64_t i0 = static_cast<int64_t>(r0), rows = static_cast<int64_t>(r1 - r0);
+    leaves.quantize_rows(x + i0 * k, rows, k, view.k4, p.group_size, p.groups, q.data() + i0 * view.k4,
+                         scale.data() + i0, sums_ptr ? sums_ptr + i0 * p.groups : nullptr);
+  });
+  const QuantizedRows rows{q.data(), scale.data(), sums_ptr};
+  const int64_t n = w.dim(0);
+  split_columns(pool, y, m, n, 16, parallel, epilogue,
+                [&](int64_t n0, int64_t n1, int) { leaves.w8a8_cols(rows, m, view, n, bias, y, n0, n1); });
 }
 
 }  // namespace
@@ -129,97 +225,13 @@ void run_gemm_quantized(const QuantLeaves& leaves, const float* x, int64_t m, in
 
   if ((is_block_type(w.dtype) && w.dtype != DType::Q8_0) || w.layout == TensorLayout::kGgufTiles16) {
     run_gemm_gguf(leaves, x, m, k, w, bias, y, pool, parallel, epilogue);
-    return;
-  }
-  if (w.dtype == DType::Q8_0 && w.layout == TensorLayout::kQ8_0Tiles16) {
-    // X in int16 blocks (kernels/quant_leaf.h), in buffers the calling thread keeps (no allocation once warm).
-    // The pool's threads see them through these pointers: a thread_local named inside the lambdas would be theirs.
-    thread_local std::vector<int16_t> q_buffer;
-    thread_local std::vector<float> scale_buffer;
-    q_buffer.resize(static_cast<size_t>(m * k));
-    scale_buffer.resize(static_cast<size_t>(m * k / 32));
-    int16_t* q = q_buffer.data();
-    float* scale = scale_buffer.data();
-    auto quantize = [&](size_t r0, size_t r1) {
-      const int64_t i0 = static_cast<int64_t>(r0);
-      leaves.quantize_int16(x + i0 * k, static_cast<int64_t>(r1 - r0), k, q + i0 * k, scale + i0 * k / 32);
-    };
-    if (m * k >= (1 << 15) && pool.size() > 1) {
-      pool.parallel_for(static_cast<size_t>(m), 1, quantize);
-    } else {
-      quantize(0, static_cast<size_t>(m));
-    }
-    const Int16Blocks xq{q, scale};
-    split_columns(pool, y, m, n, 16, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
-      leaves.q8_0_tiles_cols(xq, m, k, w.as<uint8_t>(), n, bias, y, n0, n1);
-    });
-    return;
-  }
-  if (w.dtype == DType::Q8_0 || w.quant->layout == QuantParams::Layout::kRows) {
-    W8A16View view;
-    view.data = w.data;
-    if (w.dtype == DType::Q8_0) {
-      view.q8_0 = true;
-      view.group_size = 32;
-      view.groups = k / 32;
-    } else {
-      const QuantParams& p = *w.quant;
-      view.scales = p.scales.as<float>();
-      view.zeros = p.symmetric ? nullptr : p.zeros.as<float>();
-      view.group_size = p.group_size;
-      view.groups = p.groups;
-    }
-    if (w.dtype == DType::I8 && view.groups == 1 && !view.zeros && leaves.w8a16_bf16_cols &&
-        m >= leaves.w8a16_bf16_min_rows) {
-      const int64_t ldxb = bf16_row_stride(k);
-      const uint16_t* xb = round_rows_to_bf16(leaves.bf16_round_rows, x, m, k, pool);
-      split_columns(pool, y, m, n, 32, parallel, epilogue, [&](int64_t n0, int64_t n1, int) {
-        leaves.w8a16_bf16_cols(xb, ldxb, m, k, w.as<int8_t>(), view.scales, n, bias, y, n0, n1);
-      });
-      return;
-    }
-    const bool slabs = m >= leaves.w8a16_scratch_min_rows;
-    std::vector<std::unique_ptr<float[]>> scratch(slabs ? static_cast<size_t>(pool.size()) : 0);
-    split_columns(pool, y, m, n, slabs ? kW8A16SlabRows : 16, parallel, epilogue,
-                  [&](int64_t n0, int64_t n1, int thread) {
-                    float* s = nullptr;
-                    if (slabs) {
-                      auto& buf = scratch[static_cast<size_t>(thread)];
-                      if (!buf) buf = std::make_unique<float[]>(w8a16_scratch_floats(k));
-                      s = buf.get();
-                    }
-                    leaves.w8a16_cols(x, m, k, view, n, bias, y, n0, n1, s);
-                  });
-    return;
-  }
-
-  // W8A8: quantize each row of x, then int8 x int8 panels.
-  const QuantParams& p = *w.quant;
-  W8A8View view;
-  view.panels = w.as<int8_t>();
-  view.k4 = (k + 3) / 4 * 4;
-  view.group_size = p.group_size;
-  view.groups = p.groups;
-  view.scales = p.panel_scales.as<float>();
-  view.qsum = p.panel_qsum.as<int32_t>();
-  view.zeros = p.symmetric ? nullptr : p.panel_zeros.as<int32_t>();
-  std::vector<uint8_t> q(static_cast<size_t>(m * view.k4));
-  std::vector<float> scale(static_cast<size_t>(m));
-  std::vector<int32_t> sums(p.symmetric ? 0 : static_cast<size_t>(m * p.groups));
-  int32_t* sums_ptr = p.symmetric ? nullptr : sums.data();
-  auto quantize = [&](size_t r0, size_t r1) {
-    const int64_t i0 = static_cast<int64_t>(r0), rows = static_cast<int64_t>(r1 - r0);
-    leaves.quantize_rows(x + i0 * k, rows, k, view.k4, p.group_size, p.groups, q.data() + i0 * view.k4,
-                         scale.data() + i0, sums_ptr ? sums_ptr + i0 * p.groups : nullptr);
-  };
-  if (m * k >= (1 << 15) && pool.size() > 1) {
-    pool.parallel_for(static_cast<size_t>(m), 1, quantize);
+  } else if (w.dtype == DType::Q8_0 && w.layout == TensorLayout::kQ8_0Tiles16) {
+    run_gemm_q8_0_tiles(leaves, x, m, k, w, bias, y, pool, parallel, epilogue);
+  } else if (w.dtype == DType::Q8_0 || w.quant->layout == QuantParams::Layout::kRows) {
+    run_gemm_w8a16(leaves, x, m, k, w, bias, y, pool, parallel, epilogue);
   } else {
-    quantize(0, static_cast<size_t>(m));
+    run_gemm_w8a8(leaves, x, m, k, w, bias, y, pool, parallel, epilogue);
   }
-  const QuantizedRows rows{q.data(), scale.data(), sums_ptr};
-  split_columns(pool, y, m, n, 16, parallel, epilogue,
-                [&](int64_t n0, int64_t n1, int) { leaves.w8a8_cols(rows, m, view, n, bias, y, n0, n1); });
 }
 
 bool gguf_tiles_preferred() { return quant_leaves(active_kernels().isa).gguf_tiles_cols != nullptr; }

@@ -1,8 +1,8 @@
-// What the x86 attention leaves (attention_avx2.cpp, attention_avx512.cpp) share besides their arithmetic: where
-// one kv head's keys and values of a span lie in the paged pool, the per-row state in the leaf's scratch, which
-// rows see an online-softmax block, the prefetch requests a block issues, and the span's final write-out.
-// Everything here has internal linkage (anonymous namespace): each ISA's translation unit compiles its own copy,
-// so the linker never picks one built for another instruction set.
+// What the x86 attention leaves (attention_impl.h, instantiated in leaves_avx2.cpp and leaves_avx512.cpp) share
+// besides their arithmetic: where one kv head's keys and values of a span lie in the paged pool, the per-row state in
+// the leaf's scratch, which rows see an online-softmax block, the prefetch requests a block issues, and the span's
+// final write-out. Everything here has internal linkage (anonymous namespace): each ISA's translation unit compiles its
+// own copy, so the linker never picks one built for another instruction set.
 #pragma once
 
 #include <algorithm>

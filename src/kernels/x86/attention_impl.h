@@ -17,7 +17,7 @@
 // computes, each 32 keys request their share of the block's values and of the next block's keys (the last block:
 // of the first keys of the span this thread runs next). Each row's arithmetic depends only on its own query and
 // position, never on which rows share the span (a masked key adds an exact zero), so batching cannot change a
-// row's result. Instantiated in attention_<isa>.cpp (internal linkage).
+// row's result. Instantiated in leaves_<isa>.cpp through leaves_isa.inc (internal linkage).
 #pragma once
 
 #include <algorithm>
@@ -27,19 +27,19 @@
 #include <utility>
 
 #include "kernels/x86/attention_common.h"
+#include "kernels/x86/vec_common.h"
 
 namespace minfer::kernels::x86 {
 namespace {
 
 template <class V>
 struct AttentionShape {
-  static constexpr bool kWide = V::kRegisters >= 32;
   static constexpr int64_t kSlotKeys = 2 * V::kWidth;  // keys scored together (two vectors)
   static constexpr int64_t kRequestKeys = 32;          // keys per batch of prefetch requests
   // Rows scored together: two FMA chains each (AVX2: 6 rows, 12 chains, measured slower: too few registers left).
-  static constexpr int kScoreRows = kWide ? 8 : 4;
-  static constexpr int kValueRows = kWide ? 6 : 4;  // rows accumulating values together
-  static constexpr int kValueVecs = kWide ? 4 : 2;  // head-dim vectors per value pass (<= 24 / 8 accumulators)
+  static constexpr int kScoreRows = kWide<V> ? 8 : 4;
+  static constexpr int kValueRows = kWide<V> ? 6 : 4;  // rows accumulating values together
+  static constexpr int kValueVecs = kWide<V> ? 4 : 2;  // head-dim vectors per value pass (<= 24 / 8 accumulators)
 };
 
 // s[i][0..1] = q_i . (the slot's keys) for NR rows: two FMA chains per row over the head dim. Row d of the slot's
@@ -141,7 +141,7 @@ template <class V, class W>
     for (int64_t q0 = 0; q0 < ns; q0 += ps) {
       const typename W::Elem* src = pages.key_row(b0 + s0 + q0);
       for (int64_t d = 0; d < hd; ++d)
-        V::store_tail(kt + d * S::kSlotKeys + q0, ps, V::template load_weights_tail<W>(src + d * ps, ps));
+        V::store_tail(kt + d * S::kSlotKeys + q0, ps, V::template load_weights_tail<W>(src + d * ps, V::tail(ps)));
     }
   }
   const typename V::Reg scale = V::set1(sp.scale), minus_inf = V::set1(-INFINITY);

@@ -2,18 +2,20 @@
 // linkage (anonymous namespace), so no out-of-line copy can be shared with code built for another ISA.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/x86/intrinsics.h"
 
 namespace minfer::kernels::avx2 {
 namespace {
 
-// Lane masks for _mm256_maskload_ps / _mm256_maskstore_ps: the first n of 8 lanes.
+// Lane masks for _mm256_maskload_ps / _mm256_maskstore_ps: the first n of 8 lanes (none for n <= 0, all from 8
+// on), read from a table at an offset clamped without a branch.
 alignas(32) constexpr int32_t kMaskTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
 inline __m256i lane_mask(int64_t n) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - (n >= 8 ? 8 : n)));
+  const int64_t lanes = n < 0 ? 0 : (n > 8 ? 8 : n);
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kMaskTable + 8 - lanes));
 }
 // The first n (< 8) floats, the rest zero, without touching memory past them.
 inline __m256 load_partial(const float* p, int64_t n) { return _mm256_maskload_ps(p, lane_mask(n)); }
@@ -57,29 +59,17 @@ struct Bf16W {
   }
 };
 
-// exp(x) = 2^n e^r with n = round(x / ln2), |r| <= ln2/2, e^r by the Cephes expf polynomial (about 1 ulp).
-// 2^n is applied as two exact power-of-two factors so that overflow gives inf and underflow is gradual.
-inline __m256 exp_ps(__m256 x) {
-  x = _mm256_max_ps(_mm256_set1_ps(-104.0f), _mm256_min_ps(_mm256_set1_ps(89.0f), x));  // keeps NaN
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i ni = _mm256_cvtps_epi32(n);  // in [-150, 129]
-  const __m256i n1 = _mm256_srai_epi32(ni, 1);
-  const __m256i n2 = _mm256_sub_epi32(ni, n1);
-  const __m256i bias = _mm256_set1_epi32(127);
-  const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
-  const __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
-  return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
-}
+struct I8W {
+  using Elem = int8_t;
+  static __m256 load(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static __m256 load(const int8_t* p, int64_t n) {
+    alignas(16) int8_t tmp[16] = {};
+    std::memcpy(tmp, p, static_cast<size_t>(n));
+    return load(tmp);
+  }
+};
 
 // Per-128-bit-lane sums of a0..a3 (lane-local partials still to be folded).
 inline __m256 hsum4_lanes(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {

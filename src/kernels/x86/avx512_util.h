@@ -2,16 +2,9 @@
 // linkage (anonymous namespace), so no out-of-line copy can be shared with code built for another ISA.
 #pragma once
 
-// GCC 12 flags the deliberately undefined vectors inside its own AVX-512 intrinsics (_mm512_reduce_*,
-// _mm512_permute_ps, ...) as (maybe-)uninitialized once inlined; the warning is a false positive.
-// Silenced for the intrinsic headers only (the pragmas apply by source location).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-
 #include <cstdint>
+
+#include "kernels/x86/intrinsics.h"
 
 namespace minfer::kernels::avx512 {
 namespace {
@@ -37,24 +30,19 @@ struct Bf16W {
   static __m512 load(const uint16_t* p, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p)); }
 };
 
-inline __mmask16 tail_mask(int64_t n) { return n >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << n) - 1u); }
+struct I8W {
+  using Elem = int8_t;
+  static __m512 widen(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v)); }
+  static __m512 load(const int8_t* p) { return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  // A plain load when the mask covers every lane (the common case: lanes inside a group).
+  static __m512 load(const int8_t* p, __mmask16 m) { return m == 0xffff ? load(p) : widen(_mm_maskz_loadu_epi8(m, p)); }
+};
 
-// exp(x) = 2^n e^r with n = round(x / ln2), |r| <= ln2/2, e^r by the Cephes expf polynomial (about 1 ulp).
-// scalef handles overflow to inf and gradual underflow; the clamp keeps n finite and preserves NaN.
-inline __m512 exp_ps(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
+// The first n of 16 lanes (none for n <= 0, all from 16 on): 2^clamp(n, 0, 16) - 1. Branch-free, because in the
+// attention leaves n varies from row to row and a branch on it mispredicts.
+inline __mmask16 tail_mask(int64_t n) {
+  const unsigned lanes = static_cast<unsigned>(n < 0 ? 0 : (n > 16 ? 16 : n));
+  return static_cast<__mmask16>((1u << lanes) - 1u);
 }
 
 // Sums of each of 4 vectors, as lanes 0..3. Pairwise shuffles instead of four separate reductions.
@@ -107,22 +95,6 @@ inline void transpose16(__m512* v) {
     v[8 + c] = _mm512_shuffle_f32x4(a0, b0, 0xdd);
     v[4 + c] = _mm512_shuffle_f32x4(a1, b1, 0x88);
     v[12 + c] = _mm512_shuffle_f32x4(a1, b1, 0xdd);
-  }
-}
-
-// Stores the horizontal sums of acc[0..NR) (+ bias) to y[0..NR): the end of a dot-product tile.
-template <int NR>
-inline void store_sums(const __m512* acc, float* y, const float* bias) {
-  if constexpr (NR == 8) {
-    __m256 s = hsum8(acc);
-    if (bias) s = _mm256_add_ps(s, _mm256_loadu_ps(bias));
-    _mm256_storeu_ps(y, s);
-  } else if constexpr (NR == 4) {
-    __m128 s = hsum4(acc[0], acc[1], acc[2], acc[3]);
-    if (bias) s = _mm_add_ps(s, _mm_loadu_ps(bias));
-    _mm_storeu_ps(y, s);
-  } else {
-    for (int j = 0; j < NR; ++j) y[j] = hsum(acc[j]) + (bias ? bias[j] : 0.0f);
   }
 }
 

@@ -1,25 +1,26 @@
-// AVX-512 GEMM: what is the ISA's own (the packed form's panel packer, a 16x16 register transpose, and the row
-// count from which the packed form beats the dot form); the tiles are gemm_packed_impl.h and gemm_dot_impl.h
-// over avx512::Vec.
+// AVX-512 GEMM with f32 activations (f32 / f16 / bf16 weights, and W8A16): what is the ISA's own, the packed form's
+// panel packer (a 16x16 register transpose) and the row counts from which the packed form beats the dot form. The
+// tiles are gemm_packed_impl.h, gemm_dot_impl.h and w8a16_impl.h over avx512::Vec; the entry points gemm_isa.inc.
 #include "kernels/x86/gemm_dot_impl.h"
 #include "kernels/x86/gemm_packed_impl.h"
 #include "kernels/x86/vec_avx512.h"
+#include "kernels/x86/w8a16_impl.h"
 #include "kernels/x86/x86_kernels.h"
+#include "kernels/x86/x86_quant_kernels.h"
 
 namespace minfer::kernels::avx512 {
 namespace {
-
-constexpr int kNr = x86::PackedShape<Vec>::kNr;  // 32 weight rows per panel
 
 // From this many rows of X on, the packed form is used. Measured on Zen 5 (bench/micro/gemm_bench.cpp,
 // strategy/*; single core, K = 896): the dot form reaches the FMA peak already (~175 GFLOP/s) for 16-bit
 // weights and is ahead below 64 rows; the packed form ties from 64 rows on and re-reads W from memory 4x less
 // often (240- vs 64-row blocks of X). With f32 weights the dot form is load-bound: packed wins from 32 rows
 // (+15-25%).
-int64_t packed_min_rows(DType wtype) { return wtype == DType::F32 ? 32 : 64; }
+constexpr int64_t kPackedMinRowsF32 = 32, kPackedMinRows16Bit = 64;
 
-// buf[p * 32 + r] = W[r, p] for r < rows (zero beyond), p < kc.
-template <class W>
+// The packed GEMM's panel packer (gemm_packed_impl.h, through gemm_isa.inc's Packer): 16 rows at a time widened and
+// transposed in registers. buf[p * 32 + r] = W[r, p] for r < rows (zero beyond), p < kc.
+template <class W, int kNr>
 void pack_panel(const typename W::Elem* w, int64_t k, int64_t rows, int64_t kc, float* buf) {
   for (int64_t r0 = 0; r0 < kNr; r0 += 16) {
     const int64_t nr = rows - r0 < 0 ? 0 : (rows - r0 > 16 ? 16 : rows - r0);
@@ -34,33 +35,8 @@ void pack_panel(const typename W::Elem* w, int64_t k, int64_t rows, int64_t kc, 
   }
 }
 
-// The packed GEMM's panels (gemm_packed_impl.h): 16 rows at a time widened and transposed in registers.
-struct Packer {
-  template <class W>
-  static void pack(const typename W::Elem* w, int64_t k, int64_t rows, int64_t kc, float* buf) {
-    pack_panel<W>(w, k, rows, kc, buf);
-  }
-};
-
 }  // namespace
 
-void gemm_cols_dot(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias,
-                   float* y, int64_t n0, int64_t n1) {
-  x86::gemm_cols_dot<Vec, F32W, F16W, Bf16W>(x, m, k, w, wtype, n, bias, y, n0, n1);
-}
-
-void gemm_cols_packed(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias,
-                      float* y, int64_t n0, int64_t n1) {
-  x86::gemm_cols_packed<Vec, Packer, F32W, F16W, Bf16W>(x, m, k, w, wtype, n, bias, y, n0, n1);
-}
-
-void gemm_cols(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias, float* y,
-               int64_t n0, int64_t n1) {
-  if (m < packed_min_rows(wtype)) {
-    gemm_cols_dot(x, m, k, w, wtype, n, bias, y, n0, n1);
-  } else {
-    gemm_cols_packed(x, m, k, w, wtype, n, bias, y, n0, n1);
-  }
-}
+#include "kernels/x86/gemm_isa.inc"
 
 }  // namespace minfer::kernels::avx512

@@ -12,7 +12,7 @@
 // And the GEMM over weights already in oneDNN's blocked layout (TensorLayout::kBf16Blocked64) for decode: one pass
 // up to 7 rows, block-major with prefetch for batches; the driver gives oneDNN's matmul 8-11 rows and prefill
 // (kernels/onednn_gemm.h, onednn_takes_rows).
-#include "kernels/x86/avx512_util.h"
+#include "kernels/x86/vec_avx512.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels::avx512 {
@@ -50,7 +50,7 @@ inline void dot_tile(const uint16_t* xb, int64_t ldxb, int64_t k, const uint16_t
       for (int i = 0; i < MR; ++i) acc[i][j] = _mm512_dpbf16_ps(acc[i][j], as_bh(wv), as_bh(xv[i]));
     }
   }
-  for (int i = 0; i < MR; ++i) store_sums<NR>(acc[i], y + i * ldy, bias);
+  for (int i = 0; i < MR; ++i) x86::store_sums<Vec, NR>(acc[i], y + i * ldy, bias);
 }
 
 // Rows [0, MR) of X against weight rows [n0, n1), NR at a time, single rows for the tail.
@@ -132,7 +132,7 @@ inline void block_tile(const uint16_t* xb, int64_t ldxb, int64_t pairs, const ui
   for (int c = 0; c < 4; ++c) {
     const int64_t col = j + c * 16;
     if (col >= n1) break;
-    const __mmask16 mask = tail_mask(n1 - col >= 16 ? 16 : n1 - col);
+    const __mmask16 mask = tail_mask(n1 - col);
     const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + col) : _mm512_setzero_ps();
     for (int i = 0; i < MR; ++i) {
       __m512 v = acc[0][i][c];
@@ -269,8 +269,8 @@ void bf16_round_rows(const float* x, int64_t rows, int64_t k, uint16_t* xb, int6
     uint16_t* dst = xb + r * ldxb;
     for (int64_t p = 0; p < ldxb; p += 32) {
       const int64_t left = k - p;
-      const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(left < 0 ? 0 : left), src + p);
-      const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(left - 16 < 0 ? 0 : left - 16), src + p + 16);
+      const __m512 lo = _mm512_maskz_loadu_ps(tail_mask(left), src + p);
+      const __m512 hi = _mm512_maskz_loadu_ps(tail_mask(left - 16), src + p + 16);
       _mm512_storeu_si512(dst + p, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
   }
@@ -308,7 +308,7 @@ void packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, int64_t k, const R
         const int64_t nr = n1 - nb < kNr ? n1 - nb : kNr;
         pack_panel(w, nb, kb, nr, kc, panel);
         const __mmask16 m0 = tail_mask(nr);
-        const __mmask16 m1 = tail_mask(nr > 16 ? nr - 16 : 0);
+        const __mmask16 m1 = tail_mask(nr - 16);
         const float* bn = bias ? bias + nb : nullptr;
         for (int64_t i = 0; i < mc; i += kMr) {
           const int64_t mr = mc - i < kMr ? mc - i : kMr;
@@ -350,7 +350,7 @@ void gemm_w8a16_bf16_packed_cols(const uint16_t* xb, int64_t ldxb, int64_t m, in
                                  const float* scales, int64_t n, const float* bias, float* y, int64_t n0, int64_t n1) {
   // Sums of bf16(x) * q, then y = scale[col] * sum + bias[col]: the scale is exact outside the sum.
   const auto finish = [scales, bias](float* yb, int64_t ldy, int64_t rows, int64_t col0, int64_t cols) {
-    const __mmask16 m0 = tail_mask(cols), m1 = tail_mask(cols > 16 ? cols - 16 : 0);
+    const __mmask16 m0 = tail_mask(cols), m1 = tail_mask(cols - 16);
     const __m512 s0 = _mm512_maskz_loadu_ps(m0, scales + col0), s1 = _mm512_maskz_loadu_ps(m1, scales + col0 + 16);
     const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias + col0) : _mm512_setzero_ps();
     const __m512 b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + col0 + 16) : _mm512_setzero_ps();

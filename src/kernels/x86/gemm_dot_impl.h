@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/x86/vec_common.h"
 #include "tensor/dtype.h"
 
 namespace minfer::kernels::x86 {
@@ -16,10 +17,9 @@ namespace {
 
 template <class V>
 struct DotShape {
-  static constexpr bool kWide = V::kRegisters >= 32;
-  static constexpr int kMaxMR = kWide ? 4 : 2;  // rows of X per tile in the general (many-row) path
-  static constexpr int kNR2 = kWide ? 8 : 4;    // weight rows per tile for two rows of X
-  static constexpr int64_t kRowBlock = 64;      // rows of X kept hot in L2 while sweeping the weight slice
+  static constexpr int kMaxMR = kWide<V> ? 4 : 2;  // rows of X per tile in the general (many-row) path
+  static constexpr int kNR2 = kWide<V> ? 8 : 4;    // weight rows per tile for two rows of X
+  static constexpr int64_t kRowBlock = 64;         // rows of X kept hot in L2 while sweeping the weight slice
 };
 
 // y[i, j] for i < MR, j < NR: dot products of x rows (stride k) with w rows (stride k).
@@ -50,11 +50,11 @@ inline void dot_tile(const float* x, int64_t k, const typename W::Elem* w, float
     Reg xv[MR];
     for (int i = 0; i < MR; ++i) xv[i] = V::load_tail(x + i * k + p, k - p);
     for (int j = 0; j < NR; ++j) {
-      const Reg wv = V::template load_weights_tail<W>(w + j * k + p, k - p);
+      const Reg wv = V::template load_weights_tail<W>(w + j * k + p, V::tail(k - p));
       for (int i = 0; i < MR; ++i) acc[i][j] = V::fmadd(xv[i], wv, acc[i][j]);
     }
   }
-  for (int i = 0; i < MR; ++i) V::template store_sums<NR>(acc[i], y + i * ldy, bias);
+  for (int i = 0; i < MR; ++i) store_sums<V, NR>(acc[i], y + i * ldy, bias);
 }
 
 // Rows [0, MR) of X against weight rows [n0, n1): NR rows at a time, single rows for the tail.
@@ -104,7 +104,7 @@ void dot_cols(const float* x, int64_t m, int64_t k, const typename W::Elem* w, i
     case 2: return dot_rows<V, W, 2, DotShape<V>::kNR2>(x, k, w, n, bias, y, n0, n1);
     case 3: return dot_rows<V, W, 3, 4>(x, k, w, n, bias, y, n0, n1);
     case 4:
-      if constexpr (DotShape<V>::kWide) return dot_rows<V, W, 4, 4>(x, k, w, n, bias, y, n0, n1);
+      if constexpr (kWide<V>) return dot_rows<V, W, 4, 4>(x, k, w, n, bias, y, n0, n1);
       break;
     default: break;
   }

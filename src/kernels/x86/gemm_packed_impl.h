@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "kernels/x86/vec_common.h"
 #include "tensor/dtype.h"
 
 namespace minfer::kernels::x86 {
@@ -22,7 +23,7 @@ namespace {
 
 template <class V>
 struct PackedShape {
-  static constexpr int kMr = V::kRegisters >= 32 ? 12 : 6;     // rows of X per register tile
+  static constexpr int kMr = kWide<V> ? 12 : 6;                // rows of X per register tile
   static constexpr int kNr = 2 * static_cast<int>(V::kWidth);  // weight rows per panel (two vectors of Y)
   static constexpr int64_t kKc = 256;                          // k per panel
   static constexpr int64_t kMc = 240;  // rows of X per block: 240 x kKc x 4 B = 240 KiB, a quarter of L2

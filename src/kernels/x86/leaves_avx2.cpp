@@ -1,46 +1,16 @@
-// The AVX2 row-wise leaves (leaves_impl.h over avx2::Vec) and the AVX2 leaf table.
+// The AVX2 leaves (leaves_isa.inc over avx2::Vec: 8 lanes, 16 registers, so attention_impl.h takes 16-key slots
+// and 4-row score and value groups) and the AVX2 leaf table.
+#include "kernels/x86/attention_impl.h"
 #include "kernels/x86/leaves_impl.h"
 #include "kernels/x86/vec_avx2.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace minfer::kernels::avx2 {
-
-using RowKernels = x86::Rows<Vec, F32W, F16W, Bf16W>;
-
-void rmsnorm(const float* x, const void* weight, DType wtype, float eps, float* y, int64_t rows, int64_t dim) {
-  RowKernels::rmsnorm(x, weight, wtype, eps, y, rows, dim);
-}
-void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
-          int64_t half_rot, RopeStyle style) {
-  x86::rope<Vec>(x, cos, sin, tokens, heads, head_dim, half_rot, style);
-}
-void silu_mul(const float* gate, const float* up, float* out, int64_t n) { x86::silu_mul<Vec>(gate, up, out, n); }
-void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
-  x86::gelu_tanh_mul<Vec>(gate, up, out, n);
-}
-void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) { x86::swiglu_oai<Vec>(gate, up, out, n); }
-void add(const float* a, const float* b, float* out, int64_t n) { x86::add<Vec>(a, b, out, n); }
-void softmax(float* x, int64_t rows, int64_t cols) { x86::softmax<Vec>(x, rows, cols); }
-void embedding(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out) {
-  RowKernels::embedding(ids, n, table, dtype, dim, out);
-}
-
+#include "kernels/x86/leaves_isa.inc"
 }  // namespace minfer::kernels::avx2
 
 namespace minfer::kernels {
 
-const LeafKernels kAvx2Leaves = {
-    .name = "avx2",
-    .gemm_cols = avx2::gemm_cols,
-    .rmsnorm = avx2::rmsnorm,
-    .rope = avx2::rope,
-    .silu_mul = avx2::silu_mul,
-    .gelu_tanh_mul = avx2::gelu_tanh_mul,
-    .swiglu_oai = avx2::swiglu_oai,
-    .add = avx2::add,
-    .softmax = avx2::softmax,
-    .embedding = avx2::embedding,
-    .attention_span = avx2::attention_span,
-};
+constinit const LeafKernels kAvx2Leaves = avx2::leaf_table("avx2");
 
 }  // namespace minfer::kernels

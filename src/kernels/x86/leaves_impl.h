@@ -43,7 +43,7 @@ void rmsnorm_rows(const float* x, const typename W::Elem* w, float eps, float* y
     if (i < dim) {
       const int64_t n = dim - i;
       V::store_tail(yr + i, n,
-                    V::mul(V::mul(V::load_tail(xr + i, n), inv), V::template load_weights_tail<W>(w + i, n)));
+                    V::mul(V::mul(V::load_tail(xr + i, n), inv), V::template load_weights_tail<W>(w + i, V::tail(n))));
     }
   }
 }
@@ -56,7 +56,7 @@ void embedding_rows(const int32_t* ids, int64_t n, const typename W::Elem* table
     float* o = out + t * dim;
     int64_t i = 0;
     for (; i + L <= dim; i += L) V::store(o + i, V::template load_weights<W>(row + i));
-    if (i < dim) V::store_tail(o + i, dim - i, V::template load_weights_tail<W>(row + i, dim - i));
+    if (i < dim) V::store_tail(o + i, dim - i, V::template load_weights_tail<W>(row + i, V::tail(dim - i)));
   }
 }
 

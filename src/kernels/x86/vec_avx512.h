@@ -6,11 +6,12 @@
 #include <cmath>
 
 #include "kernels/x86/avx512_util.h"
+#include "kernels/x86/vec_common.h"
 
 namespace minfer::kernels::avx512 {
 namespace {
 
-struct Vec {
+struct Vec : x86::VecOps<Vec> {
   using Reg = __m512;
   static constexpr int64_t kWidth = 16;
   using F32 = F32W;  // the loader of f32 "weights" (for data already widened)
@@ -26,24 +27,12 @@ struct Vec {
   static Reg load_masked(const float* p, Mask m) { return _mm512_maskz_loadu_ps(m, p); }
   static void store_masked(float* p, Mask m, Reg v) { _mm512_mask_storeu_ps(p, m, v); }
   static void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
-  // The first n lanes (all when n >= kWidth), the rest zero; no memory past them is touched.
-  static Reg load_tail(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(tail_mask(n), p); }
-  static void store_tail(float* p, int64_t n, Reg v) { _mm512_mask_storeu_ps(p, tail_mask(n), v); }
   // Lanes past n are -inf, so they do not win a max.
   static Reg load_tail_or_min(const float* p, int64_t n) {
     return _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail_mask(n), p);
   }
   // v with lanes past n zeroed.
   static Reg keep_first(Reg v, int64_t n) { return _mm512_maskz_mov_ps(tail_mask(n), v); }
-  // Weights of element type W (F32W, F16W, Bf16W), widened to f32.
-  template <class W>
-  static Reg load_weights(const typename W::Elem* p) {
-    return W::load(p);
-  }
-  template <class W>
-  static Reg load_weights_tail(const typename W::Elem* p, int64_t n) {
-    return W::load(p, tail_mask(n));
-  }
 
   // A tail made once for many loads of the same width: a mask register here (a count on AVX2).
   using Tail = __mmask16;
@@ -57,27 +46,20 @@ struct Vec {
   static void store_padded(float* p, Tail t, Reg v) { _mm512_mask_storeu_ps(p, t, v); }
   static Reg broadcast(const float* p) { return _mm512_set1_ps(*p); }
   // Lanes below n (any n; <= 0: none) from v, the others from fallback.
-  static Reg select_first(Reg fallback, Reg v, int64_t n) {
-    // Branch-free (n varies from row to row: a branch on it mispredicts): 2^clamp(n, 0, 16) - 1.
-    const unsigned lanes = static_cast<unsigned>(n < 0 ? 0 : (n > 16 ? 16 : n));
-    return _mm512_mask_mov_ps(fallback, static_cast<__mmask16>((1u << lanes) - 1u), v);
-  }
+  static Reg select_first(Reg fallback, Reg v, int64_t n) { return _mm512_mask_mov_ps(fallback, tail_mask(n), v); }
 
-  static Reg add(Reg a, Reg b) { return _mm512_add_ps(a, b); }
-  static Reg sub(Reg a, Reg b) { return _mm512_sub_ps(a, b); }
-  static Reg mul(Reg a, Reg b) { return _mm512_mul_ps(a, b); }
-  static Reg div(Reg a, Reg b) { return _mm512_div_ps(a, b); }
   static Reg max(Reg a, Reg b) { return _mm512_max_ps(a, b); }
   static Reg min(Reg a, Reg b) { return _mm512_min_ps(a, b); }
   static Reg fmadd(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
-  static Reg exp(Reg x) { return exp_ps(x); }
+  static Reg fnmadd(Reg a, Reg b, Reg c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a b
+  static Reg round(Reg v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // p 2^n, the end of exp: scalef overflows to inf and underflows gradually.
+  static Reg scale_pow2(Reg p, Reg n) { return _mm512_scalef_ps(p, n); }
   static Reg swap_pairs(Reg v) { return _mm512_permute_ps(v, 0xb1); }  // lanes (0 1)(2 3)... exchanged
   static float reduce_add(Reg v) { return hsum(v); }
-  // y[j] = the sum of acc[j]'s lanes (+ bias[j]), j < NR: the end of a dot-product tile.
-  template <int NR>
-  static void store_sums(const Reg* acc, float* y, const float* bias) {
-    avx512::store_sums<NR>(acc, y, bias);
-  }
+  // The sums of 8 / 4 vectors as the lanes of one (x86::store_sums).
+  static __m256 sums8(const Reg* a) { return hsum8(a); }
+  static __m128 sums4(Reg a0, Reg a1, Reg a2, Reg a3) { return hsum4(a0, a1, a2, a3); }
   static float reduce_max(Reg v) { return _mm512_reduce_max_ps(v); }
 };
 
