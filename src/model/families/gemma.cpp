@@ -164,6 +164,7 @@ nlohmann::json gemma3_config(const TestPreset& p, const TestConfigContext& x) {
 // enough to bend its small values, so a missing or misplaced cap shows.
 nlohmann::json gemma2_config(const TestPreset& p, const TestConfigContext& x) {
   nlohmann::json j = gemma_config(p, x, "Gemma2ForCausalLM", "4.42.4");
+  j.erase("tie_word_embeddings");  // tied by Gemma2Config's default
   j.update({{"attn_logit_softcapping", p.tiny ? 5.0 : 50.0},
             {"cache_implementation", "hybrid"},
             {"final_logit_softcapping", p.tiny ? 4.0 : 30.0},

@@ -42,6 +42,7 @@ nlohmann::json test_config(const TestPreset& p, const TestConfigContext& x) {
             {"hidden_act", "silu"},
             {"logits_scaling", 8.0},
             {"mlp_bias", false},
+            {"pretraining_tp", 1},
             {"residual_multiplier", 0.22},
             {"rms_norm_eps", 1e-05},
             {"rope_scaling", nullptr},

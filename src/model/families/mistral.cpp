@@ -35,6 +35,7 @@ void write_llama_keys(const ModelConfig& c, const std::string& path, GgufWriter&
 // MistralForCausalLM (mistralai/Mistral-7B-v0.1's config.json).
 nlohmann::json mistral_config(const TestPreset& p, const TestConfigContext& x) {
   nlohmann::json j = test_config_base(p, x, "MistralForCausalLM", "4.34.0.dev0");
+  j.erase("attention_dropout");  // Mistral-7B-v0.1's config has none
   j.update({{"hidden_act", "silu"}, {"rms_norm_eps", 1e-05}, {"rope_theta", 10000.0}, {"sliding_window", x.window(p)}});
   return j;
 }
