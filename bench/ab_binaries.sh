@@ -3,14 +3,14 @@
 # tok/s at 1 and 32 concurrent sequences and prefill tok/s (`minfer bench offline --sections decode,prefill`), with
 # the median of each round's B/A ratio. The VM is shared and its speed drifts: only ratios taken side by side mean
 # anything.
-#   bench/ab_binaries.sh OLD_MINFER NEW_MINFER MODEL [ROUNDS] [PREFILL_TOKENS]
+#   [DECODE_STEPS=32] bench/ab_binaries.sh OLD_MINFER NEW_MINFER MODEL [ROUNDS] [PREFILL_TOKENS]
 set -euo pipefail
 old="$1"; new="$2"; model="$3"; rounds="${4:-3}"; prefill="${5:-512}"
 results=$(mktemp)
 for r in $(seq "$rounds"); do
   for which in A B; do
     bin=$([ "$which" = A ] && echo "$old" || echo "$new")
-    out=$("$bin" bench offline -m "$model" --sections decode,prefill --concurrency 1,32 --decode-steps 32 \
+    out=$("$bin" bench offline -m "$model" --sections decode,prefill --concurrency 1,32 --decode-steps "${DECODE_STEPS:-32}" \
           --prefill-tokens "$prefill" -t 2 2>/dev/null)
     d1=$(echo "$out" | sed -n 's/^| 1 | \([0-9.]*\) |.*/\1/p')
     d32=$(echo "$out" | sed -n 's/^| 32 | \([0-9.]*\) |.*/\1/p')
