@@ -150,6 +150,74 @@ std::shared_ptr<GgufFile> GgufFile::open(const std::string& path) {
   return g;
 }
 
+namespace {
+
+// One metadata value at the cursor (its type already read into v.type); arrays are kept as a view into the file.
+void read_value(Cursor& c, const MappedFile& file, const std::string& key, GgufValue& v) {
+  const std::string& path = file.path();
+  if (v.type == GgufType::STRING) {
+    v.string_value = c.string("metadata string");
+  } else if (v.type == GgufType::ARRAY) {
+    v.array_type = static_cast<GgufType>(c.read<uint32_t>("array type"));
+    v.array_count = c.read<uint64_t>("array length");
+    v.array_data = file.data() + c.pos();
+    if (v.array_type == GgufType::STRING) {
+      for (uint64_t i = 0; i < v.array_count; ++i) c.string("array string");
+    } else {
+      const size_t es = scalar_size(v.array_type);
+      if (es == 0)
+        fail_load(path, "metadata '{}': unsupported array element type {}", key, static_cast<uint32_t>(v.array_type));
+      if (v.array_count > file.size() / es)
+        fail_load(path, "metadata '{}': array length {} exceeds the file", key, v.array_count);
+      c.take(v.array_count * es, "array data");
+    }
+  } else {
+    const size_t size = scalar_size(v.type);
+    if (size == 0) fail_load(path, "metadata '{}': unknown value type {}", key, static_cast<uint32_t>(v.type));
+    read_number(c.take(size, "metadata value"), v.type, &v.int_value, &v.float_value);
+  }
+}
+
+GgufTensorInfo read_tensor_info(Cursor& c, const std::string& path) {
+  GgufTensorInfo info;
+  info.name = std::string(c.string("tensor name"));
+  const uint32_t n_dims = c.read<uint32_t>("tensor rank");
+  if (n_dims == 0 || n_dims > 4) fail_load(path, "tensor '{}': invalid rank {}", info.name, n_dims);
+  info.shape.resize(n_dims);
+  for (uint32_t d = 0; d < n_dims; ++d) {
+    const uint64_t ne = c.read<uint64_t>("tensor dims");
+    if (ne == 0 || ne > (1ull << 40)) fail_load(path, "tensor '{}': invalid dimension {}", info.name, ne);
+    info.shape[n_dims - 1 - d] = static_cast<int64_t>(ne);
+  }
+  info.ggml_type = c.read<uint32_t>("tensor type");
+  info.offset = c.read<uint64_t>("tensor offset");
+  return info;
+}
+
+// A tensor of a supported type must lie inside the file (others are reported only if used).
+void check_tensor_extent(const GgufTensorInfo& info, uint64_t data_offset, const MappedFile& file) {
+  const std::string& path = file.path();
+  int64_t n = 1;
+  for (int64_t d : info.shape)
+    if (__builtin_mul_overflow(n, d, &n) || n > (int64_t{1} << 48))
+      fail_load(path, "tensor '{}': its dimensions multiply past what any file holds", info.name);
+  const DType* dtype = dtype_of_ggml(info.ggml_type);
+  if (!dtype) return;
+  const BlockShape block = dtype_block(*dtype);
+  if (info.shape.empty() || info.shape.back() % block.elements != 0)
+    fail_load(path, "tensor '{}' of type {}: row length {} is not a multiple of the block size {}", info.name,
+              ggml_type_name(info.ggml_type), info.shape.empty() ? 0 : info.shape.back(), block.elements);
+  const uint64_t bytes =
+      static_cast<uint64_t>(n) / static_cast<uint64_t>(block.elements) * static_cast<uint64_t>(block.bytes);
+  if (info.offset > file.size() || data_offset + info.offset + bytes > file.size())
+    fail_load(
+        path,
+        "truncated GGUF file: tensor '{}' ({} bytes at data offset {}) extends past the end of the file ({} bytes)",
+        info.name, bytes, info.offset, file.size());
+}
+
+}  // namespace
+
 void GgufFile::parse() {
   const std::string& path = file_->path();
   Cursor c(*file_, 0);
@@ -163,80 +231,23 @@ void GgufFile::parse() {
   if (tensor_count > file_->size() || kv_count > file_->size())
     fail_load(path, "corrupt GGUF header: {} tensors and {} metadata entries in a {} byte file", tensor_count, kv_count,
               file_->size());
-
   for (uint64_t k = 0; k < kv_count; ++k) {
     const std::string key(c.string("metadata key"));
     GgufValue v;
     v.type = static_cast<GgufType>(c.read<uint32_t>("metadata type"));
     const size_t value_begin = c.pos();
-    if (v.type == GgufType::STRING) {
-      v.string_value = c.string("metadata string");
-    } else if (v.type == GgufType::ARRAY) {
-      v.array_type = static_cast<GgufType>(c.read<uint32_t>("array type"));
-      v.array_count = c.read<uint64_t>("array length");
-      v.array_data = file_->data() + c.pos();
-      if (v.array_type == GgufType::STRING) {
-        for (uint64_t i = 0; i < v.array_count; ++i) c.string("array string");
-      } else {
-        const size_t es = scalar_size(v.array_type);
-        if (es == 0)
-          fail_load(path, "metadata '{}': unsupported array element type {}", key, static_cast<uint32_t>(v.array_type));
-        if (v.array_count > file_->size() / es)
-          fail_load(path, "metadata '{}': array length {} exceeds the file", key, v.array_count);
-        c.take(v.array_count * es, "array data");
-      }
-    } else {
-      const size_t size = scalar_size(v.type);
-      if (size == 0) fail_load(path, "metadata '{}': unknown value type {}", key, static_cast<uint32_t>(v.type));
-      read_number(c.take(size, "metadata value"), v.type, &v.int_value, &v.float_value);
-    }
+    read_value(c, *file_, key, v);
     v.encoded = {reinterpret_cast<const char*>(file_->data() + value_begin), c.pos() - value_begin};
     metadata_[key] = v;
   }
-
   tensors_.reserve(tensor_count);
-  for (uint64_t t = 0; t < tensor_count; ++t) {
-    GgufTensorInfo info;
-    info.name = std::string(c.string("tensor name"));
-    const uint32_t n_dims = c.read<uint32_t>("tensor rank");
-    if (n_dims == 0 || n_dims > 4) fail_load(path, "tensor '{}': invalid rank {}", info.name, n_dims);
-    info.shape.resize(n_dims);
-    for (uint32_t d = 0; d < n_dims; ++d) {
-      const uint64_t ne = c.read<uint64_t>("tensor dims");
-      if (ne == 0 || ne > (1ull << 40)) fail_load(path, "tensor '{}': invalid dimension {}", info.name, ne);
-      info.shape[n_dims - 1 - d] = static_cast<int64_t>(ne);
-    }
-    info.ggml_type = c.read<uint32_t>("tensor type");
-    info.offset = c.read<uint64_t>("tensor offset");
-    tensors_.push_back(std::move(info));
-  }
-
+  for (uint64_t t = 0; t < tensor_count; ++t) tensors_.push_back(read_tensor_info(c, path));
   uint64_t alignment = 32;
   if (auto a = find_int("general.alignment")) alignment = static_cast<uint64_t>(*a);
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     fail_load(path, "general.alignment {} is not a power of two", alignment);
   data_offset_ = (c.pos() + alignment - 1) / alignment * alignment;
-
-  // Every tensor of a supported type must lie inside the file.
-  for (const auto& info : tensors_) {
-    int64_t n = 1;
-    for (int64_t d : info.shape)
-      if (__builtin_mul_overflow(n, d, &n) || n > (int64_t{1} << 48))
-        fail_load(path, "tensor '{}': its dimensions multiply past what any file holds", info.name);
-    const DType* dtype = dtype_of_ggml(info.ggml_type);
-    if (!dtype) continue;  // reported only if the tensor is used
-    const BlockShape block = dtype_block(*dtype);
-    if (info.shape.empty() || info.shape.back() % block.elements != 0)
-      fail_load(path, "tensor '{}' of type {}: row length {} is not a multiple of the block size {}", info.name,
-                ggml_type_name(info.ggml_type), info.shape.empty() ? 0 : info.shape.back(), block.elements);
-    const uint64_t bytes =
-        static_cast<uint64_t>(n) / static_cast<uint64_t>(block.elements) * static_cast<uint64_t>(block.bytes);
-    if (info.offset > file_->size() || data_offset_ + info.offset + bytes > file_->size())
-      fail_load(
-          path,
-          "truncated GGUF file: tensor '{}' ({} bytes at data offset {}) extends past the end of the file ({} bytes)",
-          info.name, bytes, info.offset, file_->size());
-  }
+  for (const auto& info : tensors_) check_tensor_extent(info, data_offset_, *file_);
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {
