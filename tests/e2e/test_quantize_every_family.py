@@ -52,8 +52,12 @@ def correlations(minfer, hf: Path, gguf_file: Path, tmp_path: Path) -> tuple:
 
 
 def export_and_compare(minfer, hf: Path, ftype: str, tmp_path: Path, label: str):
+    # Quantized from a directory named "model": general.name is the directory's, and llama.cpp's vocabulary loader
+    # keys token attributes off it ("phi3" in the name makes it look up Phi-3's SentencePiece specials, which the
+    # tiny presets' generated Llama 3-style vocabulary does not have).
+    (tmp_path / "model").symlink_to(hf, target_is_directory=True)
     out = tmp_path / f"{label}-{ftype}.gguf"
-    minfer.run("quantize", hf, out, "--type", ftype)
+    minfer.run("quantize", tmp_path / "model", out, "--type", ftype)
     llamacpp, minfer_self = correlations(minfer, hf, out, tmp_path)
     print(f"{label} {ftype}: llama.cpp vs minfer on the file {llamacpp:.6f}; file vs directory {minfer_self:.6f}")
     # BF16 keeps the model (both floors 0.999); Q8_0 is where the two engines' int8 paths and the weights' rounding
