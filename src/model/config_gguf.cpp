@@ -116,6 +116,13 @@ void read_window_pattern(const GgufFile& g, const std::string& key, int64_t peri
   for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(period == 0 || i % period < period - 1);
 }
 
+void write_window_keys(const ModelConfig& c, const std::string& arch, GgufWriter& w) {
+  w.set_u32(arch + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
+  std::vector<bool> pattern;
+  for (int64_t i = 0; i < c.num_layers; ++i) pattern.push_back(c.is_sliding(i));
+  w.set_bool_array(arch + ".attention.sliding_window_pattern", pattern);
+}
+
 ModelConfig read_gguf_config(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture");
   const Family& family = find_family(g, arch);

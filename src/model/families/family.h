@@ -104,6 +104,9 @@ struct GgufExport {
   const char* refusal = nullptr;
   // llama.cpp's LlamaModel converter permutes q/k rows into Meta's interleaved RoPE order; the reader expects it.
   bool interleave_qk = false;
+  // YaRN that does not truncate its ramp (gpt-oss) written anyway, to run as llama.cpp runs it: rounded outwards, as
+  // llama.cpp's converter writes it too (the ramp's ends move by under one dimension).
+  bool yarn_as_llamacpp = false;
   std::span<const FusedWeight> fused = {};
   // Keys beyond the common ones ("<arch>.*"); throws LoadError naming the field when the config cannot be written
   // in a form llama.cpp reads the same way.

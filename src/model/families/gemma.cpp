@@ -117,10 +117,7 @@ void write_keys(const ModelConfig& c, const std::string& path, GgufWriter& w) {
   if (gemma2) w.set_f32(a + ".attn_logit_softcapping", static_cast<float>(c.attn_softcap));
   w.set_f32(a + ".final_logit_softcapping", static_cast<float>(c.final_softcap));
   if (c.sliding_window <= 0) return;
-  w.set_u32(a + ".attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
-  std::vector<bool> pattern;
-  for (int64_t i = 0; i < c.num_layers; ++i) pattern.push_back(c.is_sliding(i));
-  w.set_bool_array(a + ".attention.sliding_window_pattern", pattern);
+  write_window_keys(c, a, w);
   if (!gemma2) w.set_f32(a + ".rope.freq_base_swa", static_cast<float>(c.rope_local_theta));
 }
 

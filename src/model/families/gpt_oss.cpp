@@ -10,11 +10,6 @@
 namespace minfer {
 namespace {
 
-// Why `minfer quantize` refuses it (before writing anything).
-constexpr const char* kExportRefusal =
-    "GGUF export of gpt-oss (stacked biased experts, attention sinks) is not implemented; llama.cpp's "
-    "convert_hf_to_gguf.py converts it";
-
 void set_traits(ModelConfig& c) {
   c.attention_bias = c.o_bias = c.attention_sinks = true;
   c.norm_topk_prob = c.moe_bias = c.moe_swiglu_oai = true;
@@ -53,6 +48,10 @@ void read_gguf(const GgufFile& g, const std::string&, ModelConfig& c) {
     fail_load(g.path(), "unsupported: gpt-oss.rope.freq_base_swa ({}) differs from the RoPE base ({})", *swa_base,
               c.rope_theta);
 }
+
+// The window and the layers it slides on (llama.cpp's gpt-oss reads both); experts, sinks and biases are the
+// exporter's (stacked as llama.cpp's converter stacks them).
+void write_keys(const ModelConfig& c, const std::string&, GgufWriter& w) { write_window_keys(c, "gpt-oss", w); }
 
 // HF's post_attention_layernorm is the pre-FFN norm (GGUF calls it post_attention_norm); per-head sinks; a router
 // with a bias; experts with biases. The stacked forms have canonical names of their own (experts.gate_up_proj, ...)
@@ -151,7 +150,7 @@ const TestPreset kPresets[] = {
 extern const Family kGptOssFamily = {
     .name = "gpt-oss", .hf_model_types = kHfTypes, .read_hf = read_hf, .gguf_arch = "gpt-oss", .read_gguf = read_gguf,
     .layer_names = kNames, .build_graph = build_llama_graph,
-    .gguf_export = {.refusal = kExportRefusal}, .test_presets = kPresets,
+    .gguf_export = {.arch = "gpt-oss", .yarn_as_llamacpp = true, .write_keys = write_keys}, .test_presets = kPresets,
     .test_config = test_config, .test_hf_weights = test_hf_weights};
 // clang-format on
 

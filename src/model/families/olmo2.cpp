@@ -41,10 +41,7 @@ void read_gguf(const GgufFile& g, const std::string&, ModelConfig& c) {
 
 void write_keys(const ModelConfig& c, const std::string&, GgufWriter& w) {
   if (c.sliding_window <= 0) return;
-  w.set_u32("olmo2.attention.sliding_window", static_cast<uint32_t>(c.sliding_window));
-  std::vector<bool> pattern;
-  for (int64_t i = 0; i < c.num_layers; ++i) pattern.push_back(c.is_sliding(i));
-  w.set_bool_array("olmo2.attention.sliding_window_pattern", pattern);
+  write_window_keys(c, "olmo2", w);
   w.set_f32("olmo2.rope.freq_base_swa", static_cast<float>(c.rope_local_theta));
 }
 

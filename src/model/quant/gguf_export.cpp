@@ -69,7 +69,7 @@ const GgufExport& gguf_export_of(const ModelWeights& w) {
 // RoPE scaling as llama.cpp's reader takes it: linear as a factor; YaRN as a factor and the original context with
 // its default betas and attention factor (it reads neither from the file for most architectures); longrope's
 // attention factor and original context (its factors, and Llama 3's, are tensors: add_rope_tensors).
-void write_rope_scaling(const ModelWeights& w, const std::string& arch, GgufWriter& writer) {
+void write_rope_scaling(const ModelWeights& w, const GgufExport& e, const std::string& arch, GgufWriter& writer) {
   const RopeScaling& s = w.config.rope_scaling;
   if (s.type == "none" || s.type == "llama3") return;
   if (s.type ==
@@ -85,7 +85,7 @@ void write_rope_scaling(const ModelWeights& w, const std::string& arch, GgufWrit
     return;
   }
   const double default_attention = s.factor <= 1.0 ? 1.0 : 0.1 * std::log(s.factor) + 1.0;
-  if (s.type != "yarn" || s.beta_fast != 32.0 || s.beta_slow != 1.0 || !s.truncate ||
+  if (s.type != "yarn" || s.beta_fast != 32.0 || s.beta_slow != 1.0 || (!s.truncate && !e.yarn_as_llamacpp) ||
       std::abs(s.attention_factor / default_attention - 1.0) > 1e-6)
     fail_load(w.path,
               "cannot write rope_scaling '{}' as GGUF (llama.cpp reads linear, llama3, and yarn with beta_fast 32, "
@@ -130,7 +130,7 @@ void write_hf_config(const ModelWeights& w, const GgufExport& e, GgufWriter& wri
     writer.set_u32(arch + ".attention.key_length", static_cast<uint32_t>(c.head_dim));
     writer.set_u32(arch + ".attention.value_length", static_cast<uint32_t>(c.head_dim));
   }
-  write_rope_scaling(w, arch, writer);
+  write_rope_scaling(w, e, arch, writer);
   write_expert_keys(c, arch, w.path, writer);
   if (e.write_keys) e.write_keys(c, w.path, writer);
 }
@@ -164,18 +164,23 @@ Tensor rope_freq_factors(const ModelConfig& c) {
 // "layers.{i}.experts.{j}.<matrix>": one expert's matrix, which GGUF holds in its projection's stacked tensor.
 bool is_expert_weight(const std::string& canonical) { return canonical.find(".experts.") != std::string::npos; }
 
-// Each MoE layer's experts as llama.cpp stacks them: blk.{i}.ffn_{gate,up,down}_exps.weight [experts, rows, cols].
+// Each MoE layer's experts as llama.cpp stacks them: blk.{i}.ffn_{gate,up,down}_exps.weight [experts, rows, cols],
+// and their biases where they have them (gpt-oss) as .bias [experts, n] in f32.
 void add_stacked_experts(const ModelWeights& w, Source& s) {
   const ModelConfig& c = w.config;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (!c.is_moe(i)) continue;
     const std::string p = "layers." + std::to_string(i) + ".experts.";
-    for (const char* matrix : {"w_gate", "w_up", "w_down"}) {
+    for (const char* part : {"w_gate", "w_up", "w_down", "b_gate", "b_up", "b_down"}) {
+      const bool bias = part[0] == 'b';
+      if (bias && !c.moe_bias) continue;
       SourceTensor t;
-      for (int64_t e = 0; e < c.num_experts; ++e) t.stacked.push_back(w.get(p + std::to_string(e) + "." + matrix));
+      for (int64_t e = 0; e < c.num_experts; ++e) t.stacked.push_back(w.get(p + std::to_string(e) + "." + part));
       t.data = t.stacked.front();
-      t.keep = t.data.dtype;
-      t.plan = {canonical_to_gguf(p + matrix, c.arch), {c.num_experts, t.data.dim(0), t.data.dim(1)}, std::nullopt};
+      t.keep = bias ? DType::F32 : t.data.dtype;
+      const std::vector<int64_t> shape = bias ? std::vector<int64_t>{c.num_experts, t.data.dim(0)}
+                                              : std::vector<int64_t>{c.num_experts, t.data.dim(0), t.data.dim(1)};
+      t.plan = {canonical_to_gguf(p + part, c.arch), shape, std::nullopt};
       s.tensors.push_back(std::move(t));
     }
   }
