@@ -194,9 +194,6 @@ std::vector<HfTestWeight> hf_test_weights(const Family& family, const ModelConfi
     return std::pair<int64_t, std::string_view>(layer, w.name);
   };
   std::sort(weights.begin(), weights.end(), [&](const auto& a, const auto& b) { return order(a) < order(b); });
-  weights.erase(
-      std::unique(weights.begin(), weights.end(), [](const auto& a, const auto& b) { return a.name == b.name; }),
-      weights.end());
   if (family.test_hf_weights) family.test_hf_weights(config, weights);
   return weights;
 }

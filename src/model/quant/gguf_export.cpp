@@ -72,8 +72,8 @@ const GgufExport& gguf_export_of(const ModelWeights& w) {
 void write_rope_scaling(const ModelWeights& w, const GgufExport& e, const std::string& arch, GgufWriter& writer) {
   const RopeScaling& s = w.config.rope_scaling;
   if (s.type == "none" || s.type == "llama3") return;
-  if (s.type ==
-      "longrope") {  // the factors are tensors (add_rope_tensors); llama.cpp scales cos and sin by attn_factor
+  // longrope's factors are tensors (add_rope_tensors); llama.cpp scales cos and sin by its attn_factor.
+  if (s.type == "longrope") {
     writer.set_f32(arch + ".rope.scaling.attn_factor", static_cast<float>(s.attention_factor));
     writer.set_u32(arch + ".rope.scaling.original_context_length",
                    static_cast<uint32_t>(s.original_max_position_embeddings));
@@ -283,7 +283,8 @@ int64_t rope_source_row(int64_t row, int64_t rows, int64_t heads) {
 }
 
 void fill_tensor(const SourceTensor& t, DType target, std::span<uint8_t> out, ThreadPool& pool) {
-  const std::vector<Tensor> parts = t.stacked.empty() ? std::vector<Tensor>{t.data} : t.stacked;
+  // The tensor's parts (one unless stacked or fused), each as the rows its last dimension makes.
+  std::vector<Tensor> parts = t.stacked.empty() ? std::vector<Tensor>{t.data} : t.stacked;
   if (!t.plan.target && t.keep == t.data.dtype && t.rope_heads == 0) {
     size_t at = 0;
     for (const Tensor& part : parts) {
@@ -295,14 +296,13 @@ void fill_tensor(const SourceTensor& t, DType target, std::span<uint8_t> out, Th
   const int64_t cols = t.data.shape.back(), part_rows = t.data.numel() / cols;
   const int64_t rows = part_rows * static_cast<int64_t>(parts.size());
   const size_t row_bytes = dtype_bytes(target, static_cast<size_t>(cols));
-  std::vector<Tensor> matrices = parts;  // GGUF tensors of any rank, as the rows their last dimension makes
-  for (Tensor& m : matrices) m.shape = {part_rows, cols};
+  for (Tensor& part : parts) part.shape = {part_rows, cols};
   pool.parallel_for(static_cast<size_t>(rows), 16, [&](size_t begin, size_t end) {
     std::vector<float> row(static_cast<size_t>(cols));
     for (size_t r = begin; r < end; ++r) {
       const int64_t source =
           t.rope_heads ? rope_source_row(static_cast<int64_t>(r), rows, t.rope_heads) : static_cast<int64_t>(r);
-      row_to_f32(matrices[static_cast<size_t>(source / part_rows)], source % part_rows, row.data());
+      row_to_f32(parts[static_cast<size_t>(source / part_rows)], source % part_rows, row.data());
       quantize_gguf_row(target, row.data(), cols, out.data() + r * row_bytes);
     }
   });
