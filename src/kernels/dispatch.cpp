@@ -49,12 +49,16 @@ struct Ops {
                        .silu_mul = L->silu_mul,
                        .gelu_tanh_mul = L->gelu_tanh_mul,
                        .swiglu_oai = L->swiglu_oai,
+                       .sigmoid_mul = L->sigmoid_mul,
                        .add = L->add,
                        .softmax = L->softmax,
                        .embedding = embedding,
                        .kv_write = ref::kv_write,
                        .paged_attention = paged_attention,
-                       .leaves = L};
+                       .leaves = L,
+                       .mixers = isa == Isa::kScalar ? &kRefMixers
+                                 : isa == Isa::kAvx2 ? &kAvx2Mixers
+                                                     : &kAvx512Mixers};
   }
 };
 
@@ -120,6 +124,10 @@ void rope_angles(const int32_t* positions, int64_t tokens, const float* inv_freq
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   active_kernels().silu_mul(gate, up, out, n);
 }
+void sigmoid_mul(const float* gate, const float* x, float* out, int64_t n) {
+  active_kernels().sigmoid_mul(gate, x, out, n);
+}
+const MixerLeaves& active_mixers() { return *active_kernels().mixers; }
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   active_kernels().gelu_tanh_mul(gate, up, out, n);
 }

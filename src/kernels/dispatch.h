@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/leaf.h"
+#include "kernels/mixers.h"
 
 namespace minfer::kernels {
 
@@ -27,6 +28,7 @@ struct KernelTable {
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*gelu_tanh_mul)(const float* gate, const float* up, float* out, int64_t n);
   void (*swiglu_oai)(const float* gate, const float* up, float* out, int64_t n);
+  void (*sigmoid_mul)(const float* gate, const float* x, float* out, int64_t n);
   void (*add)(const float* a, const float* b, float* out, int64_t n);
   void (*softmax)(float* x, int64_t rows, int64_t cols);
   void (*embedding)(const int32_t* ids, int64_t n, const Tensor& table, float* out);
@@ -36,6 +38,8 @@ struct KernelTable {
                           const AttentionBatch& batch, const AttentionParams& params, ThreadPool& pool);
   // The leaf set behind this table, for fused operators that compose leaves (kernels/fused/).
   const LeafKernels* leaves;
+  // The recurrent mixers' leaves of the same instruction set (kernels/mixers.h).
+  const MixerLeaves* mixers;
 };
 
 // The table of one instruction set, or null when this CPU (as capped by MINFER_ISA) cannot run it.

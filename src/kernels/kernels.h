@@ -45,6 +45,8 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
 void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
 
 // out[i] = a[i] + b[i]
+// out = x * sigmoid(gate) (Qwen3.5's attention output gate).
+void sigmoid_mul(const float* gate, const float* x, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 
 // In-place numerically stable softmax over each row of x [rows, cols].

@@ -91,6 +91,7 @@ struct LeafKernels {
   BinaryFn silu_mul;
   BinaryFn gelu_tanh_mul;
   BinaryFn swiglu_oai;
+  BinaryFn sigmoid_mul;
   BinaryFn add;
   SoftmaxFn softmax;
   EmbeddingFn embedding;

@@ -10,6 +10,10 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void sigmoid_mul(const float* gate, const float* x, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] / (1.0f + std::exp(-gate[i]));
+}
+
 // gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) = g / (1 + exp(-2 sqrt(2/pi) (g + 0.044715 g^3))):
 // the second form is the SiLU's with a cubic argument, which the vector leaves share.
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {

@@ -12,6 +12,7 @@ const LeafKernels kRefLeaves = {
     .silu_mul = ref::silu_mul,
     .gelu_tanh_mul = ref::gelu_tanh_mul,
     .swiglu_oai = ref::swiglu_oai,
+    .sigmoid_mul = ref::sigmoid_mul,
     .add = ref::add,
     .softmax = ref::softmax,
     .embedding = ref::embedding_leaf,

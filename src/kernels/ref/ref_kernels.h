@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/leaf.h"
+#include "kernels/mixers.h"
 
 namespace minfer::kernels::ref {
 
@@ -24,6 +25,7 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
 inline constexpr float kSwigluOaiAlpha = 1.702f;
 inline constexpr float kSwigluOaiLimit = 7.0f;
 void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
+void sigmoid_mul(const float* gate, const float* x, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
 void softmax(float* x, int64_t rows, int64_t cols);
 void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);
@@ -39,5 +41,10 @@ void rmsnorm_leaf(const float* x, const void* weight, DType wtype, float eps, fl
 void embedding_leaf(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out);
 // Two-pass softmax over the whole context; ignores `scratch` (allocates its score row).
 void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* scratch);
+// The recurrent mixers' leaves (kernels/mixers.h); delta_net_head takes the chunked form for long runs,
+// delta_net_head_recurrent is the per-token recurrence alone (the tests' second opinion).
+void conv1d_leaf(const Conv1dSpan& span, int64_t c0, int64_t c1);
+void delta_net_head(const DeltaNetHead& head, float* scratch);
+void delta_net_head_recurrent(const DeltaNetHead& head);
 
 }  // namespace minfer::kernels::ref

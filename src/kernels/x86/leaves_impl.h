@@ -127,6 +127,16 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// x / (1 + exp(-g)): the sigmoid output gate of Qwen3.5's attention (gate, then the gated values).
+template <class V>
+void sigmoid_mul(const float* gate, const float* x, float* out, int64_t n) {
+  const typename V::Reg one = V::set1(1.0f);
+  for (int64_t i = 0; i < n; i += V::kWidth) {
+    const typename V::Reg e = V::exp(V::sub(V::zero(), V::load_tail(gate + i, n - i)));
+    V::store_tail(out + i, n - i, V::div(V::load_tail(x + i, n - i), V::add(one, e)));
+  }
+}
+
 // g / (1 + exp(-z)) * up with z = 2 sqrt(2/pi) (g + 0.044715 g^3): GELU(tanh) as ref::gelu_tanh_mul writes it.
 template <class V>
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {

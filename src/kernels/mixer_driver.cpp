@@ -1,0 +1,97 @@
+// The recurrent mixers' drivers (kernels/mixers.h): argument checks and the thread split. Work units are (sequence,
+// channel block) for the convolution and (sequence, value head) for the delta rule, claimed dynamically (a long
+// prefill's heads beside one-token decodes); sequences that share a state slot run one after another.
+#include <algorithm>
+#include <vector>
+
+#include "base/error.h"
+#include "kernels/mixers.h"
+
+namespace minfer::kernels {
+namespace {
+
+bool slots_unique(const RecurrentBatch& b) {
+  std::vector<int32_t> s(b.slots, b.slots + b.num_seqs);
+  std::sort(s.begin(), s.end());
+  return std::adjacent_find(s.begin(), s.end()) == s.end();
+}
+
+// Runs unit(seq, part) for every sequence and part in [0, parts): all at once when no two sequences share a slot,
+// else sequence by sequence.
+template <class Unit>
+void for_each_unit(const RecurrentBatch& batch, int64_t parts, ThreadPool& pool, const Unit& unit) {
+  if (slots_unique(batch)) {
+    pool.parallel_for(static_cast<size_t>(batch.num_seqs * parts), 1, [&](size_t begin, size_t end) {
+      for (size_t u = begin; u < end; ++u) unit(static_cast<int64_t>(u) / parts, static_cast<int64_t>(u) % parts);
+    });
+    return;
+  }
+  for (int64_t s = 0; s < batch.num_seqs; ++s)
+    pool.parallel_for(static_cast<size_t>(parts), 1, [&](size_t begin, size_t end) {
+      for (size_t p = begin; p < end; ++p) unit(s, static_cast<int64_t>(p));
+    });
+}
+
+}  // namespace
+
+int64_t delta_net_scratch_floats(int64_t k_dim, int64_t v_dim) {
+  return kDeltaNetChunk * (3 * k_dim + v_dim + 2) + 2 * k_dim + v_dim + 64;
+}
+
+void causal_conv1d(const MixerLeaves& leaves, const float* x, int64_t ldx, float* y, int64_t channels, const float* w,
+                   const float* bias, int64_t kernel, bool silu, const StateLayerView& states,
+                   const RecurrentBatch& batch, ThreadPool& pool) {
+  MINFER_CHECK(kernel >= 1 && kernel <= 8, "conv1d kernel size {} (1 to 8)", kernel);
+  constexpr int64_t kBlock = 64;  // channels per work unit
+  const int64_t parts = (channels + kBlock - 1) / kBlock;
+  for_each_unit(batch, parts, pool, [&](int64_t s, int64_t part) {
+    Conv1dSpan span;
+    span.x = x + static_cast<int64_t>(batch.q_start[s]) * ldx;
+    span.ldx = ldx;
+    span.y = y + static_cast<int64_t>(batch.q_start[s]) * channels;
+    span.ldy = channels;
+    span.ntok = batch.q_len[s];
+    span.w = w;
+    span.bias = bias;
+    span.kernel = kernel;
+    span.channels = channels;
+    span.state = states.conv(batch.slots[s]);
+    span.silu = silu;
+    leaves.conv1d(span, part * kBlock, std::min(channels, (part + 1) * kBlock));
+  });
+}
+
+void gated_delta_net(const MixerLeaves& leaves, const float* qkv, const float* b, const float* a, float* out,
+                     const DeltaNetParams& p, const StateLayerView& states, const RecurrentBatch& batch,
+                     ThreadPool& pool) {
+  MINFER_CHECK(p.k_heads > 0 && p.v_heads % p.k_heads == 0, "delta rule: {} value heads over {} key heads", p.v_heads,
+               p.k_heads);
+  const int64_t ld_qkv = 2 * p.k_heads * p.k_dim + p.v_heads * p.v_dim, ld_out = p.v_heads * p.v_dim;
+  const int64_t group = p.v_heads / p.k_heads;
+  const auto scratch_floats = static_cast<size_t>(delta_net_scratch_floats(p.k_dim, p.v_dim));
+  for_each_unit(batch, p.v_heads, pool, [&](int64_t s, int64_t h) {
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
+    const int64_t kh = p.tiled_heads ? h % p.k_heads : h / group;
+    const int64_t row = batch.q_start[s];
+    DeltaNetHead head;
+    head.q = qkv + row * ld_qkv + kh * p.k_dim;
+    head.k = head.q + p.k_heads * p.k_dim;
+    head.v = qkv + row * ld_qkv + 2 * p.k_heads * p.k_dim + h * p.v_dim;
+    head.ld_qkv = ld_qkv;
+    head.b = b + row * p.v_heads + h;
+    head.a = a + row * p.v_heads + h;
+    head.ld_ab = p.v_heads;
+    head.a_coef = p.a_coef[h];
+    head.dt_bias = p.dt_bias[h];
+    head.out = out + row * ld_out + h * p.v_dim;
+    head.ld_out = ld_out;
+    head.state = states.ssm(batch.slots[s]) + h * p.k_dim * p.v_dim;
+    head.ntok = batch.q_len[s];
+    head.k_dim = p.k_dim;
+    head.v_dim = p.v_dim;
+    leaves.delta_net_head(head, scratch.data());
+  });
+}
+
+}  // namespace minfer::kernels

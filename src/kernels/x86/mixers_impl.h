@@ -1,0 +1,187 @@
+// The recurrent mixers' leaves (kernels/mixers.h) for both x86 ISAs, written once over a vector-traits type V
+// (avx2::Vec, avx512::Vec); mixers_<isa>.cpp instantiates them with its own flags. The algorithms are the
+// reference's (kernels/ref/mixers_ref.cpp), vectorised along the contiguous dimension: the state's value columns,
+// the head's key dimension, the convolved channels.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/mixers.h"
+
+namespace minfer::kernels::x86 {
+namespace {
+
+template <class V>
+float dot(const float* a, const float* b, int64_t n) {
+  constexpr int64_t L = V::kWidth;
+  typename V::Reg s0 = V::zero(), s1 = V::zero();
+  int64_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    s0 = V::fmadd(V::load(a + i), V::load(b + i), s0);
+    s1 = V::fmadd(V::load(a + i + L), V::load(b + i + L), s1);
+  }
+  for (; i < n; i += L) s0 = V::fmadd(V::load_tail(a + i, n - i), V::load_tail(b + i, n - i), s0);
+  return V::reduce_add(V::add(s0, s1));
+}
+
+// y = s y + a x over n floats.
+template <class V>
+void scale_axpy(float* y, float s, float a, const float* x, int64_t n) {
+  constexpr int64_t L = V::kWidth;
+  const typename V::Reg vs = V::set1(s), va = V::set1(a);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) V::store(y + i, V::fmadd(va, V::load(x + i), V::mul(vs, V::load(y + i))));
+  if (i < n)
+    V::store_tail(y + i, n - i, V::fmadd(va, V::load_tail(x + i, n - i), V::mul(vs, V::load_tail(y + i, n - i))));
+}
+template <class V>
+void axpy(float* y, float a, const float* x, int64_t n) {
+  scale_axpy<V>(y, 1.0f, a, x, n);
+}
+
+inline float sigmoid1(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float softplus1(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// Channels [c0, c1), a vector of channels at a time: the kernel's taps of those channels gathered once.
+template <class V>
+void conv1d(const Conv1dSpan& s, int64_t c0, int64_t c1) {
+  constexpr int64_t L = V::kWidth, kMaxKernel = 8;
+  const int64_t past = s.kernel - 1;
+  for (int64_t c = c0; c < c1; c += L) {
+    const int64_t n = std::min(L, c1 - c);
+    alignas(64) float taps[kMaxKernel][L] = {};
+    for (int64_t j = 0; j < s.kernel; ++j)
+      for (int64_t l = 0; l < n; ++l) taps[j][l] = s.w[(c + l) * s.kernel + j];
+    const auto row = [&](int64_t src) {
+      return src < 0 ? s.state + (past + src) * s.channels + c : s.x + src * s.ldx + c;
+    };
+    for (int64_t t = 0; t < s.ntok; ++t) {
+      typename V::Reg acc = s.bias ? V::load_tail(s.bias + c, n) : V::zero();
+      for (int64_t j = 0; j < s.kernel; ++j) acc = V::fmadd(V::load(taps[j]), V::load_tail(row(t - past + j), n), acc);
+      if (s.silu) acc = V::div(acc, V::add(V::set1(1.0f), V::exp(V::sub(V::zero(), acc))));
+      V::store_tail(s.y + t * s.ldy + c, n, acc);
+    }
+    // Rows are copied oldest first, so a state row is read before it is overwritten.
+    for (int64_t r = 0; r < past; ++r)
+      V::store_tail(s.state + r * s.channels + c, n, V::load_tail(row(s.ntok - past + r), n));
+  }
+}
+
+// Token t's inputs: q (scaled) and k L2-normalised into qn / kn, beta and the log decay.
+template <class V>
+void token_inputs(const DeltaNetHead& h, int64_t t, float* qn, float* kn, float& beta, float& g) {
+  const float* q = h.q + t * h.ld_qkv;
+  const float* k = h.k + t * h.ld_qkv;
+  const float qs = 1.0f / std::sqrt(dot<V>(q, q, h.k_dim) + 1e-6f) / std::sqrt(static_cast<float>(h.k_dim));
+  const float ks = 1.0f / std::sqrt(dot<V>(k, k, h.k_dim) + 1e-6f);
+  for (int64_t i = 0; i < h.k_dim; ++i) qn[i] = q[i] * qs, kn[i] = k[i] * ks;
+  beta = sigmoid1(h.b[t * h.ld_ab]);
+  g = h.a_coef * softplus1(h.a[t * h.ld_ab] + h.dt_bias);
+}
+
+// One token of the recurrence in two passes over the state, 4 vectors of value columns at a time: decay and S^T k,
+// then the rank-1 update and S^T q.
+template <class V>
+void recurrent_token(const DeltaNetHead& h, int64_t t, float* scratch) {
+  constexpr int64_t L = V::kWidth, B = 4 * L;
+  const int64_t dk = h.k_dim, dv = h.v_dim;
+  float *qn = scratch, *kn = qn + dk, *delta = kn + dk;
+  float beta, g;
+  token_inputs<V>(h, t, qn, kn, beta, g);
+  float* S = h.state;
+  const float* v = h.v + t * h.ld_qkv;
+  float* o = h.out + t * h.ld_out;
+  const typename V::Reg decay = V::set1(std::exp(g)), vbeta = V::set1(beta);
+  for (int64_t j = 0; j < dv; j += B) {
+    const int64_t w = std::min(B, dv - j);
+    typename V::Reg acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()};
+    for (int64_t i = 0; i < dk; ++i) {
+      const typename V::Reg ki = V::set1(kn[i]);
+      for (int64_t u = 0; u * L < w; ++u) {
+        float* p = S + i * dv + j + u * L;
+        const int64_t n = std::min(L, w - u * L);
+        const typename V::Reg s = V::mul(V::load_tail(p, n), decay);
+        V::store_tail(p, n, s);
+        acc[u] = V::fmadd(ki, s, acc[u]);
+      }
+    }
+    for (int64_t u = 0; u * L < w; ++u) {
+      const int64_t n = std::min(L, w - u * L);
+      V::store_tail(delta + j + u * L, n, V::mul(vbeta, V::sub(V::load_tail(v + j + u * L, n), acc[u])));
+    }
+  }
+  for (int64_t j = 0; j < dv; j += B) {
+    const int64_t w = std::min(B, dv - j);
+    typename V::Reg acc[4] = {V::zero(), V::zero(), V::zero(), V::zero()}, d[4];
+    for (int64_t u = 0; u * L < w; ++u) d[u] = V::load_tail(delta + j + u * L, std::min(L, w - u * L));
+    for (int64_t i = 0; i < dk; ++i) {
+      const typename V::Reg ki = V::set1(kn[i]), qi = V::set1(qn[i]);
+      for (int64_t u = 0; u * L < w; ++u) {
+        float* p = S + i * dv + j + u * L;
+        const int64_t n = std::min(L, w - u * L);
+        const typename V::Reg s = V::fmadd(ki, d[u], V::load_tail(p, n));
+        V::store_tail(p, n, s);
+        acc[u] = V::fmadd(qi, s, acc[u]);
+      }
+    }
+    for (int64_t u = 0; u * L < w; ++u) V::store_tail(o + j + u * L, std::min(L, w - u * L), acc[u]);
+  }
+}
+
+// The chunked form of tokens [t0, t0 + c), as ref::chunk (kernels/ref/mixers_ref.cpp) states it.
+template <class V>
+void delta_chunk(const DeltaNetHead& h, int64_t t0, int64_t c, float* scratch) {
+  constexpr int64_t C = kDeltaNetChunk;
+  const int64_t dk = h.k_dim, dv = h.v_dim;
+  float *Q = scratch, *K = Q + C * dk, *W = K + C * dk, *U = W + C * dk, *gc = U + C * dv, *beta = gc + C;
+  float* S = h.state;
+  for (int64_t i = 0; i < c; ++i) {
+    float g;
+    token_inputs<V>(h, t0 + i, Q + i * dk, K + i * dk, beta[i], g);
+    gc[i] = g + (i > 0 ? gc[i - 1] : 0.0f);
+  }
+  for (int64_t i = 0; i < c; ++i) {  // U = (I + A)^-1 beta V and W = (I + A)^-1 beta exp(gc) K
+    const float* v = h.v + (t0 + i) * h.ld_qkv;
+    float *u = U + i * dv, *w = W + i * dk;
+    for (int64_t j = 0; j < dv; ++j) u[j] = beta[i] * v[j];
+    const float e = beta[i] * std::exp(gc[i]);
+    for (int64_t j = 0; j < dk; ++j) w[j] = e * K[i * dk + j];
+    for (int64_t p = 0; p < i; ++p) {
+      const float A = beta[i] * dot<V>(K + i * dk, K + p * dk, dk) * std::exp(gc[i] - gc[p]);
+      axpy<V>(u, -A, U + p * dv, dv);
+      axpy<V>(w, -A, W + p * dk, dk);
+    }
+  }
+  for (int64_t i = 0; i < c; ++i)  // v_new = U - W S, into U
+    for (int64_t r = 0; r < dk; ++r) axpy<V>(U + i * dv, -W[i * dk + r], S + r * dv, dv);
+  for (int64_t i = 0; i < c; ++i) {  // out = exp(gc) Q S + (Q K^T o decay) v_new
+    float* o = h.out + (t0 + i) * h.ld_out;
+    std::fill(o, o + dv, 0.0f);
+    for (int64_t r = 0; r < dk; ++r) axpy<V>(o, Q[i * dk + r], S + r * dv, dv);
+    scale_axpy<V>(o, std::exp(gc[i]), 0.0f, o, dv);
+    for (int64_t p = 0; p <= i; ++p)
+      axpy<V>(o, dot<V>(Q + i * dk, K + p * dk, dk) * std::exp(gc[i] - gc[p]), U + p * dv, dv);
+  }
+  const float last = gc[c - 1];
+  for (int64_t p = 0; p < c; ++p) gc[p] = std::exp(last - gc[p]);  // each token's decay to the chunk's end
+  for (int64_t r = 0; r < dk; ++r) {
+    float* s = S + r * dv;
+    scale_axpy<V>(s, std::exp(last), 0.0f, s, dv);
+    for (int64_t p = 0; p < c; ++p) axpy<V>(s, gc[p] * K[p * dk + r], U + p * dv, dv);
+  }
+}
+
+template <class V>
+void delta_net_head(const DeltaNetHead& h, float* scratch) {
+  if (h.ntok < kDeltaNetChunkedMin) {
+    for (int64_t t = 0; t < h.ntok; ++t) recurrent_token<V>(h, t, scratch);
+    return;
+  }
+  for (int64_t t = 0; t < h.ntok; t += kDeltaNetChunk)
+    delta_chunk<V>(h, t, std::min(kDeltaNetChunk, h.ntok - t), scratch);
+}
+
+}  // namespace
+}  // namespace minfer::kernels::x86
