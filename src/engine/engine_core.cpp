@@ -33,6 +33,7 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
       page_(PageGeometry::of(config.page_size)),
       weights_(std::move(weights)),
       pool_(config.num_threads) {
+  refuse_unsupported_hybrid_features();
   start_tensor_parallel();
   // int8 at load (issue 5); under tensor parallel, of this rank's shard.
   if (config_.quant.enabled()) quantize_model(shard_ ? *shard_ : weights_, config_.quant, pool_.size());
@@ -48,6 +49,18 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
 }
 
 EngineCore::~EngineCore() { end_tensor_parallel(); }
+
+// What a model with recurrent layers cannot do yet: split its delta-rule heads across ranks, and roll its state back
+// over rejected drafts.
+void EngineCore::refuse_unsupported_hybrid_features() const {
+  const ModelConfig& m = weights_.config;
+  if (!m.has_recurrent_layers()) return;
+  if (config_.tensor_parallel_size > 1)
+    fail("tensor_parallel_size {}: tensor parallel is not supported yet for {} (a model with recurrent layers)",
+         config_.tensor_parallel_size, m.arch);
+  if (config_.speculative.enabled())
+    fail("speculative decoding is not supported yet for {} (a model with recurrent layers)", m.arch);
+}
 
 void EngineCore::load_tokenizer_and_eos_ids() {
   try {
@@ -92,7 +105,7 @@ void EngineCore::start_scheduler() {
     // The attention reads from each window start rounded down to its 128-key blocks (or a page, if larger).
     groups.push_back({window_.pages.get(), weights_.config.sliding_window, std::max<int64_t>(128, page_.size())});
   }
-  scheduler_ = std::make_unique<Scheduler>(so, std::move(groups));
+  scheduler_ = std::make_unique<Scheduler>(so, std::move(groups), states_.get());
 }
 
 std::vector<int32_t> EngineCore::encode(std::string_view text) const {

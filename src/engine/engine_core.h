@@ -24,6 +24,7 @@
 #include "kv/kv_budget.h"
 #include "kv/kv_cache.h"
 #include "kv/page_manager.h"
+#include "kv/state_pool.h"
 #include "minfer/config.h"
 #include "minfer/engine.h"
 #include "model/model_tokenizer.h"
@@ -94,6 +95,7 @@ class EngineCore {
   };
 
   // Set-up (engine_core.cpp), the constructor's steps in their order.
+  void refuse_unsupported_hybrid_features() const;
   void load_tokenizer_and_eos_ids();
   void resolve_config();
   void start_runner();
@@ -105,6 +107,7 @@ class EngineCore {
   // The KV pools (engine_core_kv.cpp).
   KvPoolRequest kv_pool_request() const;
   void create_kv_groups(const KvPoolRequest& request);
+  void create_state_pool(KvPoolRequest& request);
   void create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages);
   void log_kv_pools() const;
 
@@ -152,6 +155,7 @@ class EngineCore {
   std::unique_ptr<ModelWeights> shard_;
   std::unique_ptr<StepChannel> channel_;
   KvGroup full_, window_;
+  std::unique_ptr<StatePool> states_;  // the recurrent layers' state slots (models with such layers)
   std::vector<uint8_t> window_layers_;  // [num_layers] 1: the layer's KV is in window_
   int64_t kv_pages_ = 0;                // pages of the full pool (or of the window pool when there is no full one)
   std::unique_ptr<Scheduler> scheduler_;

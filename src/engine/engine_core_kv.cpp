@@ -23,7 +23,8 @@ KvPoolRequest EngineCore::kv_pool_request() const {
   const ModelConfig& m = weights_.config;
   KvPoolRequest req;
   req.shape.dtype = config_.kv_cache_dtype == KvCacheDtype::kBf16 ? DType::BF16 : DType::F32;
-  req.shape.num_layers = m.num_layers;
+  req.shape.num_layers = 0;  // the attention layers: recurrent ones keep a state slot instead (create_state_pool)
+  for (int64_t i = 0; i < m.num_layers; ++i) req.shape.num_layers += m.is_recurrent(i) ? 0 : 1;
   req.shape.kv_heads = runner_weights().config.num_kv_heads;  // this rank's, under tensor parallel
   req.shape.head_dim = m.head_dim;
   req.shape.page = page_;
@@ -44,6 +45,18 @@ KvPoolRequest EngineCore::kv_pool_request() const {
   return req;
 }
 
+// The recurrent layers' state slots, from the same budget as the pages: one per sequence that may run
+// (max_num_seqs), unless that would take more than half the budget; at least one.
+void EngineCore::create_state_pool(KvPoolRequest& request) {
+  const ModelConfig& m = weights_.config;
+  if (!m.has_recurrent_layers()) return;
+  const int64_t slot = StatePool::slot_bytes(m);
+  const int64_t slots = std::clamp<int64_t>(request.budget_bytes / 2 / slot, 1, config_.max_num_seqs);
+  states_ = std::make_unique<StatePool>(m, slots);
+  request.budget_bytes -= states_->bytes();
+  request.budget_source += fmt::format(", less {} MiB for {} state slots", states_->bytes() >> 20, slots);
+}
+
 void EngineCore::create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages) {
   shape.num_pages = num_pages;
   group.cache = std::make_unique<KvCache>(shape);
@@ -62,13 +75,14 @@ void EngineCore::create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num
 void EngineCore::create_kv_groups(const KvPoolRequest& request) {
   const ModelConfig& m = weights_.config;
   const bool contiguous = contiguous_kv();
+  KvPoolRequest req = request;
+  create_state_pool(req);
   window_layers_.assign(static_cast<size_t>(m.num_layers), 0);
   int64_t windowed = 0;
   for (int64_t i = 0; i < m.num_layers; ++i)
-    if (!contiguous && m.is_sliding(i)) window_layers_[static_cast<size_t>(i)] = 1, ++windowed;
+    if (!contiguous && !m.is_recurrent(i) && m.is_sliding(i)) window_layers_[static_cast<size_t>(i)] = 1, ++windowed;
   if (windowed == 0) window_layers_.clear();
-  const int64_t ps = page_.size(), full_layers = m.num_layers - windowed;
-  KvPoolRequest req = request;
+  const int64_t ps = page_.size(), full_layers = req.shape.num_layers - windowed;
   if (windowed == 0 || full_layers == 0) {  // one pool (all layers alike)
     const KvPoolPlan plan = plan_kv_pool(req);
     config_.kv_cache_memory = plan.bytes;
@@ -85,7 +99,7 @@ void EngineCore::create_kv_groups(const KvPoolRequest& request) {
                config_.max_num_seqs * pages_per_seq());
   // Both pools alike while the budget is below max_num_seqs windows per window layer; past that the window pool
   // stops growing.
-  const int64_t equal = req.budget_bytes / (per_layer_page * m.num_layers);
+  const int64_t equal = req.budget_bytes / (per_layer_page * request.shape.num_layers);
   const int64_t window_pages = std::min(equal, window_cap) + 1;  // + its null page
   req.shape.num_layers = full_layers;
   req.budget_bytes -= window_pages * per_layer_page * windowed;
@@ -112,6 +126,12 @@ void EngineCore::log_kv_pools() const {
           : "",
       contiguous_kv() ? "contiguous" : "paged", config_.enable_prefix_caching ? "on" : "off",
       config_.enable_continuous_batching ? "continuous" : "static");
+  if (states_)
+    spdlog::info("state: {} slots of {} KiB for the {} recurrent layers ({} MiB; a sequence holds one while it runs)",
+                 states_->num_slots(), StatePool::slot_bytes(m) >> 10,
+                 std::count_if(m.layer_mixers.begin(), m.layer_mixers.end(),
+                               [](LayerMixer x) { return x != LayerMixer::kAttention; }),
+                 states_->bytes() >> 20);
 }
 
 }  // namespace minfer

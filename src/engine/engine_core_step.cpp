@@ -44,6 +44,7 @@ void EngineCore::add_chunks(Sequence& s, int64_t num_tokens, int64_t num_draft) 
   chunk.start_position = static_cast<int32_t>(s.num_computed);
   if (full_.pages) chunk.page_table = full_.pages->page_table(s.id);
   if (window_.pages) chunk.local_page_table = window_.pages->page_table(s.id);
+  if (states_) chunk.state_slot = states_->slot_of(s.id);
   if (num_draft > 0) {
     s.verify_tokens.assign(1, s.tokens.back());
     s.verify_tokens.insert(s.verify_tokens.end(), s.draft.begin(), s.draft.end());
@@ -100,7 +101,7 @@ EngineCore::ModelRun EngineCore::run_model() {
     // failed sequences are destroyed.
     GrammarMaskWorker::Join join(mask_worker_.get());
     broadcast_step();
-    run.rows = runner_->execute(chunks_, KvPools{full_.cache.get(), window_.cache.get()});
+    run.rows = runner_->execute(chunks_, KvPools{full_.cache.get(), window_.cache.get(), states_.get()});
     run.end = Clock::now();
     join.wait();
   }

@@ -73,9 +73,13 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
   q_start_.clear();
   q_len_.clear();
   context_len_.clear();
+  state_slots_.clear();
   for (size_t s = 0; s < chunks.size(); ++s) {
     const SequenceChunk& c = chunks[s];
     MINFER_CHECK(!c.tokens.empty(), "chunk {} has no tokens", s);
+    MINFER_CHECK(!pools.states || (c.state_slot >= 0 && c.state_slot < pools.states->num_slots()),
+                 "chunk {}: state slot {} of a pool of {}", s, c.state_slot, pools.states ? pools.states->num_slots() : 0);
+    state_slots_.push_back(c.state_slot);
     q_start_.push_back(static_cast<int32_t>(tokens_.size()));
     q_len_.push_back(static_cast<int32_t>(c.tokens.size()));
     context_len_.push_back(static_cast<int32_t>(c.start_position + static_cast<int64_t>(c.tokens.size())));
@@ -113,10 +117,18 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
     step.local_slot_mapping = local_slots_;
     step.local_attention = batch(local_page_tables_, local_max_pages);
   }
-  // Each layer's view of its pool (a pool holds its own layers in order).
+  if (pools.states) {
+    step.states = pools.states->layers();
+    step.state_slots = state_slots_;
+  }
+  // Each attention layer's view of its pool (a pool holds its own layers in order); recurrent layers have none.
   views_.clear();
   int64_t full_index = 0, local_index = 0;
   for (int64_t l = 0; l < config_.num_layers; ++l) {
+    if (config_.is_recurrent(l)) {
+      views_.emplace_back();
+      continue;
+    }
     const bool local = !local_layers_.empty() && local_layers_[static_cast<size_t>(l)] != 0;
     const KvCache* pool = local ? pools.local : pools.full;
     MINFER_CHECK(pool != nullptr, "layer {} has no KV pool", l);

@@ -13,6 +13,7 @@
 #include "graph/graph.h"
 #include "graph/passes/fusion_passes.h"
 #include "kv/kv_cache.h"
+#include "kv/state_pool.h"
 #include "model/decoder_graph.h"
 #include "model/model_weights.h"
 
@@ -26,6 +27,8 @@ struct SequenceChunk {
   bool sample_all = false;              // return a row for every token of the chunk (mean pooling)
   // Its pages in the local KV group (sliding-window layers; pages behind every window are the null page 0).
   std::span<const int32_t> local_page_table;
+  // Its state slot in the recurrent layers' pool (-1: the model has none).
+  int32_t state_slot = -1;
 };
 
 // The KV pools a step reads: the full-attention layers' and, where the engine frees pages behind sliding windows,
@@ -33,6 +36,7 @@ struct SequenceChunk {
 struct KvPools {
   const KvCache* full = nullptr;
   const KvCache* local = nullptr;
+  const StatePool* states = nullptr;  // the recurrent layers' (models with some)
 };
 
 class ModelRunner {
@@ -68,7 +72,7 @@ class ModelRunner {
   std::unique_ptr<graph::Executor> executor_;
   // Flat step arrays, reused across steps.
   std::vector<int32_t> tokens_, positions_, sample_rows_, q_start_, q_len_, context_len_, page_tables_,
-      local_page_tables_;
+      local_page_tables_, state_slots_;
   std::vector<int64_t> slots_, local_slots_;
   std::vector<uint8_t> local_layers_;
   std::vector<kernels::KvLayerView> views_;  // per layer, from its pool

@@ -9,8 +9,8 @@ namespace minfer {
 Scheduler::Scheduler(const SchedulerOptions& options, PageManager& pages)
     : Scheduler(options, std::vector<KvGroupPages>{KvGroupPages{&pages}}) {}
 
-Scheduler::Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups)
-    : opt_(options), groups_(std::move(groups)) {
+Scheduler::Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups, StatePool* states)
+    : opt_(options), groups_(std::move(groups)), states_(states) {
   MINFER_CHECK(opt_.max_num_seqs >= 1 && opt_.max_num_batched_tokens >= 1, "bad scheduler options");
   MINFER_CHECK(!groups_.empty(), "a scheduler needs a KV group");
   for (const KvGroupPages& g : groups_)
@@ -21,11 +21,14 @@ Scheduler::Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> 
 bool Scheduler::allocate(Sequence* seq, int64_t tokens, const std::vector<std::vector<int32_t>>& prefixes,
                          int64_t keep_free) {
   const bool is_new = !groups_.front().pages->has_pages(seq->id);
+  if (is_new && states_ && !states_->has_slot(seq->id) && !states_->acquire(seq->id)) return false;
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::span<const int32_t> prefix = prefixes.empty() ? std::span<const int32_t>() : prefixes[g];
     if (groups_[g].pages->allocate(seq->id, tokens, prefix, keep_free)) continue;
-    if (is_new)
+    if (is_new) {
       for (size_t h = 0; h < g; ++h) groups_[h].pages->free(seq->id);
+      if (states_) states_->release(seq->id);
+    }
     return false;
   }
   return true;
@@ -33,6 +36,7 @@ bool Scheduler::allocate(Sequence* seq, int64_t tokens, const std::vector<std::v
 
 void Scheduler::free_pages(Sequence* seq) {
   for (const KvGroupPages& g : groups_) g.pages->free(seq->id);
+  if (states_) states_->release(seq->id);
 }
 
 void Scheduler::add(Sequence* seq) {
@@ -110,7 +114,7 @@ bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
   size_t hit_pages = SIZE_MAX;
   for (const KvGroupPages& g : groups_) {
     // A request for the logits of every prompt position computes every position.
-    prefixes.push_back(seq->every_prompt_row ? std::vector<int32_t>() : g.pages->lookup_prefix(seq->tokens));
+    prefixes.push_back(seq->every_prompt_row || states_ ? std::vector<int32_t>() : g.pages->lookup_prefix(seq->tokens));
     hit_pages = std::min(hit_pages, prefixes.back().size());
   }
   for (std::vector<int32_t>& p : prefixes) p.resize(hit_pages);

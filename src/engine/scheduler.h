@@ -22,6 +22,7 @@
 
 #include "engine/sequence.h"
 #include "kv/page_manager.h"
+#include "kv/state_pool.h"
 
 namespace minfer {
 
@@ -62,7 +63,10 @@ class Scheduler {
  public:
   Scheduler(const SchedulerOptions& options, PageManager& pages);
   // Several KV groups (the first one's prefix-cache statistics are the engine's): every sequence holds pages in each.
-  Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups);
+  // With `states` (a model with recurrent layers), a sequence also holds a state slot from admission to its end or
+  // preemption: admission waits for a free slot as for pages. Such a sequence starts from no prefix-cache hit: its
+  // recurrent state at the hit is not kept.
+  Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups, StatePool* states = nullptr);
 
   void add(Sequence* seq);  // queues a new request
   SchedulerOutput schedule();
@@ -99,6 +103,7 @@ class Scheduler {
 
   SchedulerOptions opt_;
   std::vector<KvGroupPages> groups_;
+  StatePool* states_ = nullptr;
   int64_t window_pages_released_ = 0;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // in admission order

@@ -13,6 +13,7 @@
 #include "dist/expert_parallel.h"
 #include "graph/graph.h"
 #include "kernels/kernels.h"
+#include "kernels/mixers.h"
 #include "kernels/moe.h"
 
 namespace minfer::graph {
@@ -29,6 +30,13 @@ struct StepInputs {
   std::span<const uint8_t> local_layers;  // [num_layers] or empty (no local group)
   std::span<const int64_t> local_slot_mapping;
   kernels::AttentionBatch local_attention;
+  // Recurrent layers (kernels/mixers.h): each layer's state pool ([num_layers], empty views for attention layers, or
+  // empty when the model has none) and the state slot of each sequence of `attention` (its chunks' order).
+  std::span<const kernels::StateLayerView> states;
+  std::span<const int32_t> state_slots;
+  kernels::RecurrentBatch recurrent() const {
+    return {attention.num_seqs, attention.q_start, attention.q_len, state_slots.data()};
+  }
 
   bool is_local(int32_t layer) const { return !local_layers.empty() && local_layers[static_cast<size_t>(layer)] != 0; }
   const int64_t* slots_of(int32_t layer) const {
@@ -98,6 +106,9 @@ class Executor {
                         int64_t tokens, int64_t sampled);
   void run_embedding(const Node& node, const StepInputs& step, int64_t tokens);
   void run_gather_vocab(const Node& node, int64_t sampled);
+  // executor_mixers.cpp: the recurrent mixers over the step's sequences and their state slots.
+  void run_conv1d(const Node& node, const StepInputs& step);
+  void run_delta_net(const Node& node, const StepInputs& step);
   // Grows a scratch buffer to at least `floats` (once per new largest batch) and returns it.
   static float* grow(std::vector<float>& scratch, int64_t floats);
 

@@ -20,6 +20,9 @@ const char* op_name(OpKind kind) {
     case OpKind::kSoftcap: return "softcap";
     case OpKind::kMoe: return "moe";
     case OpKind::kGatherRows: return "gather_rows";
+    case OpKind::kSigmoidMul: return "sigmoid_mul";
+    case OpKind::kConv1d: return "conv1d";
+    case OpKind::kDeltaNet: return "delta_net";
     case OpKind::kAllReduce: return "all_reduce";
     case OpKind::kGatherVocab: return "gather_vocab";
     case OpKind::kAddRmsNorm: return "add_rmsnorm";
@@ -108,6 +111,17 @@ void Graph::verify() const {
                    "moe node {}: {} expert matrices, top_k {}, for {} experts", i, n.experts.size(), n.top_k,
                    n.weight->dim(0));
     }
+    if (n.kind == OpKind::kConv1d)
+      MINFER_CHECK(n.weight && n.weight->rank() == 2 && n.weight->dim(0) == value(n.inputs.at(0)).width &&
+                       value(n.output).width == n.weight->dim(0) && n.layer >= 0,
+                   "conv1d node {}: weight {} for {} channels", i, n.weight ? n.weight->shape_string() : "none",
+                   value(n.inputs.at(0)).width);
+    if (n.kind == OpKind::kDeltaNet)
+      MINFER_CHECK(n.inputs.size() == 3 && n.kv_heads > 0 && n.heads % n.kv_heads == 0 &&
+                       value(n.inputs[0]).width == 2 * n.kv_heads * n.head_dim + n.heads * n.value_dim &&
+                       value(n.inputs[1]).width == n.heads && value(n.inputs[2]).width == n.heads &&
+                       value(n.output).width == n.heads * n.value_dim && n.weight && n.bias && n.layer >= 0,
+                   "delta_net node {}: widths", i);
     if (n.kind == OpKind::kMatMul) {
       MINFER_CHECK(n.weight != nullptr && n.weight->rank() == 2, "matmul node {} needs a 2-D weight", i);
       MINFER_CHECK(value(n.inputs.at(0)).width == n.weight->dim(1), "matmul node {}: input width {} vs weight {}", i,

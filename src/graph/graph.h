@@ -32,6 +32,10 @@ enum class OpKind : uint8_t {
   kSoftcap,      // out = softcap * tanh(in0 / softcap) (Gemma's final_logit_softcapping)
   kMoe,          // out = mixture-of-experts FFN of in0: router (weight), experts, top_k (kernels/moe.h)
   kGatherRows,   // out = the rows of in0 that sample (the last position of each sequence)
+  kSigmoidMul,   // out = in1 * sigmoid(in0) (Qwen3.5's attention output gate)
+  // Recurrent mixers (kernels/mixers.h), reading and updating each sequence's state slot of `layer`.
+  kConv1d,    // out = causal depthwise conv of in0 with weight [channels, taps] (+ bias), SiLU-ed when `silu`
+  kDeltaNet,  // out = gated delta rule of in0 (conv'd q | k | v), in1 (beta logits), in2 (decay logits)
   // Collectives of a tensor-parallel group (dist/communicator.h).
   kAllReduce,    // out = the sum over ranks of in0 (after a row-parallel projection)
   kGatherVocab,  // out (rank 0) = every rank's column slice of in0 side by side (vocab-parallel logits)
@@ -72,6 +76,11 @@ struct Node {
   int64_t vocab_stride = 0;
   int64_t window = 0;    // Attention: sliding window (kernels::AttentionParams), 0 = whole context
   float softcap = 0.0f;  // Attention: score soft-capping, 0 = none; Softcap: the cap
+  bool silu = false;     // Conv1d: SiLU on the output
+  // DeltaNet: heads = value heads, kv_heads = key heads, head_dim = key width, value_dim = value width, weight = the
+  // decay coefficients -exp(A_log) and bias = dt_bias (f32 [value heads]); value heads tiled over key heads (GGUF).
+  int64_t value_dim = 0;
+  bool tiled_heads = false;
   // Fused ops.
   ValueId aux_output = kNoValue;        // AddRmsNorm: the residual sum, a second output
   const Tensor* norm_weight = nullptr;  // FusedMatMul prologue: RMSNorm of the input rows (eps above)

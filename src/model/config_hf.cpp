@@ -55,6 +55,20 @@ std::pair<const Family*, const HfModelType*> find_family(const HfFields& f) {
             supported_architectures());
 }
 
+// A multimodal config (Qwen3.5's Qwen3_5ForConditionalGeneration) keeps the language model's fields in text_config:
+// those, over the top level's (tie_word_embeddings and the special ids may sit there), without the vision tower's.
+json with_text_config(const json& top, const std::string& path) {
+  const auto text = top.find("text_config");
+  if (text == top.end() || text->is_null()) return top;
+  if (!text->is_object()) fail_load(path, "field \"text_config\" must be an object, got {}", text->dump());
+  json merged = top;
+  merged.erase("text_config");
+  merged.erase("vision_config");
+  for (const auto& [key, value] : text->items())
+    if (key != "model_type" && key != "architectures") merged[key] = value;
+  return merged;
+}
+
 DType parse_torch_dtype(const HfFields& f) {
   // Newer transformers write "dtype", older "torch_dtype".
   const std::string name = f.string("torch_dtype", f.string("dtype", "float32"));
@@ -100,9 +114,10 @@ void read_special_ids(const HfFields& f, ModelConfig& c) {
 
 ModelConfig parse_hf_config(const std::string& config_text, const std::string& config_path,
                             const std::string& generation_config_text, const std::string& generation_path) {
-  const json j = parse_object(config_text, config_path);
+  const json top = parse_object(config_text, config_path);
+  const auto [family, model_type] = find_family(HfFields(top, config_path));
+  const json j = with_text_config(top, config_path);
   const HfFields f(j, config_path);
-  const auto [family, model_type] = find_family(f);
   ModelConfig c;
   c.arch = family->name;
   read_common_fields(f, c);

@@ -105,7 +105,48 @@ void validate_rope_scaling(const RopeScaling& s, int64_t rotary_dims, const std:
   }
 }
 
+void validate_mixers(const ModelConfig& c, const std::string& source) {
+  if (c.layer_mixers.empty()) return;
+  if (static_cast<int64_t>(c.layer_mixers.size()) != c.num_layers)
+    fail_load(source, "invalid config: {} layer_types entries for {} layers", c.layer_mixers.size(), c.num_layers);
+  bool any_attention = false, any_delta = false;
+  for (LayerMixer m : c.layer_mixers) {
+    any_attention = any_attention || m == LayerMixer::kAttention;
+    any_delta = any_delta || m == LayerMixer::kGatedDeltaNet;
+  }
+  // The KV pools and the scheduler are sized by attention layers; every hybrid family has some.
+  if (!any_attention) fail_load(source, "unsupported: no attention layer in layer_types (a purely recurrent model)");
+  if (!any_delta) return;
+  const LinearAttentionShape& l = c.linear;
+  for (auto [field, v] : {std::pair{"linear_num_key_heads", l.k_heads}, {"linear_num_value_heads", l.v_heads},
+                          {"linear_key_head_dim", l.k_dim}, {"linear_value_head_dim", l.v_dim}})
+    if (v <= 0 || v > 4096) fail_load(source, "invalid config: {} = {} (must be in 1..4096)", field, v);
+  if (l.v_heads % l.k_heads != 0)
+    fail_load(source, "invalid config: linear_num_key_heads ({}) does not divide linear_num_value_heads ({})",
+              l.k_heads, l.v_heads);
+  if (l.conv_kernel < 1 || l.conv_kernel > 8)
+    fail_load(source, "invalid config: linear_conv_kernel_dim = {} (must be in 1..8)", l.conv_kernel);
+}
+
 }  // namespace
+
+const char* layer_mixer_name(LayerMixer mixer) {
+  switch (mixer) {
+    case LayerMixer::kAttention: return "full_attention";
+    case LayerMixer::kGatedDeltaNet: return "linear_attention";
+  }
+  return "unknown";
+}
+
+int64_t ModelConfig::conv_state_floats(int64_t layer) const {
+  if (mixer(layer) == LayerMixer::kGatedDeltaNet) return (linear.conv_kernel - 1) * linear.conv_channels();
+  return 0;
+}
+
+int64_t ModelConfig::ssm_state_floats(int64_t layer) const {
+  if (mixer(layer) == LayerMixer::kGatedDeltaNet) return linear.v_heads * linear.k_dim * linear.v_dim;
+  return 0;
+}
 
 void ModelConfig::validate(const std::string& source) const {
   auto positive = [&](const char* field, int64_t v, int64_t max) {
@@ -152,6 +193,7 @@ void ModelConfig::validate(const std::string& source) const {
     if (v < 0 || !std::isfinite(v)) fail_load(source, "invalid config: a scale or soft-cap of {} (must be >= 0)", v);
 
   validate_rope_scaling(rope_scaling, rotary_dims(), source);
+  validate_mixers(*this, source);
 
   if (bos_token_id < -1 || bos_token_id >= vocab_size)
     fail_load(source, "bos_token_id {} is outside the vocabulary ({} tokens)", bos_token_id, vocab_size);

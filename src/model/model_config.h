@@ -15,6 +15,21 @@ namespace minfer {
 // The gated MLP's activation: down(act(gate(x)) * up(x)).
 enum class Activation : uint8_t { kSilu, kGeluTanh };
 
+// A layer's token mixer: attention over the KV cache, or one that keeps a fixed-size recurrent state per sequence
+// (kernels/mixers.h; kv/state_pool.h holds the states).
+enum class LayerMixer : uint8_t { kAttention, kGatedDeltaNet };
+const char* layer_mixer_name(LayerMixer mixer);
+
+// Gated DeltaNet layers (Qwen3.5 / Qwen3.6, Qwen3-Next): q and k heads of k_dim, v heads of v_dim (v_heads a
+// multiple of k_heads), a causal convolution of conv_kernel taps over q | k | v.
+struct LinearAttentionShape {
+  int64_t k_heads = 0, v_heads = 0, k_dim = 0, v_dim = 0, conv_kernel = 0;
+  // llama.cpp's GGUF files store the value heads tiled over the key heads (value head h reads key head
+  // h % k_heads) where Hugging Face groups them (h / (v_heads / k_heads)).
+  bool tiled_heads = false;
+  int64_t conv_channels() const { return 2 * k_heads * k_dim + v_heads * v_dim; }
+};
+
 struct RopeScaling {
   // "none", "linear" (every frequency divided by factor) or "llama3" (Llama 3.1/3.2 frequency-dependent scaling,
   // as HF transformers' _compute_llama3_parameters).
@@ -108,6 +123,12 @@ struct ModelConfig {
   // Layers that rotate q and k (SmolLM3's no_rope_layers: 1 = RoPE, 0 = no positional encoding, "NoPE"); empty =
   // every layer rotates.
   std::vector<bool> layer_rope;
+  // Hybrid models: each layer's mixer (empty: attention everywhere), and the linear-attention layers' shape.
+  std::vector<LayerMixer> layer_mixers;
+  LinearAttentionShape linear;
+  // Qwen3.5: q_proj yields a sigmoid gate per head beside the query (split at load into wq and wq_gate); the
+  // attention output is multiplied by it before o_proj.
+  bool attn_output_gate = false;
   DType dtype = DType::F32;  // the dtype the weights are stored in
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
@@ -121,6 +142,20 @@ struct ModelConfig {
   bool is_sliding(int64_t layer) const {
     return sliding_window > 0 && (layer_sliding.empty() || layer_sliding[static_cast<size_t>(layer)]);
   }
+  LayerMixer mixer(int64_t layer) const {
+    return layer_mixers.empty() ? LayerMixer::kAttention : layer_mixers[static_cast<size_t>(layer)];
+  }
+  // Layers whose memory is a per-sequence state rather than KV pages.
+  bool is_recurrent(int64_t layer) const { return mixer(layer) != LayerMixer::kAttention; }
+  bool has_recurrent_layers() const {
+    for (int64_t i = 0; i < num_layers; ++i)
+      if (is_recurrent(i)) return true;
+    return false;
+  }
+  // The floats of one sequence's state in a recurrent layer: the convolution's past inputs, then the recurrent
+  // state (0 and 0 for attention layers).
+  int64_t conv_state_floats(int64_t layer) const;
+  int64_t ssm_state_floats(int64_t layer) const;
   // Whether sliding layers use their own RoPE table (a second one beside the global layers').
   bool has_local_rope() const { return sliding_window > 0 && rope_local_theta > 0.0; }
   bool uses_rope(int64_t layer) const { return layer_rope.empty() || layer_rope[static_cast<size_t>(layer)]; }

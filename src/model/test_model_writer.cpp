@@ -202,7 +202,10 @@ std::vector<HfTestWeight> hf_test_weights(const Family& family, const ModelConfi
 Init init_of(const std::string& name, const ModelConfig& config) {
   if (name.ends_with("sinks")) return Init::kSink;
   if (name.find("bias") != std::string::npos) return Init::kBias;
-  if (name.find("norm") != std::string::npos) return config.norm_weight_plus_one ? Init::kNormOffset : Init::kNorm;
+  // The delta rule's output norm multiplies by w itself, whatever the model's other norms do.
+  if (name.find("norm") != std::string::npos)
+    return config.norm_weight_plus_one && name.find("linear_attn.") == std::string::npos ? Init::kNormOffset
+                                                                                           : Init::kNorm;
   return Init::kMatrix;
 }
 

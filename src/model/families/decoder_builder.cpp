@@ -98,7 +98,13 @@ ValueId DecoderBuilder::attention(int64_t layer, ValueId h) {
   attn.window = sliding ? c_.sliding_window : 0;
   attn.softcap = static_cast<float>(c_.attn_softcap);
   if (c_.attention_sinks) attn.sinks = f32(p + "sinks");
-  const ValueId heads_out = g_.add_node(attn);
+  ValueId heads_out = g_.add_node(attn);
+  if (c_.attn_output_gate) {  // Qwen3.5: each head's output times the sigmoid of its gate
+    const ValueId gate = matmul(h, p + "wq_gate", "", p + "attn_gate");
+    heads_out = g_.add_node(Node{.kind = OpKind::kSigmoidMul,
+                                 .inputs = {gate, heads_out},
+                                 .output = g_.add_value(p + "attn_gated", c_.num_heads * c_.head_dim)});
+  }
   return all_reduce(matmul(heads_out, p + "wo", c_.o_bias ? p + "bo" : "", p + shard_name("o")), p + "o");
 }
 

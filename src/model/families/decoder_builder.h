@@ -48,14 +48,14 @@ class DecoderBuilder {
   void head(graph::ValueId x);
 
   static std::string prefix(int64_t layer) { return "layers." + std::to_string(layer) + "."; }
+  // Weight `name` as f32 (a graph constant when the checkpoint stores it narrower): biases, sinks, mixer constants.
+  const Tensor* f32(const std::string& name);
   // The name of a value an all-reduce completes: `name` itself in one process, name + "_shard" (the rank's partial
   // sum) in a tensor-parallel group, where the all-reduce's output takes `name`.
   std::string shard_name(const std::string& name) const { return w_.shard.sharded() ? name + "_shard" : name; }
 
  private:
   graph::ValueId rope(graph::ValueId x, int64_t heads, int32_t table, const std::string& out);
-  // Weight `name` as f32 (a graph constant when the checkpoint stores it narrower): biases, sinks.
-  const Tensor* f32(const std::string& name);
 
   const ModelWeights& w_;
   const ModelConfig& c_;

@@ -64,6 +64,10 @@ struct TestPreset {
   int64_t experts = 0, experts_per_tok = 0, moe_intermediate = 0;
   int64_t no_rope_interval = 0;   // SmolLM3: every no_rope_interval-th layer has no positional encoding
   int64_t max_window_layers = 0;  // Qwen2 / Qwen3
+  // Gated DeltaNet layers (Qwen3.5): key / value heads and their widths; every full_attention_interval-th layer
+  // attends.
+  int64_t linear_k_heads = 0, linear_v_heads = 0, linear_k_dim = 0, linear_v_dim = 0;
+  int64_t full_attention_interval = 0;
   // The real model's special-token ids (unused by tiny presets, which take the generated tokenizer's).
   int64_t bos = -1;
   std::vector<int64_t> config_eos = {};
@@ -134,6 +138,12 @@ struct Family {
   // The HF tensors of a test model whose checkpoint stores some weights fused or stacked (Phi-3, gpt-oss): rewrites
   // `weights` (one per canonical weight, in HF names) into the checkpoint's own; nullptr: one tensor per weight.
   void (*test_hf_weights)(const ModelConfig&, std::vector<HfTestWeight>& weights) = nullptr;
+  // Where a multimodal checkpoint keeps its text model instead of "model." (Qwen3.5: "model.language_model."); the
+  // loader reads both, the test-model writer writes this one.
+  const char* hf_text_prefix = nullptr;
+  // Brings the loaded weights (either format) to the canonical forms the graph reads, before their shapes are
+  // checked (Qwen3.5: q_proj's per-head gate split off, A_log to -exp(A_log)); nullptr: nothing to do.
+  void (*adapt_weights)(ModelWeights&) = nullptr;
 };
 
 // Every registered family, in the registry's order.

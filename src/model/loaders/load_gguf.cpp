@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "formats/gguf_file.h"
 #include "model/config_gguf.h"
+#include "model/families/family.h"
 #include "model/loaders/loaders.h"
 #include "model/loaders/weight_check.h"
 
@@ -38,6 +39,7 @@ ModelWeights load_gguf_checkpoint(const std::string& path) {
   }
   w.config.validate(path);
   split_fused_projections(w, origins);
+  if (const auto adapt = family_of(w.config).adapt_weights) adapt(w);
   check_weights(w, origins, path, [arch = w.config.arch](const std::string& c) { return canonical_to_gguf(c, arch); });
   if (gguf->has("tokenizer.ggml.model")) w.tokenizer.gguf_path = path;
   return w;

@@ -1,11 +1,14 @@
 // Hugging Face directory: config.json (+ generation_config.json), model.safetensors or an index and its shards,
 // tokenizer.json (+ tokenizer_config.json).
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include <memory>
 
 #include "base/error.h"
 #include "formats/safetensors_file.h"
 #include "model/config_hf.h"
+#include "model/families/family.h"
 #include "model/loaders/loaders.h"
 #include "model/loaders/weight_check.h"
 #include "model/quant/quantized_checkpoint.h"
@@ -16,6 +19,12 @@ namespace {
 namespace fs = std::filesystem;
 
 // Old transformers versions saved RoPE's buffer with the weights; it is recomputed from the config.
+// A multimodal checkpoint's vision tower and the multi-token-prediction layers: not run by the text decoder (the
+// images and MTP issues will read them).
+bool beside_text_model(std::string_view hf_name) {
+  return hf_name.starts_with("model.visual.") || hf_name.starts_with("mtp.") || hf_name.starts_with("model.mtp.");
+}
+
 bool ignorable(std::string_view hf_name) {
   constexpr std::string_view kSuffix = ".self_attn.rotary_emb.inv_freq";
   return hf_name.size() >= kSuffix.size() && hf_name.substr(hf_name.size() - kSuffix.size()) == kSuffix;
@@ -76,7 +85,12 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
   const std::optional<QuantConfig> quant = read_checkpoint_quantization((fs::path(dir) / "config.json").string());
   const auto hf_name_of = [arch = w.config.arch](const std::string& c) { return canonical_to_hf(c, arch); };
   std::map<std::string, WeightOrigin> origins;
+  int64_t skipped = 0;
   for (const auto& [name, file] : placement) {
+    if (beside_text_model(name)) {
+      ++skipped;
+      continue;
+    }
     if (ignorable(name) || (quant && is_quantization_companion(name))) continue;
     const auto canonical = hf_to_canonical(name, w.config.arch);
     if (!canonical)
@@ -86,6 +100,9 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
     w.tensors[*canonical] = file->tensor(*file->find(name));
     origins[*canonical] = {file->path(), name};
   }
+  if (skipped > 0)
+    spdlog::info("{}: {} tensors of the vision tower / MTP layers skipped (the text model runs without them)",
+                 checkpoint, skipped);
   if (quant) {
     auto find = [&](const std::string& hf_name) -> std::optional<Tensor> {
       auto it = placement.find(hf_name);
@@ -95,6 +112,7 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
     attach_checkpoint_quantization(w, *quant, checkpoint, find, hf_name_of);
   }
   split_fused_projections(w, origins);
+  if (const auto adapt = family_of(w.config).adapt_weights) adapt(w);
   check_weights(w, origins, checkpoint, hf_name_of);
   if (w.config.norm_weight_plus_one) add_one_to_norms(w);
 

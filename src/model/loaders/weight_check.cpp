@@ -11,10 +11,44 @@ bool supported_dtype(DType d, size_t rank) {
   return d == DType::F32 || d == DType::F16 || d == DType::BF16 || ((is_block_type(d) || d == DType::I8) && rank == 2);
 }
 
+// A Gated DeltaNet layer's mixer (model/families/qwen35.cpp).
+void delta_rule_shapes(const ModelConfig& c, const std::string& p, std::map<std::string, std::vector<int64_t>>& out) {
+  const LinearAttentionShape& l = c.linear;
+  out[p + "ssm_in_qkv"] = {l.conv_channels(), c.hidden_size};
+  out[p + "ssm_in_z"] = {l.v_heads * l.v_dim, c.hidden_size};
+  out[p + "ssm_in_b"] = {l.v_heads, c.hidden_size};
+  out[p + "ssm_in_a"] = {l.v_heads, c.hidden_size};
+  out[p + "ssm_conv"] = {l.conv_channels(), l.conv_kernel};
+  out[p + "ssm_a"] = {l.v_heads};
+  out[p + "ssm_dt_bias"] = {l.v_heads};
+  out[p + "ssm_norm_gated"] = {l.v_dim};
+  out[p + "ssm_out"] = {c.hidden_size, l.v_heads * l.v_dim};
+}
+
+// An attention layer's projections, biases, sinks and q/k norms.
+void attention_shapes(const ModelConfig& c, const std::string& p, std::map<std::string, std::vector<int64_t>>& out) {
+  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
+  out[p + "wq"] = {q, c.hidden_size};
+  out[p + "wk"] = {kv, c.hidden_size};
+  out[p + "wv"] = {kv, c.hidden_size};
+  out[p + "wo"] = {c.hidden_size, q};
+  if (c.o_bias) out[p + "bo"] = {c.hidden_size};
+  if (c.attention_sinks) out[p + "sinks"] = {c.num_heads};
+  if (c.attention_bias) {
+    out[p + "bq"] = {q};
+    out[p + "bk"] = {kv};
+    out[p + "bv"] = {kv};
+  }
+  if (c.qk_norm) {
+    out[p + "q_norm"] = {c.qk_norm_full_width ? q : c.head_dim};
+    out[p + "k_norm"] = {c.qk_norm_full_width ? kv : c.head_dim};
+  }
+  if (c.attn_output_gate) out[p + "wq_gate"] = {q, c.hidden_size};
+}
+
 }  // namespace
 
 std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelConfig& c) {
-  const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
   std::map<std::string, std::vector<int64_t>> out;
   out["embed"] = {c.vocab_size, c.hidden_size};
   out["final_norm"] = {c.hidden_size};
@@ -22,20 +56,10 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     if (!c.post_norms_only) out[p + "attn_norm"] = {c.hidden_size};
-    out[p + "wq"] = {q, c.hidden_size};
-    out[p + "wk"] = {kv, c.hidden_size};
-    out[p + "wv"] = {kv, c.hidden_size};
-    out[p + "wo"] = {c.hidden_size, q};
-    if (c.o_bias) out[p + "bo"] = {c.hidden_size};
-    if (c.attention_sinks) out[p + "sinks"] = {c.num_heads};
-    if (c.attention_bias) {
-      out[p + "bq"] = {q};
-      out[p + "bk"] = {kv};
-      out[p + "bv"] = {kv};
-    }
-    if (c.qk_norm) {
-      out[p + "q_norm"] = {c.qk_norm_full_width ? q : c.head_dim};
-      out[p + "k_norm"] = {c.qk_norm_full_width ? kv : c.head_dim};
+    if (c.is_recurrent(i)) {
+      delta_rule_shapes(c, p, out);
+    } else {
+      attention_shapes(c, p, out);
     }
     if (!c.post_norms_only) out[p + "ffn_norm"] = {c.hidden_size};
     if (c.sandwich_norms || c.post_norms_only) {

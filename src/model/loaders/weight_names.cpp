@@ -121,11 +121,19 @@ const char* gguf_of(const NameRow& r) { return r.gguf; }
 
 }  // namespace
 
+// A multimodal checkpoint's text model sits under its own prefix (Family::hf_text_prefix) instead of "model.".
 std::optional<std::string> hf_to_canonical(std::string_view hf_name, std::string_view arch) {
+  const char* text = family_named(arch).hf_text_prefix;
+  if (text != nullptr && hf_name.starts_with(text))
+    return to_canonical("model." + std::string(hf_name.substr(std::string_view(text).size())), "model.layers.", arch,
+                        hf_of);
   return to_canonical(hf_name, "model.layers.", arch, hf_of);
 }
 std::string canonical_to_hf(const std::string& canonical, std::string_view arch) {
-  return from_canonical(canonical, "model.layers.", arch, hf_of);
+  std::string name = from_canonical(canonical, "model.layers.", arch, hf_of);
+  const char* text = family_named(arch).hf_text_prefix;
+  if (text != nullptr && name.starts_with("model.")) name = text + name.substr(6);
+  return name;
 }
 std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, std::string_view arch) {
   return to_canonical(gguf_name, "blk.", arch, gguf_of);

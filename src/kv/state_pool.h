@@ -1,0 +1,48 @@
+// The recurrent layers' memory (vLLM v1's mamba spec, llama.cpp's recurrent memory): a fixed-size slot per running
+// sequence per recurrent layer, holding the convolution's past inputs and the layer's recurrent state
+// (kernels::StateLayerView). A sequence takes a slot when it is admitted (zeroed: no history) and gives it back when
+// it finishes or is preempted (recomputed later from its tokens). Attention layers keep their KV in the page pools.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/mixers.h"
+#include "minfer/outputs.h"  // RequestId
+#include "model/model_config.h"
+
+namespace minfer {
+
+class StatePool {
+ public:
+  // num_slots slots for every recurrent layer of `config`.
+  StatePool(const ModelConfig& config, int64_t num_slots);
+  // Bytes one sequence's slot takes across the model's recurrent layers.
+  static int64_t slot_bytes(const ModelConfig& config);
+
+  // A zeroed slot for `seq`; false (nothing changed) when every slot is taken.
+  bool acquire(RequestId seq);
+  // Gives the slot of `seq` back (no-op for a sequence without one).
+  void release(RequestId seq);
+  int32_t slot_of(RequestId seq) const;  // -1: none
+  bool has_slot(RequestId seq) const { return owner_.count(seq) != 0; }
+
+  // [num_layers]: each recurrent layer's view, an empty one for attention layers.
+  std::span<const kernels::StateLayerView> layers() const { return views_; }
+  int64_t num_slots() const { return num_slots_; }
+  int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
+  int64_t bytes() const { return static_cast<int64_t>(floats_ * sizeof(float)); }
+
+ private:
+  int64_t num_slots_;
+  size_t floats_ = 0;
+  std::unique_ptr<float[]> data_;  // uninitialised; a slot is zeroed when it is acquired
+  std::vector<kernels::StateLayerView> views_;
+  std::vector<int32_t> free_;
+  std::unordered_map<RequestId, int32_t> owner_;
+};
+
+}  // namespace minfer

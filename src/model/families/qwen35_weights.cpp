@@ -1,0 +1,135 @@
+// Qwen3.5's weights at load (the gate rows of q_proj, the delta rule's conv kernel and decay) and its test-model
+// presets.
+#include <cmath>
+#include <cstring>
+
+#include "model/families/family_file.h"
+#include "model/families/qwen35.h"
+
+namespace minfer {
+namespace {
+
+// Rows [b, b + block) of every second block of `block` rows, starting with block `parity`: the query (0) or gate (1)
+// rows of a q_proj that interleaves them per head. Copies (row bytes of any element or block type).
+Tensor every_other_block(const Tensor& t, int64_t block, int64_t parity) {
+  const int64_t rows = t.dim(0);
+  Tensor out = Tensor::allocate(t.dtype, {rows / 2, t.dim(1)});
+  auto* dst = out.mutable_as<unsigned char>();
+  for (int64_t b = parity * block; b < rows; b += 2 * block) {
+    const Tensor part = row_slice(t, b, b + block);
+    std::memcpy(dst, part.data, part.nbytes());
+    dst += part.nbytes();
+  }
+  return out;
+}
+
+void split_query_gate(ModelWeights& w, const std::string& p) {
+  const ModelConfig& c = w.config;
+  auto it = w.tensors.find(p + "wq");
+  if (it == w.tensors.end()) return;  // check_weights names it
+  const Tensor wq = it->second;
+  if (wq.rank() != 2 || wq.dim(0) != 2 * c.num_heads * c.head_dim || wq.quant)
+    fail_load(w.path, "tensor '{}wq' has shape {}, expected [{}, {}] (query and gate rows per head)", p,
+              wq.shape_string(), 2 * c.num_heads * c.head_dim, c.hidden_size);
+  w.tensors[p + "wq"] = every_other_block(wq, c.head_dim, 0);
+  w.tensors[p + "wq_gate"] = every_other_block(wq, c.head_dim, 1);
+}
+
+void adapt_hf_delta_rule(ModelWeights& w, const std::string& p) {
+  if (auto it = w.tensors.find(p + "ssm_conv"); it != w.tensors.end() && it->second.rank() == 3) {
+    Tensor conv = to_f32(it->second);
+    conv.shape = {conv.dim(0), conv.dim(2)};
+    it->second = std::move(conv);
+  }
+  if (auto it = w.tensors.find(p + "ssm_a"); it != w.tensors.end()) {
+    Tensor a = to_f32(it->second);
+    for (int64_t i = 0; i < a.numel(); ++i) a.mutable_as<float>()[i] = -std::exp(a.as<float>()[i]);
+    it->second = std::move(a);
+  }
+}
+
+// Qwen3.5's text config (Qwen/Qwen3.5-0.8B's config.json text_config fields), inside the ConditionalGeneration
+// wrapper it ships in.
+nlohmann::json text_config(const TestPreset& p, const TestConfigContext& x) {
+  nlohmann::json t = test_config_base(p, x, "Qwen3_5ForCausalLM", "5.25.0");
+  nlohmann::json types = nlohmann::json::array();
+  for (int64_t i = 0; i < p.layers; ++i)
+    types.push_back((i + 1) % p.full_attention_interval != 0 ? "linear_attention" : "full_attention");
+  t.erase("architectures");
+  t.update({{"model_type", "qwen3_5_text"},
+            {"attention_bias", false},
+            {"attn_output_gate", true},
+            {"full_attention_interval", p.full_attention_interval},
+            {"head_dim", p.head_size()},
+            {"hidden_act", "silu"},
+            {"layer_types", types},
+            {"linear_conv_kernel_dim", 4},
+            {"linear_key_head_dim", p.linear_k_dim},
+            {"linear_num_key_heads", p.linear_k_heads},
+            {"linear_num_value_heads", p.linear_v_heads},
+            {"linear_value_head_dim", p.linear_v_dim},
+            {"mtp_num_hidden_layers", 0},
+            {"rms_norm_eps", 1e-06},
+            {"rope_parameters",
+             {{"mrope_interleaved", true},
+              {"mrope_section", {11, 11, 10}},
+              {"partial_rotary_factor", 0.25},
+              {"rope_theta", 10000000},
+              {"rope_type", "default"}}}});
+  return t;
+}
+
+// tiny-qwen3.5: three delta-rule layers and an attention layer, 4 value heads over 2 key heads (the grouping the
+// real ones have), head_dim 32 with 8 rotary dims.
+// clang-format off
+const TestPreset kPresets[] = {
+    {.name = "qwen3.5-0.8b", .model_type = "qwen3_5", .tiny = false, .hidden = 1024, .intermediate = 3584,
+     .layers = 24, .heads = 8, .kv_heads = 2, .vocab = 248320, .max_position_embeddings = 262144, .tied = true,
+     .embed_std = 0.02, .weight_std = 0.02, .head_dim = 256, .linear_k_heads = 16, .linear_v_heads = 16,
+     .linear_k_dim = 128, .linear_v_dim = 128, .full_attention_interval = 4, .bos = 248044, .config_eos = {248044},
+     .generation_eos = {248046, 248044}, .qwen_tokenizer = true},
+    {.name = "qwen3.5-9b", .model_type = "qwen3_5", .tiny = false, .hidden = 4096, .intermediate = 12288,
+     .layers = 32, .heads = 16, .kv_heads = 4, .vocab = 248320, .max_position_embeddings = 262144, .tied = false,
+     .embed_std = 0.02, .weight_std = 0.02, .head_dim = 256, .linear_k_heads = 16, .linear_v_heads = 32,
+     .linear_k_dim = 128, .linear_v_dim = 128, .full_attention_interval = 4, .bos = 248044, .config_eos = {248044},
+     .generation_eos = {248046, 248044}, .qwen_tokenizer = true},
+    {.name = "tiny-qwen3.5", .model_type = "qwen3_5", .tiny = true, .hidden = 64, .intermediate = 128, .layers = 4,
+     .heads = 4, .kv_heads = 2, .vocab = 0, .max_position_embeddings = 262144, .tied = true, .embed_std = 0.08,
+     .weight_std = 0.16, .head_dim = 32, .linear_k_heads = 2, .linear_v_heads = 4, .linear_k_dim = 16,
+     .linear_v_dim = 16, .full_attention_interval = 4, .qwen_tokenizer = true},
+};
+// clang-format on
+
+}  // namespace
+
+const std::span<const TestPreset> kQwen35Presets = kPresets;
+
+nlohmann::json qwen35_test_config(const TestPreset& p, const TestConfigContext& x) {
+  return {{"architectures", {"Qwen3_5ForConditionalGeneration"}},
+          {"model_type", "qwen3_5"},
+          {"text_config", text_config(p, x)},
+          {"tie_word_embeddings", p.tied},
+          {"transformers_version", "5.25.0"}};
+}
+
+void qwen35_test_hf_weights(const ModelConfig& c, std::vector<HfTestWeight>& weights) {
+  std::vector<HfTestWeight> out;
+  for (HfTestWeight& w : weights) {
+    if (w.name.ends_with(".q_proj_gate.weight")) continue;
+    if (w.name.ends_with(".self_attn.q_proj.weight")) w.shape[0] *= 2;
+    if (w.name.ends_with(".linear_attn.conv1d.weight")) w.shape = {w.shape[0], 1, w.shape[1]};
+    out.push_back(std::move(w));
+  }
+  (void)c;
+  weights = std::move(out);
+}
+
+void adapt_qwen35_weights(ModelWeights& w) {
+  for (int64_t i = 0; i < w.config.num_layers; ++i) {
+    const std::string p = "layers." + std::to_string(i) + ".";
+    if (!w.config.is_recurrent(i) && w.config.attn_output_gate) split_query_gate(w, p);
+    if (w.format == CheckpointFormat::kHuggingFace) adapt_hf_delta_rule(w, p);
+  }
+}
+
+}  // namespace minfer
