@@ -59,6 +59,10 @@ Semantics followed (HF eager attention path):
         and rotate with rope_local_base_freq (default RoPE), the global ones with rope_theta and rope_scaling
         (default or linear); logits soft-capped by final_logit_softcapping when set
 
+Qwen3.5 / Qwen3.6, dense and MoE (model_type qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text): Reference.from_dir
+and the CLI hand them to hybrid_reference.HybridReference (hybrid_reference.py beside this file), which has this
+interface.
+
 CLI (run it with Debian's /usr/bin/python3, which has torch):
   hf_reference.py --model DIR --ids "1 2 3" [--greedy N] [--logits-out FILE]
 writes the prompt's logits as raw little-endian f32 [num_ids, vocab] to FILE and prints the greedy continuation
@@ -237,6 +241,9 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 # ---------------------------------------------------------------------------------------------------------------
 # The model
+
+# Qwen3.5 / Qwen3.6 (Gated DeltaNet + gated attention hybrids): hybrid_reference.py, which Reference.from_dir returns.
+HYBRID_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
 
 
 class Config:
@@ -495,8 +502,11 @@ class Reference:
     @classmethod
     def from_dir(cls, model_dir: str) -> "Reference":
         with open(os.path.join(model_dir, "config.json")) as f:
-            cfg = Config(json.load(f))
-        return cls(cfg, load_hf_tensors(model_dir))
+            raw = json.load(f)
+        if raw.get("model_type") in HYBRID_MODEL_TYPES:  # Qwen3.5 / 3.6: their own file, same interface
+            import hybrid_reference
+            return hybrid_reference.HybridReference.from_dir(model_dir)
+        return cls(Config(raw), load_hf_tensors(model_dir))
 
     def reset(self) -> None:
         self.cache_k: List[Optional[torch.Tensor]] = [None] * self.cfg.layers
