@@ -182,7 +182,12 @@ void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrig
     if (weights.tensors.count(name) == 0)
       fail_load(checkpoint, "missing tensor '{}' (expected shape {})", file_name_of(name), shape_string(shape));
   }
-  weights.config.dtype = weights.tensors.at("layers.0.wq").dtype;
+  // The weights' dtype: the first attention layer's query projection's (layer 0 may be recurrent).
+  for (int64_t i = 0; i < weights.config.num_layers; ++i)
+    if (!weights.config.is_recurrent(i)) {
+      weights.config.dtype = weights.tensors.at("layers." + std::to_string(i) + ".wq").dtype;
+      break;
+    }
 }
 
 }  // namespace minfer
