@@ -109,8 +109,11 @@ def tiny_models(minfer: Minfer, tmp_path_factory) -> Callable[..., Path]:
 
 
 def read_config(model_dir: Path) -> dict:
+    """config.json; a multimodal one's text_config fields (Qwen3.5) over its top level, as minfer reads them."""
     with open(model_dir / "config.json") as f:
-        return json.load(f)
+        config = json.load(f)
+    text = config.get("text_config") or {}
+    return {**config, **{k: v for k, v in text.items() if k not in ("model_type", "architectures")}}
 
 
 def read_ids(path: Path) -> List[int]:

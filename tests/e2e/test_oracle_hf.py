@@ -39,6 +39,11 @@ TOLERANCE = {"f32": 1e-4, "bf16": 3e-2}
 # other expert (errors up to 0.58 there, 3e-6 for the same weights upcast to f32), so only the typical error is
 # bounded: the median below half the tolerance (measured 0.010) and 75% of the positions within it (measured 86%).
 ROUTING_FLIPS_IN_BF16 = {"tiny-gpt-oss"}
+# Presets whose bf16 logits move more under the engine's bf16-rounded activations than the tolerance allows, because
+# the model itself is that sensitive: tiny-qwen3.5's oracle, its linear layers' inputs rounded to bf16, moves by up to
+# 5.8% (median 1.3%; tiny-qwen3's by 1.2%): the delta rule carries every rounding into the state of later tokens. The
+# engine measured 7.5% max, 1.8% median. Bounded here: max below the value, median below the usual tolerance.
+SENSITIVE_IN_BF16 = {"tiny-qwen3.5": 0.12}
 GREEDY_TOKENS = 32
 
 _oracles = {}
@@ -84,7 +89,7 @@ CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), (
          ("tiny-qwen3-moe", "f32"), ("tiny-qwen3-moe", "bf16"), ("tiny-mixtral", "f32"), ("tiny-mixtral", "bf16"),
          ("tiny-smollm3", "f32"), ("tiny-smollm3", "bf16"), ("tiny-olmo2", "f32"), ("tiny-olmo2", "bf16"),
          ("tiny-olmo3", "f32"), ("tiny-olmo3", "bf16"), ("tiny-granite", "f32"), ("tiny-granite", "bf16"),
-         ("tiny-gpt-oss", "f32"), ("tiny-gpt-oss", "bf16")]
+         ("tiny-gpt-oss", "f32"), ("tiny-gpt-oss", "bf16"), ("tiny-qwen3.5", "f32"), ("tiny-qwen3.5", "bf16")]
 
 
 @pytest.mark.parametrize("preset,dtype", CASES, ids=[f"{p}-{d}" for p, d in CASES])
@@ -107,6 +112,10 @@ def test_engine_matches_oracle(minfer, tiny_models, preset, dtype, tmp_path):
               f"({np.mean(err >= TOLERANCE[dtype]):.0%} of positions above the tolerance)")
         err = np.minimum(err, 0.0)
     worst = int(err.argmax())
+    if dtype == "bf16" and preset in SENSITIVE_IN_BF16:
+        assert np.median(err) < TOLERANCE[dtype] and err.max() < SENSITIVE_IN_BF16[preset], (
+            f"{preset} {dtype}: per-position errors {np.array2string(err, precision=2)}")
+        err = np.minimum(err, 0.0)
     assert err.max() < TOLERANCE[dtype], (
         f"{preset} {dtype}: logits relative error {err.max():.3g} at prompt position {worst} "
         f"(tolerance {TOLERANCE[dtype]}); per-position errors {np.array2string(err, precision=2)}")
