@@ -72,6 +72,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& mode
       ->capture_default_str();
   cmd.add_option("--page-size,--block-size", e.page_size, "Tokens per KV page (power of two, 8-256)")
       ->capture_default_str();
+  cmd.add_option("--state-snapshot-pages", e.state_snapshot_pages,
+                 "Recurrent-layer models: keep a state copy every N pages for prefix caching (0 = none)")
+      ->capture_default_str();
   cmd.add_option("--kv-cache-memory", e.kv_cache_memory, "KV pool size, e.g. 512MiB (0 = a fraction of free RAM)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();

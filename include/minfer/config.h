@@ -88,6 +88,9 @@ struct EngineConfig {
   // Resolved to kF32 or kBf16 by the engine (Engine::config() shows which).
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   bool enable_prefix_caching = true;  // automatic prefix caching (paged layout only)
+  // Models with recurrent layers (Qwen3.5, ...): their prefix cache restores a copy of the recurrent state taken every
+  // this many pages of a prompt (prefills are cut at those boundaries); 0 = their prefixes are never reused.
+  int64_t state_snapshot_pages = 32;
 
   // Context length per request (prompt + output). 0 = the model's max_position_embeddings, capped at 8192.
   int64_t max_model_len = 0;

@@ -65,6 +65,7 @@ void bind_engine_config(py::module_& m) {
           [](EngineConfig& c, const std::string& name) { c.fusion_strategy = parse_fusion(name); })
       .def_readwrite("quant", &EngineConfig::quant)
       .def_readwrite("page_size", &EngineConfig::page_size)
+      .def_readwrite("state_snapshot_pages", &EngineConfig::state_snapshot_pages)
       .def_readwrite("kv_cache_memory", &EngineConfig::kv_cache_memory)
       .def_readwrite("kv_cache_memory_fraction", &EngineConfig::kv_cache_memory_fraction)
       .def_property(

@@ -11,6 +11,8 @@ void EngineConfig::validate() const {
   if (model_path.empty()) fail("EngineConfig.model_path is empty: give a model directory or file");
   // The power-of-two rule the kernels rely on is PageGeometry's; a page of fewer than 8 tokens would spend more
   // on page tables than it saves.
+  if (state_snapshot_pages < 0 || state_snapshot_pages > 4096)
+    fail("EngineConfig.state_snapshot_pages must be in [0, 4096], got {}", state_snapshot_pages);
   if (page_size < 8 || !PageGeometry::valid(page_size))
     fail("EngineConfig.page_size must be a power of two in [8, 256], got {}", page_size);
   if (kv_cache_memory < 0) fail("EngineConfig.kv_cache_memory must be >= 0 bytes (0 = a fraction of free memory)");

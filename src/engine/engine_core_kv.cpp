@@ -46,15 +46,19 @@ KvPoolRequest EngineCore::kv_pool_request() const {
 }
 
 // The recurrent layers' state slots, from the same budget as the pages: one per sequence that may run
-// (max_num_seqs), unless that would take more than half the budget; at least one.
+// (max_num_seqs), unless that would take more than half the budget; at least one. With prefix caching, up to a
+// quarter of the budget (at most four per sequence) more for the snapshots its hits restore.
 void EngineCore::create_state_pool(KvPoolRequest& request) {
   const ModelConfig& m = weights_.config;
   if (!m.has_recurrent_layers()) return;
   const int64_t slot = StatePool::slot_bytes(m);
   const int64_t slots = std::clamp<int64_t>(request.budget_bytes / 2 / slot, 1, config_.max_num_seqs);
-  states_ = std::make_unique<StatePool>(m, slots);
+  const bool snapshots = config_.enable_prefix_caching && config_.state_snapshot_pages > 0;
+  const int64_t copies = snapshots ? std::clamp<int64_t>(request.budget_bytes / 4 / slot, 0, 4 * slots) : 0;
+  states_ = std::make_unique<StatePool>(m, slots, copies);
   request.budget_bytes -= states_->bytes();
-  request.budget_source += fmt::format(", less {} MiB for {} state slots", states_->bytes() >> 20, slots);
+  request.budget_source +=
+      fmt::format(", less {} MiB for {} state slots and {} snapshots", states_->bytes() >> 20, slots, copies);
 }
 
 void EngineCore::create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages) {
@@ -127,11 +131,14 @@ void EngineCore::log_kv_pools() const {
       contiguous_kv() ? "contiguous" : "paged", config_.enable_prefix_caching ? "on" : "off",
       config_.enable_continuous_batching ? "continuous" : "static");
   if (states_)
-    spdlog::info("state: {} slots of {} KiB for the {} recurrent layers ({} MiB; a sequence holds one while it runs)",
-                 states_->num_slots(), StatePool::slot_bytes(m) >> 10,
-                 std::count_if(m.layer_mixers.begin(), m.layer_mixers.end(),
-                               [](LayerMixer x) { return x != LayerMixer::kAttention; }),
-                 states_->bytes() >> 20);
+    spdlog::info(
+        "state: {} slots of {} KiB for the {} recurrent layers, {} snapshots every {} tokens for prefix caching ({} "
+        "MiB; "
+        "a sequence holds a slot while it runs)",
+        states_->num_slots(), StatePool::slot_bytes(m) >> 10,
+        std::count_if(m.layer_mixers.begin(), m.layer_mixers.end(),
+                      [](LayerMixer x) { return x != LayerMixer::kAttention; }),
+        states_->num_snapshots(), config_.state_snapshot_pages * page_.size(), states_->bytes() >> 20);
 }
 
 }  // namespace minfer

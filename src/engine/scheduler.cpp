@@ -86,7 +86,7 @@ void Scheduler::schedule_running(bool decodes, SchedulerOutput& out) {
       ++i;
       continue;
     }
-    const int64_t n = std::min(want, budget_);
+    const int64_t n = cut_at_snapshot(seq, seq->num_computed, std::min(want, budget_));
     if (!reserve(seq, seq->num_computed + n, out)) continue;  // seq preempted itself; running_ shrank
     const int64_t num_draft = is_decode ? reserve_drafts(seq) : 0;
     out.chunks.push_back({seq, n + num_draft, num_draft});
@@ -114,18 +114,21 @@ bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
   size_t hit_pages = SIZE_MAX;
   for (const KvGroupPages& g : groups_) {
     // A request for the logits of every prompt position computes every position.
-    prefixes.push_back(seq->every_prompt_row || states_ ? std::vector<int32_t>() : g.pages->lookup_prefix(seq->tokens));
+    prefixes.push_back(seq->every_prompt_row ? std::vector<int32_t>() : g.pages->lookup_prefix(seq->tokens));
     hit_pages = std::min(hit_pages, prefixes.back().size());
   }
+  uint64_t snapshot = 0;
+  if (states_) hit_pages = snapshot_hit(std::span(prefixes.front()).first(hit_pages), snapshot);
   for (std::vector<int32_t>& p : prefixes) p.resize(hit_pages);
   const int64_t hit = static_cast<int64_t>(hit_pages) * ps;
-  const int64_t n = std::min(seq->num_tokens() - hit, budget_);
+  const int64_t n = cut_at_snapshot(seq, hit, std::min(seq->num_tokens() - hit, budget_));
   if (opt_.continuous && n <= 0) return false;
   // Static batching reserves the whole prompt at admission, so the batch it forms fits; continuous
   // batching only what this step computes.
   const int64_t hold = opt_.continuous ? hit + n : seq->num_tokens();
   const int64_t keep_free = running_.empty() ? 0 : opt_.watermark_pages;
   if (!allocate(seq, hold, prefixes, keep_free)) return false;
+  if (snapshot != 0) states_->restore_snapshot(seq->id, snapshot);
   first_pages().record_prefix_query(seq->num_tokens(), hit);
   seq->num_computed = hit;
   if (!seq->admitted_before) seq->cached_tokens = hit;
@@ -178,6 +181,7 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
     MINFER_CHECK(c.seq->num_computed <= c.seq->num_tokens(), "seq {} computed past its tokens", c.seq->id);
     for (const KvGroupPages& g : groups_) {
       g.pages->cache_full_pages(c.seq->id, c.seq->tokens, c.seq->num_computed);
+      if (&g == &groups_.front()) take_snapshot(c.seq);
       if (g.window <= 0) continue;
       // The next token (position num_computed) reads from its window start, rounded down to the read grid.
       const int64_t start = c.seq->num_computed - g.window + 1;
@@ -185,6 +189,39 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
       window_pages_released_ += g.pages->release_before(c.seq->id, g.pages->page().page_of(read_from));
     }
   }
+}
+
+int64_t Scheduler::cut_at_snapshot(const Sequence* seq, int64_t start, int64_t n) const {
+  const int64_t every = opt_.state_snapshot_tokens;
+  if (!states_ || every <= 0 || !first_pages().prefix_caching()) return n;
+  const int64_t boundary = (start / every + 1) * every;
+  return start + n > boundary && boundary < seq->prompt_len ? boundary - start : n;
+}
+
+size_t Scheduler::snapshot_hit(std::span<const int32_t> prefix, uint64_t& key) const {
+  key = 0;
+  const int64_t every = opt_.state_snapshot_tokens;
+  if (every <= 0) return 0;
+  const int64_t pages_per_snapshot = every / first_pages().page().size();
+  for (auto k = static_cast<int64_t>(prefix.size()) / pages_per_snapshot * pages_per_snapshot; k > 0;
+       k -= pages_per_snapshot) {
+    const uint64_t reg = first_pages().registration(prefix[static_cast<size_t>(k - 1)]);
+    if (reg != 0 && states_->has_snapshot(reg)) {
+      key = reg;
+      return static_cast<size_t>(k);
+    }
+  }
+  return 0;
+}
+
+void Scheduler::take_snapshot(const Sequence* seq) {
+  const int64_t every = opt_.state_snapshot_tokens, done = seq->num_computed;
+  if (!states_ || every <= 0 || done == 0 || done % every != 0) return;
+  const std::span<const int32_t> table = first_pages().page_table(seq->id);
+  const int64_t last = done / first_pages().page().size() - 1;
+  if (last >= static_cast<int64_t>(table.size())) return;
+  if (const uint64_t reg = first_pages().registration(table[static_cast<size_t>(last)]); reg != 0)
+    states_->save_snapshot(seq->id, reg);
 }
 
 void Scheduler::on_drafts_checked(Sequence* seq) {

@@ -33,6 +33,10 @@ struct SchedulerOptions {
   // Admission leaves this many pages free (vLLM's watermark), so a fresh admission does not cause an
   // immediate preemption of the running decodes.
   int64_t watermark_pages = 0;
+  // With a state pool: a copy of each sequence's recurrent state is kept at every multiple of this many prompt tokens
+  // (a whole number of pages), and prefills are cut there; a prefix-cache hit is used up to the newest boundary with
+  // a copy. 0: no copies, and no prefix hits for such sequences.
+  int64_t state_snapshot_tokens = 0;
 };
 
 // A group of layers whose KV pages one PageManager holds: all layers, or (engine_core.h) the full-attention layers
@@ -64,8 +68,8 @@ class Scheduler {
   Scheduler(const SchedulerOptions& options, PageManager& pages);
   // Several KV groups (the first one's prefix-cache statistics are the engine's): every sequence holds pages in each.
   // With `states` (a model with recurrent layers), a sequence also holds a state slot from admission to its end or
-  // preemption: admission waits for a free slot as for pages. Such a sequence starts from no prefix-cache hit: its
-  // recurrent state at the hit is not kept.
+  // preemption: admission waits for a free slot as for pages. Its prefix-cache hits end at a state snapshot
+  // (SchedulerOptions::state_snapshot_tokens).
   Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups, StatePool* states = nullptr);
 
   void add(Sequence* seq);  // queues a new request
@@ -100,6 +104,12 @@ class Scheduler {
   // Admits the head of the queue if pages (and, in continuous mode, the budget) allow.
   bool try_admit(Sequence* seq, SchedulerOutput& out);
   void schedule_running(bool decodes, SchedulerOutput& out);
+  // The recurrent state's prefix caching: n tokens from `start` cut at the next snapshot boundary of the prompt; the
+  // pages of a prefix hit that end at the newest boundary with a snapshot (and its key, 0: none); the snapshot after a
+  // step that ended on a boundary.
+  int64_t cut_at_snapshot(const Sequence* seq, int64_t start, int64_t n) const;
+  size_t snapshot_hit(std::span<const int32_t> prefix, uint64_t& key) const;
+  void take_snapshot(const Sequence* seq);
 
   SchedulerOptions opt_;
   std::vector<KvGroupPages> groups_;

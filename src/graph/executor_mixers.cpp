@@ -8,8 +8,9 @@ namespace minfer::graph {
 namespace {
 
 const kernels::StateLayerView& state_of(const Node& node, const StepInputs& step) {
-  MINFER_CHECK(static_cast<size_t>(node.layer) < step.states.size() && step.states[static_cast<size_t>(node.layer)].base,
-               "{} node of layer {}: the step has no recurrent state for it", op_name(node.kind), node.layer);
+  MINFER_CHECK(
+      static_cast<size_t>(node.layer) < step.states.size() && step.states[static_cast<size_t>(node.layer)].base,
+      "{} node of layer {}: the step has no recurrent state for it", op_name(node.kind), node.layer);
   MINFER_CHECK(static_cast<int64_t>(step.state_slots.size()) == step.attention.num_seqs,
                "{} state slots for {} sequences", step.state_slots.size(), step.attention.num_seqs);
   return step.states[static_cast<size_t>(node.layer)];

@@ -86,6 +86,12 @@ class PageManager {
   bool prefix_caching() const { return opt_.enable_prefix_caching; }
   const PrefixCacheStats& prefix_stats() const { return stats_; }
   int32_t ref_count(int32_t page) const { return pages_[static_cast<size_t>(page)].refs; }
+  // The registration id of a page in the prefix cache (unique over the manager's life), 0 when it is not cached: what
+  // the recurrent layers' state snapshots are keyed by.
+  uint64_t registration(int32_t page) const {
+    const Page& p = pages_[static_cast<size_t>(page)];
+    return p.cached ? p.uid : 0;
+  }
 
   // Drops every unreferenced cached page (e.g. after weights change); referenced pages stay.
   void reset_prefix_cache();

@@ -21,20 +21,53 @@ int64_t StatePool::slot_bytes(const ModelConfig& config) {
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
-StatePool::StatePool(const ModelConfig& config, int64_t num_slots) : num_slots_(num_slots) {
-  MINFER_CHECK(num_slots >= 1 && num_slots < (int64_t{1} << 30), "state pool of {} slots", num_slots);
-  floats_ = static_cast<size_t>(slot_bytes(config) / static_cast<int64_t>(sizeof(float)) * num_slots);
+StatePool::StatePool(const ModelConfig& config, int64_t num_slots, int64_t num_snapshots)
+    : num_slots_(num_slots), num_snapshot_slots_(num_snapshots) {
+  MINFER_CHECK(num_slots >= 1 && num_snapshots >= 0 && num_slots + num_snapshots < (int64_t{1} << 30),
+               "state pool of {} slots and {} snapshots", num_slots, num_snapshots);
+  const int64_t all = num_slots + num_snapshots;
+  floats_ = static_cast<size_t>(slot_bytes(config) / static_cast<int64_t>(sizeof(float)) * all);
   data_.reset(new float[floats_ + 16]);
   float* base = data_.get() + (16 - reinterpret_cast<uintptr_t>(data_.get()) / sizeof(float) % 16) % 16;
   for (int64_t i = 0; i < config.num_layers; ++i) {
     kernels::StateLayerView v;
     if (config.is_recurrent(i)) {
       v = {base, slot_floats(config, i), ssm_offset(config, i)};
-      base += v.slot_floats * num_slots;
+      base += v.slot_floats * all;
     }
     views_.push_back(v);
   }
   for (int64_t s = num_slots - 1; s >= 0; --s) free_.push_back(static_cast<int32_t>(s));
+  snapshot_keys_.assign(static_cast<size_t>(num_snapshots), 0);
+  snapshot_used_.assign(static_cast<size_t>(num_snapshots), 0);
+}
+
+void StatePool::copy_slot(int32_t from, int32_t to) {
+  for (const kernels::StateLayerView& v : views_)
+    if (v.base) std::copy(v.conv(from), v.conv(from) + v.slot_floats, v.conv(to));
+}
+
+void StatePool::save_snapshot(RequestId seq, uint64_t key) {
+  const int32_t slot = slot_of(seq);
+  MINFER_CHECK(slot >= 0 && key != 0, "snapshot of sequence {} (slot {}) under key {}", seq, slot, key);
+  if (num_snapshot_slots_ == 0 || has_snapshot(key)) return;
+  // The least recently used (or a free) snapshot slot.
+  const size_t victim =
+      static_cast<size_t>(std::min_element(snapshot_used_.begin(), snapshot_used_.end()) - snapshot_used_.begin());
+  if (snapshot_keys_[victim] != 0) snapshots_.erase(snapshot_keys_[victim]);
+  const auto at = static_cast<int32_t>(num_slots_ + static_cast<int64_t>(victim));
+  copy_slot(slot, at);
+  snapshot_keys_[victim] = key;
+  snapshot_used_[victim] = ++clock_;
+  snapshots_[key] = at;
+}
+
+void StatePool::restore_snapshot(RequestId seq, uint64_t key) {
+  const int32_t slot = slot_of(seq);
+  const auto it = snapshots_.find(key);
+  MINFER_CHECK(slot >= 0 && it != snapshots_.end(), "no snapshot {} for sequence {}", key, seq);
+  copy_slot(it->second, slot);
+  snapshot_used_[static_cast<size_t>(it->second - num_slots_)] = ++clock_;
 }
 
 bool StatePool::acquire(RequestId seq) {

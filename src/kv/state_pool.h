@@ -18,8 +18,8 @@ namespace minfer {
 
 class StatePool {
  public:
-  // num_slots slots for every recurrent layer of `config`.
-  StatePool(const ModelConfig& config, int64_t num_slots);
+  // num_slots slots for every recurrent layer of `config`, and num_snapshots more for prefix caching's copies.
+  StatePool(const ModelConfig& config, int64_t num_slots, int64_t num_snapshots = 0);
   // Bytes one sequence's slot takes across the model's recurrent layers.
   static int64_t slot_bytes(const ModelConfig& config);
 
@@ -30,6 +30,14 @@ class StatePool {
   int32_t slot_of(RequestId seq) const;  // -1: none
   bool has_slot(RequestId seq) const { return owner_.count(seq) != 0; }
 
+  // Prefix caching: a copy of the state of `seq` (which has just computed a page-aligned prefix) kept under `key`
+  // (the prefix cache's registration of the page that ends the prefix), evicting the least recently used copy; and
+  // that copy restored into the slot of another sequence starting from the same prefix.
+  void save_snapshot(RequestId seq, uint64_t key);
+  bool has_snapshot(uint64_t key) const { return snapshots_.count(key) != 0; }
+  void restore_snapshot(RequestId seq, uint64_t key);
+  int64_t num_snapshots() const { return num_snapshot_slots_; }
+
   // [num_layers]: each recurrent layer's view, an empty one for attention layers.
   std::span<const kernels::StateLayerView> layers() const { return views_; }
   int64_t num_slots() const { return num_slots_; }
@@ -37,7 +45,14 @@ class StatePool {
   int64_t bytes() const { return static_cast<int64_t>(floats_ * sizeof(float)); }
 
  private:
+  void copy_slot(int32_t from, int32_t to);
+
   int64_t num_slots_;
+  int64_t num_snapshot_slots_;
+  std::unordered_map<uint64_t, int32_t> snapshots_;  // key -> snapshot slot
+  std::vector<uint64_t> snapshot_keys_;              // per snapshot slot (index - num_slots_), 0 = free
+  std::vector<uint64_t> snapshot_used_;              // per snapshot slot, the use clock
+  uint64_t clock_ = 0;
   size_t floats_ = 0;
   std::unique_ptr<float[]> data_;  // uninitialised; a slot is zeroed when it is acquired
   std::vector<kernels::StateLayerView> views_;

@@ -7,8 +7,9 @@
 // head from q_proj on the output. Every RMSNorm but the delta rule's multiplies by (1 + w) (added at load for HF).
 // From Hugging Face the text model of Qwen3_5ForConditionalGeneration (model.language_model.*; the vision tower and
 // the MTP layers are skipped) or Qwen3_5ForCausalLM; from GGUF llama.cpp's qwen35.
-#include "model/families/family_file.h"
 #include "model/families/qwen35.h"
+
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {
@@ -44,8 +45,8 @@ ValueId linear_attention(DecoderBuilder& b, int64_t layer, ValueId h) {
   delta.value_dim = l.v_dim;
   delta.tiled_heads = l.tiled_heads;
   const ValueId normed = b.rmsnorm(g.add_node(delta), p + "ssm_norm_gated", p + "delta_normed", l.v_dim);
-  const ValueId gated = g.add_node(
-      Node{.kind = OpKind::kSiluMul, .inputs = {z, normed}, .output = g.add_value(p + "delta_gated", l.v_heads * l.v_dim)});
+  const ValueId gated = g.add_node(Node{
+      .kind = OpKind::kSiluMul, .inputs = {z, normed}, .output = g.add_value(p + "delta_gated", l.v_heads * l.v_dim)});
   return b.matmul(gated, p + "ssm_out", "", p + "o");
 }
 
