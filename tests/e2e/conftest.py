@@ -36,7 +36,8 @@ def _llama_vocab_dir() -> Path:
     if os.environ.get("MINFER_LLAMA_VOCAB_DIR"):
         return Path(os.environ["MINFER_LLAMA_VOCAB_DIR"])
     pin = re.search(r"^llama-cpp-python==(\S+)", (REPO / "scripts" / "requirements.txt").read_text(), re.M).group(1)
-    cache = os.environ.get("MINFER_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minfer"
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minfer"
+    cache = os.environ.get("MINFER_CACHE") or user_cache
     return Path(cache) / "llama-cpp-vocab" / pin
 
 
