@@ -153,7 +153,7 @@ const json* parameter_schema(const json& tools, std::string_view function, std::
   return nullptr;
 }
 
-// A bare parameter value as the JSON its schema's type asks for, as vLLM's qwen3_coder parser reads it: "null" is
+// A bare parameter value as the JSON its schema's type asks for, after vLLM's qwen3_coder parser: "null" is
 // null, booleans in any case (the template writes Python's True / False), numbers, objects and arrays as JSON. Text
 // that is not of the type, and a parameter the schema does not type, stay a string.
 json typed_value(const std::string& text, const json* schema) {
@@ -180,7 +180,7 @@ json typed_value(const std::string& text, const json* schema) {
 class Qwen3CoderParser : public ToolCallParser {
  public:
   const char* name() const override { return "qwen3_coder"; }
-  // A call opens with <tool_call>, or with a bare <function= (vLLM accepts both).
+  // A call opens with <tool_call>, or with a bare <function= where the model leaves the wrapper out.
   size_t call_start(std::string_view text, bool partial_ok) const override {
     return std::min(marker_start(text, kToolCall, partial_ok), marker_start(text, kFunction, partial_ok));
   }
