@@ -92,7 +92,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--chat-template", o.chat_template_file, "Jinja chat template file (default: the model's own)");
   cmd->add_option("--tool-call-parser", o.tool_call_parser,
                   "How the model writes tool calls: auto (from the chat template), hermes, llama3_json, mistral, "
-                  "openai (gpt-oss's harmony messages)")
+                  "qwen3_coder (Qwen3-Coder, Qwen3.5), openai (gpt-oss's harmony messages)")
       ->capture_default_str();
   cmd->add_option("--reasoning-parser", o.reasoning_parser,
                   "Split reasoning into reasoning_content: auto (<think> blocks or harmony channels when the template "

@@ -128,7 +128,7 @@ ChatDelta ChatOutput::finish() {
     out.calls = forced_calls(content_held_, options_.forced_function, options_.mistral_ids);
     if (out.calls.empty()) out.content += content_held_;  // cut short: show what there is
   } else if (options_.tools && !content_held_.empty()) {
-    ParsedToolCalls parsed = options_.tools->parse(content_held_);
+    ParsedToolCalls parsed = options_.tools->parse(content_held_, options_.tool_defs);
     out.content += parsed.content;
     out.calls = std::move(parsed.calls);
   } else {

@@ -26,6 +26,7 @@ struct ChatOutputOptions {
   bool reasoning = false;                 // split a <think> block into reasoning_content
   bool starts_in_reasoning = false;       // the prompt ends inside <think> (DeepSeek-R1, Qwen3 thinking templates)
   const ToolCallParser* tools = nullptr;  // tool_choice auto: the model's call format; null: no tool parsing
+  json tool_defs;                         // the request's `tools`: their schemas type qwen3_coder's bare values
   // tool_choice "required" / a named function: the whole output is grammar-forced JSON (an array of
   // {"name", "parameters"}, or the named function's arguments).
   bool forced_calls = false;

@@ -189,7 +189,10 @@ ChatOutputOptions GenerationHandler::chat_output_options(const GenerationRequest
   o.forced_function = choice.kind == Kind::kFunction ? choice.function : "";
   o.mistral_ids = std::string_view(chat_.tool_parser()->name()) == "mistral";
   o.harmony = chat_.harmony();
-  if (request.chat.tools_enabled() && !o.forced_calls) o.tools = chat_.tool_parser();
+  if (request.chat.tools_enabled() && !o.forced_calls) {
+    o.tools = chat_.tool_parser();
+    o.tool_defs = request.chat.tools;
+  }
   return o;
 }
 

@@ -4,6 +4,8 @@
 //   llama3_json  {"name": ..., "parameters": {...}} as the whole output, optionally after <|python_tag|>, several
 //                separated by ";"   (Llama 3.1 / 3.2 / 3.3)
 //   mistral      [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...]   (Mistral v0.3, Nemo, Small)
+//   qwen3_coder  <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n...</function>\n</tool_call>
+//                (Qwen3-Coder, Qwen3.5 / 3.6, Nemotron 3 Nano): values are bare text, typed by the tool's schema
 // A parser finds where calls start (so streaming holds that text back from `content`) and turns the held text
 // into calls once the output is complete. Text that does not parse stays content, as vLLM does.
 #pragma once
@@ -12,6 +14,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "server/json.h"
 
 namespace minfer::server {
 
@@ -28,8 +32,8 @@ struct ParsedToolCalls {
 
 class ToolCallParser {
  public:
-  // "hermes", "llama3_json", "mistral"; "auto" picks by the chat template's text. Returns null for an unknown
-  // name (the caller reports it).
+  // "hermes", "llama3_json", "mistral", "qwen3_coder"; "auto" picks by the chat template's text. Returns null for an
+  // unknown name (the caller reports it).
   static std::unique_ptr<ToolCallParser> make(std::string_view name, std::string_view chat_template);
   static const char* known_names();
   virtual ~ToolCallParser() = default;
@@ -38,8 +42,9 @@ class ToolCallParser {
   // Where the first call starts in text, or npos. partial_ok: a tail of text that could still become the start
   // marker counts as a start (streaming holds it back until it is decided).
   virtual size_t call_start(std::string_view text, bool partial_ok) const = 0;
-  // Splits complete output into content and calls.
-  virtual ParsedToolCalls parse(std::string_view text) const = 0;
+  // Splits complete output into content and calls. tools is the request's `tools` array (OpenAI's form, or null):
+  // formats that write argument values as bare text (qwen3_coder) type them by the parameter's schema.
+  virtual ParsedToolCalls parse(std::string_view text, const json& tools) const = 0;
 };
 
 // A tool call id as OpenAI spells them ("call_..."), or Mistral's 9 alphanumerics.

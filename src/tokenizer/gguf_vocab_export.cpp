@@ -22,11 +22,15 @@ constexpr std::string_view kProbe =
     "ünïcödé Grüße façade naïve Привет мир 你好世界 こんにちは 안녕하세요 مرحبا "
     "🙂🙂 "
     "x²\n"
+    // Combining marks (decomposed accents, Devanagari vowel signs, a mark after a space): qwen35 keeps them in the
+    // letter run, qwen2 splits them off.
+    "cafe\u0301 Tie\u0302\u0301ng नमस्ते \u0301x\n"
     "def f(x):\n    return x**2  # comment\n\n\n   ";
 
 // llama.cpp's pre-tokenizer names, most common first.
-constexpr std::array kCandidates = {"qwen2",          "llama-bpe", "smollm",    "gpt-2",  "deepseek-llm", "deepseek-v3",
-                                    "deepseek-coder", "falcon",    "poro-chat", "viking", "tekken",       "default"};
+constexpr std::array kCandidates = {"qwen2",        "qwen35",      "llama-bpe",      "smollm", "gpt-2",
+                                    "deepseek-llm", "deepseek-v3", "deepseek-coder", "falcon", "poro-chat",
+                                    "viking",       "tekken",      "default"};
 
 std::string detect_pre(const std::string& path, const json& root, bool ignore_merges) {
   const PreTokenizer own = hf_byte_level_pre_tokenizer(path, root);

@@ -152,6 +152,10 @@ const char* const kLlama3 =
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 const char* const kQwen2 =
     R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+// Qwen3.5 / 3.6: Qwen2's regex, but a letter run also takes combining marks (\p{M}), so a base letter and its
+// marks (Devanagari vowel signs, decomposed accents) stay one word; punctuation runs leave marks out to match.
+const char* const kQwen35 =
+    R"re((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
 const char* const kGpt2Words = R"re('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))re";
 const char* const kPoro = R"re( ?[^(\s|.,!?\x{2026}\x{3002}\x{FF0C}\x{3001}\x{964}\x{6D4}\x{60C})]+)re";
 
@@ -204,6 +208,8 @@ std::optional<GgufPreTokenizerSpec> gguf_pre_tokenizer_spec(std::string_view pre
     spec.regexes = {kGpt2Words};
   } else if (is({"qwen2", "stablelm2", "megrez"})) {
     spec.regexes = {kQwen2};
+  } else if (pre == "qwen35") {
+    spec.regexes = {kQwen35};
   } else if (is({"poro-chat", "bloom", "gpt3-finnish"})) {
     spec.regexes = {kPoro};
   } else if (pre == "viking") {

@@ -5,12 +5,16 @@ Environment:
                      skipped only when this file does not exist; any other problem fails them.
   MINFER_SHARED_DIR  the shared read-only assets (default: <repo>/../shared)
   MINFER_CACHE_DIR   fetched assets such as the Qwen tokenizer (default: <repo>/.cache)
+  MINFER_LLAMA_VOCAB_DIR  llama.cpp's vocabulary files missing from the shared assets (ggml-vocab-qwen35.gguf), which
+                     scripts/setup-venv.sh extracts from the pinned llama-cpp-python sdist (default:
+                     ~/.cache/minfer/llama-cpp-vocab/<pinned version>, as setup-venv.sh places them)
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -26,6 +30,18 @@ sys.path.insert(0, str(REFERENCE_DIR))
 MINFER_BIN = Path(os.environ.get("MINFER_BIN") or REPO / "build" / "release" / "tools" / "minfer")
 SHARED_DIR = Path(os.environ.get("MINFER_SHARED_DIR") or REPO.parent / "shared")
 CACHE_DIR = Path(os.environ.get("MINFER_CACHE_DIR") or REPO / ".cache")
+
+
+def _llama_vocab_dir() -> Path:
+    if os.environ.get("MINFER_LLAMA_VOCAB_DIR"):
+        return Path(os.environ["MINFER_LLAMA_VOCAB_DIR"])
+    pin = re.search(r"^llama-cpp-python==(\S+)", (REPO / "scripts" / "requirements.txt").read_text(), re.M).group(1)
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "minfer"
+    cache = os.environ.get("MINFER_CACHE") or user_cache
+    return Path(cache) / "llama-cpp-vocab" / pin
+
+
+LLAMA_VOCAB_DIR = _llama_vocab_dir()
 
 DEFAULT_TIMEOUT_S = 600
 
@@ -83,6 +99,20 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def cache_dir() -> Path:
     return CACHE_DIR
+
+
+@pytest.fixture(scope="session")
+def llama_vocab() -> Callable[[str], Path]:
+    """llama_vocab("qwen35") -> ggml-vocab-qwen35.gguf from setup-venv's cache (its .inp / .out beside it); skips when
+    it is not there."""
+    def get(name: str) -> Path:
+        path = LLAMA_VOCAB_DIR / f"ggml-vocab-{name}.gguf"
+        if not all(Path(f"{path}{ext}").exists() for ext in ("", ".inp", ".out")):
+            pytest.skip(f"{path}{{,.inp,.out}} missing: scripts/setup-venv.sh extracts them from the llama-cpp-python "
+                        f"sdist")
+        return path
+
+    return get
 
 
 @pytest.fixture(scope="session")

@@ -243,6 +243,13 @@ TEST(GgufVocabExport, NamesThePreTokenizerLlamaCppKnows) {
   EXPECT_TRUE(q.eos.has_value());
   const std::string llama = write_tokenizer(dir / "llama3", TokenizerFamily::kLlama3);
   EXPECT_EQ(gguf_vocab_from_hf(llama, "", 700).pre, "llama-bpe");
+  // Qwen3.5's tokenizer.json: Qwen2's split but for combining marks, which its letter runs take in.
+  const nlohmann::json qwen35 = nlohmann::json::parse(R"({"type": "Sequence", "pretokenizers": [
+      {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+       "behavior": "Isolated", "invert": false},
+      {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false}]})");
+  EXPECT_EQ(gguf_vocab_from_hf(write_tokenizer(dir / "qwen35", TokenizerFamily::kQwen2, &qwen35), "", 700).pre,
+            "qwen35");
   // SmolLM's: single digits, then GPT-2's ByteLevel split.
   const nlohmann::json smollm = nlohmann::json::parse(R"({"type": "Sequence", "pretokenizers": [
       {"type": "Digits", "individual_digits": true},

@@ -2,6 +2,9 @@
 // whether the text comes whole or one character at a time (streaming holds back partial markers).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -112,6 +115,49 @@ TEST(ChatOutput, Llama3JsonAndMistralCalls) {
   EXPECT_EQ(json::parse(s.calls[0].arguments), json::parse(R"({"a": [1, 2]})"));
 }
 
+// Qwen3.5's calls, as its template writes them: bare values typed by the request's tool schemas (vLLM's
+// qwen3_coder rules), the template's Python spellings (True) included.
+TEST(ChatOutput, Qwen3CoderCalls) {
+  const auto parser = ToolCallParser::make("qwen3_coder", "");
+  ChatOutputOptions o;
+  o.tools = parser.get();
+  o.tool_defs = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {
+      "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+      "threshold": {"type": "number"}, "exact": {"type": "boolean"}, "hours": {"type": "array"},
+      "filters": {"type": "object"}, "zip": {"type": "string"}, "note": {"type": ["string", "null"]}}}}}])");
+  Split s = split(o,
+                  "Checking.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                  "<parameter=days>\n2\n</parameter>\n<parameter=threshold>\n0.5\n</parameter>\n"
+                  "<parameter=exact>\nTrue\n</parameter>\n<parameter=hours>\n[9, 12]\n</parameter>\n"
+                  "<parameter=filters>\n{\"sky\": \"clear\"}\n</parameter>\n<parameter=zip>\n75001\n</parameter>\n"
+                  "<parameter=note>\nnull\n</parameter>\n<parameter=text>\nline one\nline <two>\n</parameter>\n"
+                  "</function>\n</tool_call>\n<tool_call>\n<function=search>\n<parameter=query>\n42\n</parameter>\n"
+                  "</function>\n</tool_call>");
+  EXPECT_EQ(s.content, "Checking.\n\n");  // streamed before the marker is seen, as with hermes
+  ASSERT_EQ(s.calls.size(), 2u);
+  EXPECT_EQ(s.calls[0].name, "get_weather");
+  EXPECT_EQ(s.calls[0].arguments,  // in the model's order; the untyped "text" stays a string
+            R"({"city":"Paris","days":2,"threshold":0.5,"exact":true,"hours":[9,12],"filters":{"sky":"clear"},)"
+            R"("zip":"75001","note":null,"text":"line one\nline <two>"})");
+  EXPECT_EQ(s.calls[1].name, "search");
+  EXPECT_EQ(s.calls[1].arguments, R"({"query":"42"})");  // no schema: text
+  EXPECT_TRUE(s.calls[0].id.starts_with("call_"));
+
+  // A value that is not of its type stays text; a call cut short by max_tokens keeps what it has.
+  s = split(o, "<tool_call>\n<function=get_weather>\n<parameter=days>\ntwo\n</parameter>\n<parameter=city>\nRo");
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].arguments, R"({"days":"two","city":"Ro"})");
+  s = split(o, "<function=f>\n</function>");  // a bare <function= block, no parameters
+  ASSERT_EQ(s.calls.size(), 1u);
+  EXPECT_EQ(s.calls[0].arguments, "{}");
+  s = split(o, "A <func which is text");
+  EXPECT_EQ(s.content, "A <func which is text");
+  EXPECT_TRUE(s.calls.empty());
+  s = split(o, "<tool_call>{\"name\": \"f\"}</tool_call>");  // Hermes' JSON is not this format: stays content
+  EXPECT_EQ(s.content, "<tool_call>{\"name\": \"f\"}</tool_call>");
+  EXPECT_TRUE(s.calls.empty());
+}
+
 // Options for tool_choice naming a function (built out of line: GCC 12 warns falsely, -Wrestrict, on the literal
 // assigned to the member when split() is inlined around it).
 [[gnu::noinline]] ChatOutputOptions forced_function_options(const std::string& name) {
@@ -184,6 +230,12 @@ TEST(ToolCallParser, AutoPicksFromTheTemplate) {
   EXPECT_STREQ(ToolCallParser::make("auto", "... <tool_call> ...")->name(), "hermes");
   EXPECT_STREQ(ToolCallParser::make("auto", "Environment: ipython")->name(), "llama3_json");
   EXPECT_STREQ(ToolCallParser::make("auto", "plain")->name(), "hermes");
+  // Qwen3.5's template wraps its XML-style calls in <tool_call> too.
+  std::ifstream qwen35(std::filesystem::path(__FILE__).parent_path().parent_path() / "data" / "chat_templates" /
+                       "qwen3.5.jinja");
+  const std::string qwen35_template{std::istreambuf_iterator<char>(qwen35), {}};
+  ASSERT_FALSE(qwen35_template.empty());
+  EXPECT_STREQ(ToolCallParser::make("auto", qwen35_template)->name(), "qwen3_coder");
   EXPECT_EQ(ToolCallParser::make("pythonic", ""), nullptr);
 }
 

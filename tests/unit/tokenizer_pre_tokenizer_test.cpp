@@ -46,42 +46,14 @@ TEST(PreTokenizer, Behaviors) {
 }
 
 TEST(PreTokenizer, EveryLlamaCppPreTypeCompiles) {
-  for (const char* name : {"default",
-                           "",
-                           "llama3",
-                           "llama-bpe",
-                           "falcon3",
-                           "dbrx",
-                           "smaug-bpe",
-                           "chatglm-bpe",
-                           "deepseek-llm",
-                           "deepseek-v3",
-                           "deepseek-coder",
-                           "falcon",
-                           "mpt",
-                           "starcoder",
-                           "refact",
-                           "command-r",
-                           "smollm",
-                           "codeshell",
-                           "exaone",
-                           "minerva-7b",
-                           "gpt-2",
-                           "phi-2",
-                           "jina-es",
-                           "roberta-bpe",
-                           "olmo",
-                           "jais",
-                           "qwen2",
-                           "stablelm2",
-                           "megrez",
-                           "poro-chat",
-                           "bloom",
-                           "gpt3-finnish",
-                           "viking",
-                           "tekken",
-                           "gpt-4o",
-                           "chameleon"}) {
+  for (const char* name : {"default",        "",          "llama3",       "llama-bpe",    "falcon3",
+                           "dbrx",           "smaug-bpe", "chatglm-bpe",  "deepseek-llm", "deepseek-v3",
+                           "deepseek-coder", "falcon",    "mpt",          "starcoder",    "refact",
+                           "command-r",      "smollm",    "codeshell",    "exaone",       "minerva-7b",
+                           "gpt-2",          "phi-2",     "jina-es",      "roberta-bpe",  "olmo",
+                           "jais",           "qwen2",     "qwen35",       "stablelm2",    "megrez",
+                           "poro-chat",      "bloom",     "gpt3-finnish", "viking",       "tekken",
+                           "gpt-4o",         "chameleon"}) {
     const auto spec = gguf_pre_tokenizer_spec(name);
     ASSERT_TRUE(spec.has_value()) << name;
     PreTokenizer pre;
@@ -108,6 +80,38 @@ TEST(PreTokenizer, Gpt4oSplitsCaseRunsAndDigits) {
   pre.add_regex(gguf_pre_tokenizer_spec("gpt-4o")->regexes[0]);
   EXPECT_EQ(pre.split("HelloWorld WORLDwide's 12345 don'T"),
             (Pieces{"Hello", "World", " WORLDwide's", " ", "123", "45", " don'T"}));
+}
+
+PreTokenizer gguf_pre(std::string_view name) {
+  const auto spec = gguf_pre_tokenizer_spec(name);
+  PreTokenizer pre;
+  for (const auto& r : spec->regexes) pre.add_regex(r);
+  return pre;
+}
+
+// Qwen3.5's split: a letter run takes the combining marks in and after it (a decomposed accent, Devanagari vowel
+// signs and virama, a mark after a space), where Qwen2's leaves each mark to the punctuation rule.
+TEST(PreTokenizer, Qwen35KeepsCombiningMarksInTheWord) {
+  const std::string text = "cafe\u0301 नमस्ते \u0301x, it's";
+  EXPECT_EQ(gguf_pre("qwen35").split(text), (Pieces{"cafe\u0301", " नमस्ते", " \u0301x", ",", " it", "'s"}));
+  // Qwen2's: a mark is a letter run's optional prefix, or punctuation.
+  EXPECT_EQ(gguf_pre("qwen2").split(text),
+            (Pieces{"cafe", "\u0301", " नमस", "्त", "\u0947", " \u0301", "x", ",", " it", "'s"}));
+  // Without marks the two agree.
+  EXPECT_EQ(gguf_pre("qwen35").split("Hello, WORLD's 123\n\n  x"),
+            gguf_pre("qwen2").split("Hello, WORLD's 123\n\n  x"));
+}
+
+// Qwen3.5's tokenizer.json spells the contractions case-insensitively, (?i:...); llama.cpp's regex spells out each
+// case. Both must split alike, so a tokenizer.json with that pattern tokenizes as the GGUF does.
+TEST(PreTokenizer, Qwen35TokenizerJsonPatternSplitsAsLlamaCppsRegex) {
+  PreTokenizer hf;
+  hf.add_regex(
+      R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re");
+  for (const char* text : {"I'M here, YOU'RE there; they'Ll go.", "Tie\u0302\u0301ng Vie\u0323\u0302t  \n\n 123",
+                           "हिन्दी  ❤️ x\u0301\u0302!!\r\n"}) {
+    EXPECT_EQ(hf.split(text), gguf_pre("qwen35").split(text)) << text;
+  }
 }
 
 TEST(PreTokenizer, InvalidRegexIsAnError) {

@@ -2,6 +2,7 @@
 // encode to the ids on the same line of the .out file, with add_special = false and parse_special = false
 // as test-tokenizer-0 calls it. Also checks that decoding gives the string back.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,12 +14,16 @@
 #include <vector>
 
 #include "formats/gguf_file.h"
+#include "formats/gguf_writer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace minfer {
 namespace {
 
 const std::string kTokenizerDir = std::string(MINFER_SHARED_DIR) + "/testdata/tokenizer";
+// llama.cpp's vocabulary files that ../shared lacks, extracted from the pinned llama-cpp-python sdist by
+// scripts/setup-venv.sh (not committed).
+const std::string kLlamaVocabDir = MINFER_LLAMA_VOCAB_DIR;
 
 struct Case {
   std::string text;
@@ -106,6 +111,52 @@ TEST(TokenizerVectors, Qwen2FromTokenizerJson) {
   }
   auto tok = tokenizer_from_hf_json(json);
   check_vectors(*tok, kTokenizerDir + "/ggml-vocab-qwen2.gguf");
+}
+
+// A copy of the GGUF at `path` whose tokenizer.ggml.pre names another pre-tokenizer: the same vocabulary split
+// by another rule.
+std::string with_pre(const std::string& path, std::string_view pre) {
+  const auto gguf = GgufFile::open(path);
+  GgufWriter w;
+  for (const auto& [key, value] : gguf->metadata()) w.set_copy(key, value);
+  w.set_string("tokenizer.ggml.pre", pre);
+  const std::string out = (std::filesystem::temp_directory_path() /
+                           ("minfer_vectors_" + std::to_string(::getpid()) + "_" + std::string(pre) + ".gguf"))
+                              .string();
+  w.write(out, [](size_t, std::span<uint8_t>) {});
+  return out;
+}
+
+// Qwen3.5's pre-tokenizer (tokenizer.ggml.pre "qwen35", over Qwen2's vocabulary in llama.cpp's file): letter runs
+// take combining marks. The vectors' marked text (résumé, à, Vietnamese) happens to give Qwen2's ids too, so Thai
+// and vowelled Arabic show the rule at work: llama.cpp's ids for them under each rule.
+TEST(TokenizerVectors, Qwen35FromGguf) {
+  const std::string base = kLlamaVocabDir + "/ggml-vocab-qwen35.gguf";
+  if (!std::filesystem::exists(base + ".out")) {
+    GTEST_SKIP() << base << "{,.inp,.out} missing: scripts/setup-venv.sh extracts them from the llama-cpp-python "
+                 << "sdist";
+  }
+  const auto tok = tokenizer_from_gguf(*GgufFile::open(base));
+  check_vectors(*tok, base);
+
+  const std::string qwen2_path = with_pre(base, "qwen2");
+  const auto qwen2 = tokenizer_from_gguf(*GgufFile::open(qwen2_path));
+  std::filesystem::remove(qwen2_path);
+  struct Marked {
+    const char* text;
+    std::vector<int32_t> qwen35, qwen2;
+  };
+  const Marked marked[] = {
+      {"สวัสดีครับ", {35648, 124294, 35648, 124311, 125459}, {143126, 23271, 125136, 28319, 123886, 83546}},
+      {"مَرْحَبًا",
+       {130531, 11071, 59397, 132078, 21360, 127837},
+       {10176, 27910, 11071, 59397, 29825, 27910, 21360, 127837}},
+      {"سَلَام", {133298, 129909, 49388}, {20064, 27910, 8532, 27910, 49388}},
+  };
+  for (const Marked& m : marked) {
+    EXPECT_EQ(tok->encode(m.text, false, false), m.qwen35) << m.text;
+    EXPECT_EQ(qwen2->encode(m.text, false, false), m.qwen2) << m.text;
+  }
 }
 
 TEST(TokenizerVectors, Phi3SpecialTokensSwallowFollowingWhitespace) {

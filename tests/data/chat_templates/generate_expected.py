@@ -105,6 +105,19 @@ QWEN_TOOL_CALL = [
     {"role": "tool", "tool_call_id": "ghiJKL456", "content": "25"},
     m("assistant", "Paris 21, Rome 25."),
 ]
+# Qwen3.5's XML-style calls: arguments of every JSON kind (objects and lists go through tojson, the rest |string).
+QWEN35_TOOL_CALL = [
+    m("user", "Weather in Paris?"),
+    {"role": "assistant", "content": "", "tool_calls": [dict(CALL, function={"name": "get_weather", "arguments": {
+        "city": "Paris", "days": 2, "threshold": 0.5, "exact": True, "note": None, "hours": [9, 12],
+        "filters": {"sky": "clear", "wind": {"max": 3}}, "text": "line one\nline <two>"}})]},
+    {"role": "tool", "tool_call_id": "abcDEF123", "content": "21"},
+]
+# Content as a list of parts (OpenAI's multimodal form): text parts are joined, an image becomes Qwen's placeholder.
+CONTENT_PARTS = [
+    m("system", [{"type": "text", "text": "Be brief."}]),
+    m("user", [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": "x"}}]),
+]
 REASONING_FIELD = [
     m("user", "2+2?"),
     {"role": "assistant", "content": "4", "reasoning_content": "add them"},
@@ -122,6 +135,11 @@ CASES = [
     ("qwen3.jinja", NONE, {"enable_thinking": False}, [PLAIN_CHAT, THINKING_CHAT]),
     ("qwen3.jinja", NONE, {"tools": TOOLS}, [SINGLE, TOOL_CALL_CHAT, QWEN_TOOL_CALL]),
     ("qwen3.jinja", NONE, {"tools": TOOLS, "enable_thinking": False}, [QWEN_TOOL_CALL]),
+    ("qwen3.5.jinja", NONE, {},
+     [SYSTEM_CHAT, PLAIN_CHAT, SINGLE, UNICODE, TOOL_CHAT, THINKING_CHAT, REASONING_FIELD, CONTENT_PARTS]),
+    ("qwen3.5.jinja", NONE, {"enable_thinking": False}, [PLAIN_CHAT, THINKING_CHAT]),
+    ("qwen3.5.jinja", NONE, {"tools": TOOLS}, [SINGLE, TOOL_CALL_CHAT, QWEN_TOOL_CALL, QWEN35_TOOL_CALL]),
+    ("qwen3.5.jinja", NONE, {"tools": TOOLS, "enable_thinking": False}, [QWEN_TOOL_CALL, QWEN35_TOOL_CALL]),
     ("chatml-openhermes-2.5.jinja", NONE, {}, [SYSTEM_CHAT, PLAIN_CHAT, SINGLE, UNICODE]),
     ("smollm2-instruct.jinja", NONE, {}, [SYSTEM_CHAT, PLAIN_CHAT, SINGLE, UNICODE]),
     ("llama-3-instruct.jinja", LLAMA3, {}, [SYSTEM_CHAT, PLAIN_CHAT, SINGLE, UNICODE]),
