@@ -10,6 +10,8 @@ tiny-mistral and tiny-phi3 without their windows (a GGUF Mistral has none; llama
 tiny-smollm3 with llama.cpp's NoPE rule (every fourth layer; GGUF has no key for it); tiny-gpt-oss with a window of 8
 and YaRN's truncate on (llama.cpp rounds the ramp's ends outwards whatever the config says). tiny-phi3
 keeps its partial rotary embedding and longrope (its factors as llama.cpp's rope_factors_long/short tensors).
+tiny-qwen3.5 (a Qwen3_5ForConditionalGeneration directory, its text fields under text_config) is written as
+llama.cpp's qwen35: value heads tiled, ssm_a = -exp(A_log), norms but the delta rule's as 1 + w (gguf_py_writer.py).
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def gguf_matches_hf_directory(minfer, hf, config, tmp_path):
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
                                     "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3", "tiny-olmo2",
-                                    "tiny-olmo3", "tiny-granite", "tiny-gpt-oss"])
+                                    "tiny-olmo3", "tiny-granite", "tiny-gpt-oss", "tiny-qwen3.5"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)
@@ -86,7 +88,8 @@ def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp
     scale = np.abs(from_hf).max()
 
     theirs, llama = llamacpp_logits(path, ids)
-    text_ids = ids[1:] if ids[0] == config.get("bos_token_id") else ids  # minfer's tokenize adds the BOS
+    # minfer's tokenize adds the BOS (a multimodal config, Qwen3.5's, names it in text_config)
+    text_ids = ids[1:] if ids[0] == (config.get("text_config") or config).get("bos_token_id") else ids
     assert llama.tokenize(PROMPT.encode(), add_bos=False, special=False) == text_ids
     print(f"{preset}: minfer GGUF vs HF {np.abs(from_gguf - from_hf).max():.2e}, llama.cpp vs minfer "
           f"{np.abs(theirs - from_gguf).max() / scale:.2e} (relative to the largest logit)")

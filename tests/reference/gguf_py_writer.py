@@ -6,7 +6,9 @@ norm weights stored as 1 + w, and the tokenizer as tokenizer.ggml.* (model "gpt2
 computes the same on a family's GGUF file as on its HF directory, independently of minfer's own GGUF writer.
 
 Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, smollm3, olmo2, olmo3,
-granite, gpt_oss (its experts in f32, as llama.cpp's GptOssModel converter writes a checkpoint that is not MXFP4).
+granite, gpt_oss (its experts in f32, as llama.cpp's GptOssModel converter writes a checkpoint that is not MXFP4), and
+Qwen3.5's text model (qwen3_5 with its text_config, or qwen3_5_text; llama.cpp's qwen35, as its Qwen3_5TextModel
+converter writes it: see qwen35_tensors).
 Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
@@ -28,7 +30,8 @@ from hf_reference import load_hf_tensors  # noqa: E402
 # Mixtral too is written as llama (with expert keys), as llama.cpp's converter does.
 ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
         "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "smollm3": "smollm3",
-        "olmo2": "olmo2", "olmo3": "olmo2", "granite": "granite", "gpt_oss": "gpt-oss"}
+        "olmo2": "olmo2", "olmo3": "olmo2", "granite": "granite", "gpt_oss": "gpt-oss", "qwen3_5": "qwen35",
+        "qwen3_5_text": "qwen35"}
 # The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
 EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
                                        "down_proj": "ffn_down_exps"}),
@@ -139,6 +142,115 @@ def gpt_oss_tensors(tensors: dict) -> dict:
     return out
 
 
+# Qwen3.5's layers in llama.cpp's names (its Gated DeltaNet layers' are in qwen35_tensors).
+QWEN35_NAMES = dict(LAYER_NAMES, post_attention_layernorm="post_attention_norm")
+QWEN35_LINEAR_NAMES = {"in_proj_qkv.weight": "attn_qkv.weight", "in_proj_z.weight": "attn_gate.weight",
+                       "in_proj_b.weight": "ssm_beta.weight", "in_proj_a.weight": "ssm_alpha.weight",
+                       "conv1d.weight": "ssm_conv1d.weight", "A_log": "ssm_a", "dt_bias": "ssm_dt.bias",
+                       "norm.weight": "ssm_norm.weight", "out_proj.weight": "ssm_out.weight"}
+# Only a text model is written: the vision tower of Qwen3_5ForConditionalGeneration is left out, as llama.cpp's text
+# converter leaves it out (it goes into an mmproj file); the MTP layers are left out too (llama.cpp's converter
+# appends them as extra blocks with nextn_predict_layers, which this writer does not).
+QWEN35_SKIPPED = ("model.visual.", "mtp.", "model.mtp.")
+
+
+def tiled_v_heads(t: np.ndarray, axis: int, k_heads: int, v_heads: int, head_dim: int) -> np.ndarray:
+    """llama.cpp's _LinearAttentionVReorderBase._reorder_v_heads: the value heads along `axis` from HF's order,
+    grouped by key head [k0v0, k0v1, ..., k1v0, k1v1, ...], to the tiled order ggml broadcasts in
+    [k0v0, k1v0, ..., k0v1, k1v1, ...]; each head head_dim wide."""
+    t = np.moveaxis(t, axis, 0)
+    rest = t.shape[1:]
+    t = t.reshape(k_heads, v_heads // k_heads, head_dim, *rest).swapaxes(0, 1).reshape(v_heads * head_dim, *rest)
+    return np.ascontiguousarray(np.moveaxis(t, 0, axis))
+
+
+def qwen35_tensors(tensors: dict, cfg: dict) -> dict:
+    """As llama.cpp's Qwen3_5TextModel converter (Qwen3NextModel.modify_tensors under _LinearAttentionVReorderBase's):
+    model.language_model.* (or model.*) to GGUF names; the value heads of every Gated DeltaNet tensor reordered from
+    grouped to tiled (in_proj_qkv's V rows, in_proj_z's rows, in_proj_a/b's rows, A_log, dt_bias, conv1d's V channels,
+    out_proj's columns; only when there are more value heads than key heads); A_log stored as ssm_a = -exp(A_log),
+    dt_bias as ssm_dt.bias, conv1d [channels, 1, kernel] squeezed to [channels, kernel]; every RMSNorm weight but the
+    delta rule's (linear_attn.norm) stored as 1 + w (the attention's q/k norms, the layer norms, the final norm).
+    q_proj stays as it is: attn_q holds each head's query rows then its gate rows (2x rows), as llama.cpp loads it.
+    Values are loaders, as stack_experts'."""
+    if cfg.get("num_experts"):
+        raise SystemExit("Qwen3.5-MoE (qwen35moe) is not written: only the dense Qwen3.5 text model")
+    hk, hv = int(cfg["linear_num_key_heads"]), int(cfg["linear_num_value_heads"])
+    dk, dv = int(cfg["linear_key_head_dim"]), int(cfg["linear_value_head_dim"])
+    reorder = hk != hv
+    out = {}
+
+    def conv(name, load, fn):
+        out[name] = lambda: np.ascontiguousarray(fn(load().astype(np.float32)))
+
+    for name, load in tensors.items():
+        if name.startswith(QWEN35_SKIPPED):
+            continue
+        if name.startswith("model.language_model."):
+            name = "model." + name[len("model.language_model."):]
+        elif name.startswith("lm_head."):
+            pass
+        elif not name.startswith("model."):
+            raise SystemExit(f"unexpected Qwen3.5 tensor {name}")
+        if name == "model.embed_tokens.weight":
+            out["token_embd.weight"] = load
+            continue
+        if name == "model.norm.weight":
+            conv("output_norm.weight", load, lambda a: a + 1)
+            continue
+        if name == "lm_head.weight":
+            out["output.weight"] = load
+            continue
+        parts = name.split(".")  # model.layers.N.<module...>.weight
+        blk, rest = f"blk.{parts[2]}.", ".".join(parts[3:])
+        if rest.startswith("linear_attn."):
+            key = rest[len("linear_attn."):]
+            gguf_key = blk + QWEN35_LINEAR_NAMES[key]
+            qk = 2 * hk * dk
+
+            def v_rows(a, axis=0, width=dv):
+                return tiled_v_heads(a, axis, hk, hv, width) if reorder else a
+
+            if key == "in_proj_qkv.weight":
+                conv(gguf_key, load, lambda a: np.concatenate([a[:qk], v_rows(a[qk:])]))
+            elif key == "in_proj_z.weight":
+                conv(gguf_key, load, v_rows)
+            elif key in ("in_proj_a.weight", "in_proj_b.weight", "dt_bias"):
+                conv(gguf_key, load, lambda a: v_rows(a, 0, 1))
+            elif key == "A_log":
+                conv(gguf_key, load, lambda a: -np.exp(v_rows(a, 0, 1)))
+            elif key == "conv1d.weight":
+                conv(gguf_key, load, lambda a: (lambda c: np.concatenate([c[:qk], v_rows(c[qk:])]))(
+                    a.reshape(a.shape[0], a.shape[-1])))
+            elif key == "out_proj.weight":
+                conv(gguf_key, load, lambda a: v_rows(a, 1))
+            else:  # norm.weight: the delta rule's gated norm, stored as it is
+                out[gguf_key] = load
+            continue
+        if rest.endswith("norm.weight"):
+            conv(blk + QWEN35_NAMES[rest[:-len(".weight")]] + ".weight", load, lambda a: a + 1)
+        else:
+            out[blk + QWEN35_NAMES[rest[:-len(".weight")]] + ".weight"] = load
+    return out
+
+
+def add_qwen35_keys(w: gguf.GGUFWriter, arch: str, cfg: dict) -> None:
+    """As llama.cpp's Qwen3NextModel / _Qwen35MRopeMixin set_gguf_parameters: the delta rule's shape (ssm.*), which
+    layers are recurrent (attention.recurrent_layers, from layer_types) and the interval, and mRoPE's sections
+    (rope_parameters.mrope_section padded to 4, else llama.cpp's default [11, 11, 10, 0])."""
+    hv = int(cfg["linear_num_value_heads"])
+    w.add_ssm_conv_kernel(int(cfg["linear_conv_kernel_dim"]))
+    w.add_ssm_state_size(int(cfg["linear_key_head_dim"]))
+    w.add_ssm_group_count(int(cfg["linear_num_key_heads"]))
+    w.add_ssm_time_step_rank(hv)
+    w.add_ssm_inner_size(int(cfg["linear_value_head_dim"]) * hv)
+    if cfg.get("layer_types") is not None:
+        w.add_array(f"{arch}.attention.recurrent_layers", [t == "linear_attention" for t in cfg["layer_types"]])
+    w.add_full_attention_interval(int(cfg.get("full_attention_interval", 4)))
+    sections = list((cfg.get("rope_parameters") or {}).get("mrope_section") or [11, 11, 10, 0])
+    w.add_rope_dimension_sections((sections + [0] * 4)[:4])
+
+
 def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", experts: str = "") -> None:
     """pre: tokenizer.ggml.pre (llama.cpp's pre-tokenizer name) in place of the one the vocabulary suggests; dtype:
     "f32", or "f16" for the matrices (half the file of a real shape, which llama.cpp's quantizer reads as well);
@@ -146,6 +258,9 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
     Tensors are read, converted and spilled one at a time, so a real shape needs memory for its largest tensor only."""
     with open(os.path.join(model_dir, "config.json")) as f:
         cfg = json.load(f)
+    # A multimodal wrapper's text fields (Qwen3.5's text_config) over its top level, as llama.cpp's converter reads
+    # them (a config already flattened reads the same).
+    cfg = {**cfg, **(cfg.get("text_config") or {})}
     model_type = cfg["model_type"]
     if model_type not in ARCH:
         raise SystemExit(f"{model_dir}: model_type {model_type!r} is not supported ({', '.join(ARCH)})")
@@ -162,10 +277,12 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
     w.add_head_count_kv(kv_heads)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
-    rot = int(head_dim * float(cfg.get("partial_rotary_factor", 1.0)))
+    # transformers 5's rope_parameters (Qwen3.5's) when it holds the theta itself, else the older top-level fields.
+    rope = cfg.get("rope_parameters") if "rope_theta" in (cfg.get("rope_parameters") or {}) else cfg
+    rot = int(head_dim * float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))))
     w.add_rope_dimension_count(rot)
     w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
-    w.add_rope_freq_base(float(cfg.get("rope_theta", 10000.0)))
+    w.add_rope_freq_base(float(rope.get("rope_theta", 10000.0)))
     if model_type == "gemma2":
         # As llama.cpp's Gemma2Model converter: both caps and the window; no pattern key (llama.cpp alternates).
         w.add_attn_logit_softcapping(float(cfg["attn_logit_softcapping"]))
@@ -217,6 +334,8 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
         w.add_expert_count(int(cfg["num_local_experts"]))
         w.add_expert_used_count(int(cfg["num_experts_per_tok"]))
         w.add_expert_feed_forward_length(int(cfg["intermediate_size"]))
+    if arch == "qwen35":
+        add_qwen35_keys(w, arch, cfg)
     if model_type == "phi3" and cfg.get("sliding_window"):
         w.add_sliding_window(int(cfg["sliding_window"]))
     if model_type in EXPERT_NAMES:
@@ -234,12 +353,16 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
         tensors = stack_experts(tensors, *EXPERT_NAMES[model_type])
     if model_type == "gpt_oss":
         tensors = gpt_oss_tensors(tensors)
+    if arch == "qwen35":
+        tensors = qwen35_tensors(tensors, cfg)
+    top = ("token_embd.weight", "output_norm.weight", "output.weight")
+
     def stored(name: str, t: np.ndarray) -> np.ndarray:  # matrices in f16 when asked; vectors and biases f32
         return t.astype(np.float16 if dtype == "f16" and t.ndim >= 2 and name.endswith(".weight") else np.float32)
 
     for name, load in sorted(tensors.items()):
         t = load().astype(np.float32)
-        if name.startswith("blk."):  # already in GGUF's names (stacked experts, routers)
+        if name.startswith("blk.") or name in top:  # already in GGUF's names (stacked experts, routers, Qwen3.5's)
             if experts == "mxfp4" and name.endswith("_exps.weight"):
                 w.add_tensor(name, gguf.quants.quantize(t, gguf.GGMLQuantizationType.MXFP4),
                              raw_dtype=gguf.GGMLQuantizationType.MXFP4)

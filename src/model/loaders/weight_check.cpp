@@ -158,25 +158,32 @@ void split_fused_projections(ModelWeights& weights, std::map<std::string, Weight
 void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrigin>& origins,
                    const std::string& checkpoint, const std::function<std::string(const std::string&)>& file_name_of) {
   const auto expected = expected_weight_shapes(weights.config);
+  // Looked up only for an error: a weight made at load from another (Qwen3.5's wq_gate, the gate rows of GGUF's
+  // attn_q) has no origin and may have no name in the checkpoint's format (file_name_of throws for it).
   auto origin = [&](const std::string& canonical) {
     auto it = origins.find(canonical);
     return it != origins.end() ? it->second : WeightOrigin{checkpoint, file_name_of(canonical)};
   };
   for (const auto& [name, tensor] : weights.tensors) {
-    const WeightOrigin o = origin(name);
     auto it = expected.find(name);
-    if (it == expected.end())
+    if (it == expected.end()) {
+      const WeightOrigin o = origin(name);
       fail_load(o.file,
                 "unexpected tensor '{}': not a weight of this {} model ({} layers, attention bias: {}, tied "
                 "embeddings: {})",
                 o.name, weights.config.arch_name(), weights.config.num_layers, weights.config.attention_bias,
                 weights.config.tie_word_embeddings);
-    if (tensor.shape != it->second)
+    }
+    if (tensor.shape != it->second) {
+      const WeightOrigin o = origin(name);
       fail_load(o.file, "shape mismatch for tensor '{}': expected {}, got {} (from the config: {} {})", o.name,
                 shape_string(it->second), shape_string(tensor.shape), weights.config.arch_name(), name);
-    if (!supported_dtype(tensor.dtype, tensor.shape.size()))
+    }
+    if (!supported_dtype(tensor.dtype, tensor.shape.size())) {
+      const WeightOrigin o = origin(name);
       fail_load(o.file, "tensor '{}' has unsupported dtype {} (supported: f32, f16, bf16; q8_0, i8 for matrices)",
                 o.name, dtype_name(tensor.dtype));
+    }
   }
   for (const auto& [name, shape] : expected) {
     if (weights.tensors.count(name) == 0)
