@@ -126,7 +126,8 @@ def llama_quantize(src, dst, ftype: int):
 
 
 QUANTIZED = [(p, f) for p in ["tiny-mistral", "tiny-gemma2", "tiny-gemma3", "tiny-phi3", "tiny-qwen3-moe",
-                               "tiny-mixtral", "tiny-olmo2", "tiny-granite", "tiny-gpt-oss"] for f in (7, 15)]
+                               "tiny-mixtral", "tiny-olmo2", "tiny-granite", "tiny-gpt-oss", "tiny-qwen3.5"]
+             for f in (7, 15)]
 # gpt-oss as its GGUFs ship: llama.cpp's MXFP4_MOE (ftype 38) puts the experts' matrices in MXFP4, the rest in Q8_0.
 QUANTIZED.append(("tiny-gpt-oss", 38))
 
