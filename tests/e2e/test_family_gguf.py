@@ -183,6 +183,42 @@ def test_gpt4o_pre_tokenizer_matches_llamacpp(minfer, tiny_models, shared_dir, t
     assert not mismatches, "\n".join(mismatches[:10])
 
 
+def with_mark_merges(src, dst):
+    """A copy of the tiny-qwen3.5 directory `src` whose vocabulary also merges e + U+0301 (a combining acute accent)
+    into one token, so that Qwen3.5's split, which keeps the mark with its letter, tokenizes "cafe\u0301"
+    differently from Qwen2's, which splits the mark off."""
+    shutil.copytree(src, dst)
+    printable = [*range(33, 127), *range(161, 173), *range(174, 256)]  # GPT-2's byte-to-character map
+    others = [b for b in range(256) if b not in printable]
+    chars = {**{b: chr(b) for b in printable}, **{b: chr(256 + i) for i, b in enumerate(others)}}
+    mark = "".join(chars[b] for b in "\u0301".encode())
+    tok = json.loads((dst / "tokenizer.json").read_text())
+    vocab = tok["model"]["vocab"]
+    size = max([*vocab.values(), *(t["id"] for t in tok.get("added_tokens", []))]) + 1
+    vocab.update({mark: size, "e" + mark: size + 1})
+    pairs = isinstance(tok["model"]["merges"][0], list)
+    tok["model"]["merges"] += [[mark[0], mark[1]], ["e", mark]] if pairs else [" ".join(mark), "e " + mark]
+    (dst / "tokenizer.json").write_text(json.dumps(tok))
+    config = read_config(dst)  # the vocabulary's size where it is read (top level and text_config alike)
+    for fields in (config, config.get("text_config") or {}):
+        fields["vocab_size"] = size + 2
+    (dst / "config.json").write_text(json.dumps(config, indent=2))
+
+
+def test_qwen35_pre_tokenizer_matches_llamacpp(minfer, tiny_models, shared_dir, tmp_path):
+    """Qwen3.5's GGUFs name llama.cpp's "qwen35" pre-tokenizer (Qwen2's split with combining marks kept with the
+    letters before them): the tiny model's byte-level vocabulary, plus a merge across a letter and a mark
+    (with_mark_merges), written with that name, then minfer's and llama.cpp's tokenization of llama.cpp's tokenizer
+    test texts and of text with combining marks (which llama.cpp tokenizes differently under "qwen2")."""
+    hf, path = tmp_path / "hf", tmp_path / "qwen35.gguf"
+    with_mark_merges(tiny_models("tiny-qwen3.5", "f32"), hf)
+    gguf_py_writer.write(str(hf), str(path), pre="qwen35")
+    texts = vocab_test_texts(shared_dir) + ["cafe\u0301 na\u0308ive \u0915\u093f\u0924\u093e\u092c x\u0301\u0302y 'S'LL"]
+    mismatches = tokenization_mismatches(minfer, path, texts)
+    print(f"qwen35 pre-tokenizer: {len(texts)} texts, {len(mismatches)} mismatches")
+    assert not mismatches, "\n".join(mismatches[:10])
+
+
 def write_hf_mxfp4(src, dst):
     """src (an f32 tiny-gpt-oss directory) as OpenAI's own gpt-oss checkpoints store it: each expert projection as
     MXFP4 *_blocks [experts, rows, cols / 32, 16] and *_scales [experts, rows, cols / 32] (rows the outputs, gate and up
