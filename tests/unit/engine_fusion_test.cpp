@@ -197,6 +197,21 @@ TEST_F(FusionOnTestModels, TinyGraniteF32) { expect_fused_matches_unfused(write(
 
 // Quantized weights fuse as float ones do (int8 rows packed with their scales, W8A8 panels rebuilt): the same
 // 5 dispatches per layer, the same tokens and logits as the unfused quantized graph.
+// Qwen3.5's hybrid: the delta-rule layers (conv and delta rule with their state, which the fusion passes leave alone)
+// beside the gated attention layer. Unfused: 17 nodes per delta-rule layer (norm, four projections, conv, delta rule,
+// head norm, gate, out projection, add, then the MLP's six), 20 for the attention layer (Qwen3's 18 plus the gate's
+// projection and sigmoid), and the 4 fixed ones.
+TEST_F(FusionOnTestModels, TinyQwen35F32) {
+  const ModelWeights w = load_model(write("tiny-qwen3.5", DType::F32));
+  const GenerationRun none = generate(w, {FusionStrategy::kNone, {}}, kPrompt);
+  const GenerationRun fused = generate(w, {FusionStrategy::kAuto, {}}, kPrompt);
+  expect_same_results(fused, none);
+  EXPECT_EQ(none.dispatches_per_step, 3 * 17 + 20 + 4);
+  std::printf("tiny-qwen3.5 dispatches per step: %ld unfused, %ld fused\n", static_cast<long>(none.dispatches_per_step),
+              static_cast<long>(fused.dispatches_per_step));
+  EXPECT_LT(fused.dispatches_per_step, none.dispatches_per_step);
+}
+
 TEST_F(FusionOnTestModels, QuantizedWeightsFuseToo) {
   const ModelWeights base = load_model(write("tiny-qwen2", DType::F32));
   for (const QuantConfig& q : {parse_quantization("w8a16"), parse_quantization("w8a16", 32, false),
