@@ -35,7 +35,8 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     case OpKind::kAllReduce: run_all_reduce(node, rows_of(node.output)); return;
     case OpKind::kGatherVocab: run_gather_vocab(node, sampled); return;
     case OpKind::kGatherRows: run_gather_rows(node, step, tokens, sampled); return;
-    case OpKind::kSigmoidMul: run_elementwise(node, rows_of(node.output)); return;
+    case OpKind::kSigmoidMul:
+    case OpKind::kMul: run_elementwise(node, rows_of(node.output)); return;
     case OpKind::kConv1d: run_conv1d(node, step); return;
     case OpKind::kDeltaNet: run_delta_net(node, step); return;
   }
@@ -103,6 +104,7 @@ void Executor::run_elementwise(const Node& node, int64_t rows) {
   const auto op = node.kind == OpKind::kAdd          ? kernels::add
                   : node.kind == OpKind::kSiluMul    ? kernels::silu_mul
                   : node.kind == OpKind::kSigmoidMul ? kernels::sigmoid_mul
+                  : node.kind == OpKind::kMul        ? kernels::mul
                                                      : kernels::gelu_tanh_mul;
   pool_.parallel_for(n, 1024,
                      [&](size_t lo, size_t hi) { op(x + lo, x2 + lo, y + lo, static_cast<int64_t>(hi - lo)); });

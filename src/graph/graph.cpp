@@ -21,6 +21,7 @@ const char* op_name(OpKind kind) {
     case OpKind::kMoe: return "moe";
     case OpKind::kGatherRows: return "gather_rows";
     case OpKind::kSigmoidMul: return "sigmoid_mul";
+    case OpKind::kMul: return "mul";
     case OpKind::kConv1d: return "conv1d";
     case OpKind::kDeltaNet: return "delta_net";
     case OpKind::kAllReduce: return "all_reduce";

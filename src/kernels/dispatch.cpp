@@ -128,6 +128,9 @@ void sigmoid_mul(const float* gate, const float* x, float* out, int64_t n) {
   active_kernels().sigmoid_mul(gate, x, out, n);
 }
 const MixerLeaves& active_mixers() { return *active_kernels().mixers; }
+void mul(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   active_kernels().gelu_tanh_mul(gate, up, out, n);
 }

@@ -48,6 +48,9 @@ void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
 // out = x * sigmoid(gate) (Qwen3.5's attention output gate).
 void sigmoid_mul(const float* gate, const float* x, float* out, int64_t n);
 void add(const float* a, const float* b, float* out, int64_t n);
+// out = a * b element by element (LFM2's convolution gates): one implementation for every ISA, a loop the compiler
+// vectorises (it is bound by memory, as add is).
+void mul(const float* a, const float* b, float* out, int64_t n);
 
 // In-place numerically stable softmax over each row of x [rows, cols].
 void softmax(float* x, int64_t rows, int64_t cols);

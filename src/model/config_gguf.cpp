@@ -32,7 +32,15 @@ void read_shape_keys(const GgufFile& g, const std::string& arch, ModelConfig& c)
   c.num_layers = g.get_int(key("block_count"));
   c.intermediate_size = g.get_int(key("feed_forward_length"));
   c.num_heads = g.get_int(key("attention.head_count"));
-  c.num_kv_heads = g.find_int(key("attention.head_count_kv")).value_or(c.num_heads);
+  // A per-layer list (LFM2: 0 for its convolution layers) gives the attention layers' count; the family reads the
+  // list itself.
+  const std::string kv_key = key("attention.head_count_kv");
+  if (const GgufValue* kv = g.find(kv_key); kv != nullptr && kv->type == GgufType::ARRAY) {
+    c.num_kv_heads = 0;
+    for (int64_t n : g.get_int_array(kv_key)) c.num_kv_heads = std::max(c.num_kv_heads, n);
+  } else {
+    c.num_kv_heads = g.find_int(kv_key).value_or(c.num_heads);
+  }
   if (c.num_heads <= 0) fail_load(g.path(), "invalid metadata: {} = {}", key("attention.head_count"), c.num_heads);
   c.head_dim = g.find_int(key("attention.key_length")).value_or(c.hidden_size / c.num_heads);
   if (const auto vlen = g.find_int(key("attention.value_length")); vlen && *vlen != c.head_dim)

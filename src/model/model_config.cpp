@@ -109,13 +109,16 @@ void validate_mixers(const ModelConfig& c, const std::string& source) {
   if (c.layer_mixers.empty()) return;
   if (static_cast<int64_t>(c.layer_mixers.size()) != c.num_layers)
     fail_load(source, "invalid config: {} layer_types entries for {} layers", c.layer_mixers.size(), c.num_layers);
-  bool any_attention = false, any_delta = false;
+  bool any_attention = false, any_delta = false, any_conv = false;
   for (LayerMixer m : c.layer_mixers) {
     any_attention = any_attention || m == LayerMixer::kAttention;
     any_delta = any_delta || m == LayerMixer::kGatedDeltaNet;
+    any_conv = any_conv || m == LayerMixer::kShortConv;
   }
   // The KV pools and the scheduler are sized by attention layers; every hybrid family has some.
   if (!any_attention) fail_load(source, "unsupported: no attention layer in layer_types (a purely recurrent model)");
+  if (any_conv && (c.short_conv_kernel < 1 || c.short_conv_kernel > 8))
+    fail_load(source, "invalid config: conv_L_cache = {} (must be in 1..8)", c.short_conv_kernel);
   if (!any_delta) return;
   const LinearAttentionShape& l = c.linear;
   for (auto [field, v] : {std::pair{"linear_num_key_heads", l.k_heads}, {"linear_num_value_heads", l.v_heads},
@@ -134,12 +137,14 @@ const char* layer_mixer_name(LayerMixer mixer) {
   switch (mixer) {
     case LayerMixer::kAttention: return "full_attention";
     case LayerMixer::kGatedDeltaNet: return "linear_attention";
+    case LayerMixer::kShortConv: return "conv";
   }
   return "unknown";
 }
 
 int64_t ModelConfig::conv_state_floats(int64_t layer) const {
   if (mixer(layer) == LayerMixer::kGatedDeltaNet) return (linear.conv_kernel - 1) * linear.conv_channels();
+  if (mixer(layer) == LayerMixer::kShortConv) return (short_conv_kernel - 1) * hidden_size;
   return 0;
 }
 

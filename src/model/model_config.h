@@ -17,7 +17,7 @@ enum class Activation : uint8_t { kSilu, kGeluTanh };
 
 // A layer's token mixer: attention over the KV cache, or one that keeps a fixed-size recurrent state per sequence
 // (kernels/mixers.h; kv/state_pool.h holds the states).
-enum class LayerMixer : uint8_t { kAttention, kGatedDeltaNet };
+enum class LayerMixer : uint8_t { kAttention, kGatedDeltaNet, kShortConv };
 const char* layer_mixer_name(LayerMixer mixer);
 
 // Gated DeltaNet layers (Qwen3.5 / Qwen3.6, Qwen3-Next): q and k heads of k_dim, v heads of v_dim (v_heads a
@@ -129,6 +129,8 @@ struct ModelConfig {
   // Qwen3.5: q_proj yields a sigmoid gate per head beside the query (split at load into wq and wq_gate); the
   // attention output is multiplied by it before o_proj.
   bool attn_output_gate = false;
+  // LFM2's gated short convolution layers: a causal depthwise conv of this many taps over hidden_size channels.
+  int64_t short_conv_kernel = 0;
   DType dtype = DType::F32;  // the dtype the weights are stored in
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;

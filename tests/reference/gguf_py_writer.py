@@ -357,8 +357,12 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
         tensors = qwen35_tensors(tensors, cfg)
     top = ("token_embd.weight", "output_norm.weight", "output.weight")
 
-    def stored(name: str, t: np.ndarray) -> np.ndarray:  # matrices in f16 when asked; vectors and biases f32
-        return t.astype(np.float16 if dtype == "f16" and t.ndim >= 2 and name.endswith(".weight") else np.float32)
+    # Matrices in f16 when asked; vectors, biases and convolution kernels f32 (llama.cpp's ssm_conv reads its kernel
+    # as f32 only, and its converter keeps them so).
+    def stored(name: str, t: np.ndarray) -> np.ndarray:
+        conv = "ssm_conv1d" in name or "shortconv.conv" in name
+        return t.astype(np.float16 if dtype == "f16" and t.ndim >= 2 and name.endswith(".weight") and not conv
+                        else np.float32)
 
     for name, load in sorted(tensors.items()):
         t = load().astype(np.float32)

@@ -126,8 +126,10 @@ struct Family {
   kernels::RopeStyle gguf_rope_style = kernels::RopeStyle::kNeox;
   // Traits from GGUF metadata after the common keys (config_gguf.cpp); `arch` is the key prefix.
   void (*read_gguf)(const GgufFile&, const std::string& arch, ModelConfig&) = nullptr;
-  // Weight names looked up before the table every family shares (loaders/weight_names.cpp).
+  // Weight names looked up before the table every family shares (loaders/weight_names.cpp): per layer, and of the
+  // model-wide weights (their rows name the whole tensor, e.g. LFM2's final norm "model.embedding_norm.weight").
   std::span<const WeightNameRow> layer_names = {};
+  std::span<const WeightNameRow> global_names = {};
   const HfExpertNames* hf_experts = nullptr;
   graph::Graph (*build_graph)(const ModelWeights&) = nullptr;
   GgufExport gguf_export = {};

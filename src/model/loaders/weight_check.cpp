@@ -25,6 +25,12 @@ void delta_rule_shapes(const ModelConfig& c, const std::string& p, std::map<std:
   out[p + "ssm_out"] = {c.hidden_size, l.v_heads * l.v_dim};
 }
 
+// An LFM2 gated short convolution (model/families/lfm2.cpp): in_proj split at load into its B, C and x rows.
+void short_conv_shapes(const ModelConfig& c, const std::string& p, std::map<std::string, std::vector<int64_t>>& out) {
+  for (const char* w : {"conv_in_b", "conv_in_c", "conv_in_x", "conv_out"}) out[p + w] = {c.hidden_size, c.hidden_size};
+  out[p + "conv_kernel"] = {c.hidden_size, c.short_conv_kernel};
+}
+
 // An attention layer's projections, biases, sinks and q/k norms.
 void attention_shapes(const ModelConfig& c, const std::string& p, std::map<std::string, std::vector<int64_t>>& out) {
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
@@ -56,8 +62,10 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
     if (!c.post_norms_only) out[p + "attn_norm"] = {c.hidden_size};
-    if (c.is_recurrent(i)) {
+    if (c.mixer(i) == LayerMixer::kGatedDeltaNet) {
       delta_rule_shapes(c, p, out);
+    } else if (c.mixer(i) == LayerMixer::kShortConv) {
+      short_conv_shapes(c, p, out);
     } else {
       attention_shapes(c, p, out);
     }

@@ -81,8 +81,9 @@ std::optional<std::string> canonical_expert_to_hf(std::string_view rest, std::st
 template <typename Get>
 std::optional<std::string> to_canonical(std::string_view name, std::string_view layer_prefix, std::string_view arch,
                                         Get external) {
-  for (const NameRow& r : kGlobal)
-    if (name == external(r)) return std::string(r.canonical);
+  for (std::span<const NameRow> rows : {family_named(arch).global_names, std::span<const NameRow>(kGlobal)})
+    for (const NameRow& r : rows)
+      if (*external(r) != '\0' && name == external(r)) return std::string(r.canonical);
   std::string_view layer, rest;
   if (!split_layer(name, layer_prefix, &layer, &rest)) return std::nullopt;
   for (std::span<const NameRow> rows : {layer_overrides(arch), std::span<const NameRow>(kLayer)})
@@ -96,8 +97,9 @@ std::optional<std::string> to_canonical(std::string_view name, std::string_view 
 template <typename Get>
 std::string from_canonical(const std::string& canonical, std::string_view layer_prefix, std::string_view arch,
                            Get external) {
-  for (const NameRow& r : kGlobal)
-    if (canonical == r.canonical) return external(r);
+  for (std::span<const NameRow> rows : {family_named(arch).global_names, std::span<const NameRow>(kGlobal)})
+    for (const NameRow& r : rows)
+      if (canonical == r.canonical) return external(r);
   std::string_view layer, rest;
   if (split_layer(canonical, "layers.", &layer, &rest)) {
     for (std::span<const NameRow> rows : {layer_overrides(arch), std::span<const NameRow>(kLayer)})
