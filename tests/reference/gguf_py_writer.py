@@ -8,7 +8,8 @@ computes the same on a family's GGUF file as on its HF directory, independently 
 Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, smollm3, olmo2, olmo3,
 granite, gpt_oss (its experts in f32, as llama.cpp's GptOssModel converter writes a checkpoint that is not MXFP4), and
 Qwen3.5's text model (qwen3_5 with its text_config, or qwen3_5_text; llama.cpp's qwen35, as its Qwen3_5TextModel
-converter writes it: see qwen35_tensors).
+converter writes it: see qwen35_tensors), and LFM2 (lfm2, as llama.cpp's LFM2Model converter writes it: see
+lfm2_fields and lfm2_tensors).
 Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
@@ -31,7 +32,7 @@ from hf_reference import load_hf_tensors  # noqa: E402
 ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
         "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "smollm3": "smollm3",
         "olmo2": "olmo2", "olmo3": "olmo2", "granite": "granite", "gpt_oss": "gpt-oss", "qwen3_5": "qwen35",
-        "qwen3_5_text": "qwen35"}
+        "qwen3_5_text": "qwen35", "lfm2": "lfm2"}
 # The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
 EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
                                        "down_proj": "ffn_down_exps"}),
@@ -251,6 +252,66 @@ def add_qwen35_keys(w: gguf.GGUFWriter, arch: str, cfg: dict) -> None:
     w.add_rope_dimension_sections((sections + [0] * 4)[:4])
 
 
+# LFM2's tensors in llama.cpp's names (LFM2Model: gguf-py's tensor_mapping for MODEL_ARCH.LFM2). The final norm
+# model.embedding_norm becomes token_embd_norm (llama.cpp loads it as the output norm, LLM_TENSOR_OUTPUT_NORM_LFM2).
+LFM2_NAMES = {"operator_norm": "attn_norm", "ffn_norm": "ffn_norm", "feed_forward.w1": "ffn_gate",
+              "feed_forward.w3": "ffn_up", "feed_forward.w2": "ffn_down", "self_attn.q_proj": "attn_q",
+              "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.out_proj": "attn_output",
+              "self_attn.q_layernorm": "attn_q_norm", "self_attn.k_layernorm": "attn_k_norm",
+              "conv.conv": "shortconv.conv", "conv.in_proj": "shortconv.in_proj", "conv.out_proj": "shortconv.out_proj"}
+
+
+def lfm2_fields(cfg: dict) -> dict:
+    """What llama.cpp's converter reads of an LFM2 config after transformers' Lfm2Config has normalised it (the
+    converter loads config.json through AutoConfig): the legacy block_ff_dim / tie_embedding keys win over
+    intermediate_size / tie_word_embeddings, layer_types falls back to full_attn_idxs (else every layer attention),
+    rope_theta to 1e6. The FFN width as LFM2Model._add_feed_forward_length: int(2 I / 3), times the multiplier when
+    not null, rounded up to block_multiple_of (which transformers skips when the multiplier is null)."""
+    layers = int(cfg["num_hidden_layers"])
+    types = cfg.get("layer_types")
+    if types is None:
+        idxs = cfg.get("full_attn_idxs")
+        idxs = set(range(layers) if idxs is None else idxs)
+        types = ["full_attention" if i in idxs else "conv" for i in range(layers)]
+    ff = int(cfg.get("block_ff_dim", cfg.get("intermediate_size", 12288)))
+    if cfg.get("block_auto_adjust_ff_dim", True):
+        ff = int(2 * ff / 3)
+        mult, multiple_of = cfg.get("block_ffn_dim_multiplier", 1.0), int(cfg.get("block_multiple_of", 256))
+        if mult is not None:
+            ff = int(mult * ff)
+        ff = multiple_of * ((ff + multiple_of - 1) // multiple_of)
+    rope = cfg.get("rope_parameters") or {}
+    tied = bool(cfg.get("tie_embedding", cfg.get("tie_word_embeddings", True)))
+    return {"layer_types": types, "ff": ff, "tied": tied,
+            "theta": float(rope.get("rope_theta", cfg.get("rope_theta", 1e6))), "eps": float(cfg.get("norm_eps", 1e-5)),
+            "kv": int(cfg.get("num_key_value_heads", 8)), "l_cache": int(cfg.get("conv_L_cache", 3))}
+
+
+def lfm2_tensors(tensors: dict, tied: bool) -> dict:
+    """As LFM2Model.modify_tensors: HF names to llama.cpp's (LFM2_NAMES), conv.conv.weight [H, 1, L] squeezed to
+    [H, L]; a tied checkpoint's lm_head.weight left out (llama.cpp reuses token_embd). Conv biases (conv_bias true) are
+    refused: llama.cpp's LFM2 graph has none and would not load the file. Values are loaders, as stack_experts'."""
+    out = {}
+    for name, load in tensors.items():
+        if name == "model.embed_tokens.weight":
+            out["token_embd.weight"] = load
+        elif name == "model.embedding_norm.weight":
+            out["token_embd_norm.weight"] = load
+        elif name == "lm_head.weight":
+            if not tied:
+                out["output.weight"] = load
+        elif name.endswith(".bias"):
+            raise SystemExit(f"LFM2 tensor {name}: llama.cpp's lfm2 has no biases (conv_bias must be false)")
+        else:
+            parts = name.split(".")  # model.layers.N.<module...>.weight
+            if parts[:2] != ["model", "layers"] or parts[-1] != "weight":
+                raise SystemExit(f"unexpected LFM2 tensor {name}")
+            gguf_key = f"blk.{parts[2]}.{LFM2_NAMES['.'.join(parts[3:-1])]}.weight"
+            squeeze = parts[-3:-1] == ["conv", "conv"]  # the depthwise kernel [H, 1, L] -> [H, L]
+            out[gguf_key] = (lambda ld=load: (lambda a: a.reshape(a.shape[0], -1))(ld())) if squeeze else load
+    return out
+
+
 def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", experts: str = "") -> None:
     """pre: tokenizer.ggml.pre (llama.cpp's pre-tokenizer name) in place of the one the vocabulary suggests; dtype:
     "f32", or "f16" for the matrices (half the file of a real shape, which llama.cpp's quantizer reads as well);
@@ -272,17 +333,22 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
     w.add_context_length(int(cfg.get("max_position_embeddings", 2048)))
     w.add_embedding_length(hidden)
     w.add_block_count(int(cfg["num_hidden_layers"]))
-    w.add_feed_forward_length(int(cfg["intermediate_size"]))
+    lfm2 = lfm2_fields(cfg) if arch == "lfm2" else None
+    # LFM2: the adjusted FFN width, and head_count_kv per layer with 0 marking the conv layers (as its converter).
+    w.add_feed_forward_length(lfm2["ff"] if lfm2 else int(cfg["intermediate_size"]))
     w.add_head_count(heads)
-    w.add_head_count_kv(kv_heads)
+    w.add_head_count_kv([lfm2["kv"] if t != "conv" else 0 for t in lfm2["layer_types"]] if lfm2 else kv_heads)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
     # transformers 5's rope_parameters (Qwen3.5's) when it holds the theta itself, else the older top-level fields.
     rope = cfg.get("rope_parameters") if "rope_theta" in (cfg.get("rope_parameters") or {}) else cfg
     rot = int(head_dim * float(rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))))
     w.add_rope_dimension_count(rot)
-    w.add_layer_norm_rms_eps(float(cfg.get("rms_norm_eps", 1e-6)))
-    w.add_rope_freq_base(float(rope.get("rope_theta", 10000.0)))
+    w.add_layer_norm_rms_eps(lfm2["eps"] if lfm2 else float(cfg.get("rms_norm_eps", 1e-6)))
+    w.add_rope_freq_base(lfm2["theta"] if lfm2 else float(rope.get("rope_theta", 10000.0)))
+    if lfm2:  # as LFM2Model.set_gguf_parameters: the vocabulary size and the conv kernel length
+        w.add_vocab_size(int(cfg["vocab_size"]))
+        w.add_shortconv_l_cache(lfm2["l_cache"])
     if model_type == "gemma2":
         # As llama.cpp's Gemma2Model converter: both caps and the window; no pattern key (llama.cpp alternates).
         w.add_attn_logit_softcapping(float(cfg["attn_logit_softcapping"]))
@@ -355,7 +421,9 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
         tensors = gpt_oss_tensors(tensors)
     if arch == "qwen35":
         tensors = qwen35_tensors(tensors, cfg)
-    top = ("token_embd.weight", "output_norm.weight", "output.weight")
+    if lfm2:
+        tensors = lfm2_tensors(tensors, lfm2["tied"])
+    top = ("token_embd.weight", "output_norm.weight", "output.weight", "token_embd_norm.weight")
 
     # Matrices in f16 when asked; vectors, biases and convolution kernels f32 (llama.cpp's ssm_conv reads its kernel
     # as f32 only, and its converter keeps them so).

@@ -61,7 +61,7 @@ Semantics followed (HF eager attention path):
 
 Qwen3.5 / Qwen3.6, dense and MoE (model_type qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text): Reference.from_dir
 and the CLI hand them to hybrid_reference.HybridReference (hybrid_reference.py beside this file), which has this
-interface.
+interface. LFM2 (model_type lfm2) likewise goes to lfm2_reference.Lfm2Reference (lfm2_reference.py).
 
 CLI (run it with Debian's /usr/bin/python3, which has torch):
   hf_reference.py --model DIR --ids "1 2 3" [--greedy N] [--logits-out FILE]
@@ -244,6 +244,8 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 # Qwen3.5 / Qwen3.6 (Gated DeltaNet + gated attention hybrids): hybrid_reference.py, which Reference.from_dir returns.
 HYBRID_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
+# LFM2 (gated short convolutions + GQA attention): lfm2_reference.py, which Reference.from_dir returns.
+LFM2_MODEL_TYPES = ("lfm2",)
 
 
 class Config:
@@ -506,6 +508,9 @@ class Reference:
         if raw.get("model_type") in HYBRID_MODEL_TYPES:  # Qwen3.5 / 3.6: their own file, same interface
             import hybrid_reference
             return hybrid_reference.HybridReference.from_dir(model_dir)
+        if raw.get("model_type") in LFM2_MODEL_TYPES:  # LFM2: its own file, same interface
+            import lfm2_reference
+            return lfm2_reference.Lfm2Reference.from_dir(model_dir)
         return cls(Config(raw), load_hf_tensors(model_dir))
 
     def reset(self) -> None:
