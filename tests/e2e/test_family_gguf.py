@@ -64,7 +64,7 @@ def gguf_matches_hf_directory(minfer, hf, config, tmp_path):
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
                                     "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3", "tiny-olmo2",
-                                    "tiny-olmo3", "tiny-granite", "tiny-gpt-oss", "tiny-qwen3.5"])
+                                    "tiny-olmo3", "tiny-granite", "tiny-gpt-oss", "tiny-qwen3.5", "tiny-lfm2"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)

@@ -42,8 +42,10 @@ ROUTING_FLIPS_IN_BF16 = {"tiny-gpt-oss"}
 # Presets whose bf16 logits move more under the engine's bf16-rounded activations than the tolerance allows, because
 # the model itself is that sensitive: tiny-qwen3.5's oracle, its linear layers' inputs rounded to bf16, moves by up to
 # 5.8% (median 1.3%; tiny-qwen3's by 1.2%): the delta rule carries every rounding into the state of later tokens. The
-# engine measured 7.5% max, 1.8% median. Bounded here: max below the value, median below the usual tolerance.
-SENSITIVE_IN_BF16 = {"tiny-qwen3.5": 0.12}
+# engine measured 7.5% max, 1.8% median. tiny-lfm2's oracle with every weight product's input rounded to bf16 moves by
+# 3.14% max (median 0.95%), and so does the engine (3.14%): its two multiplicative gates around the convolution. Bounded
+# here: max below the value, median below the usual tolerance.
+SENSITIVE_IN_BF16 = {"tiny-qwen3.5": 0.12, "tiny-lfm2": 0.05}
 GREEDY_TOKENS = 32
 
 _oracles = {}
@@ -89,7 +91,8 @@ CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), (
          ("tiny-qwen3-moe", "f32"), ("tiny-qwen3-moe", "bf16"), ("tiny-mixtral", "f32"), ("tiny-mixtral", "bf16"),
          ("tiny-smollm3", "f32"), ("tiny-smollm3", "bf16"), ("tiny-olmo2", "f32"), ("tiny-olmo2", "bf16"),
          ("tiny-olmo3", "f32"), ("tiny-olmo3", "bf16"), ("tiny-granite", "f32"), ("tiny-granite", "bf16"),
-         ("tiny-gpt-oss", "f32"), ("tiny-gpt-oss", "bf16"), ("tiny-qwen3.5", "f32"), ("tiny-qwen3.5", "bf16")]
+         ("tiny-gpt-oss", "f32"), ("tiny-gpt-oss", "bf16"), ("tiny-qwen3.5", "f32"), ("tiny-qwen3.5", "bf16"),
+         ("tiny-lfm2", "f32"), ("tiny-lfm2", "bf16")]
 
 
 @pytest.mark.parametrize("preset,dtype", CASES, ids=[f"{p}-{d}" for p, d in CASES])

@@ -212,6 +212,17 @@ TEST_F(FusionOnTestModels, TinyQwen35F32) {
   EXPECT_LT(fused.dispatches_per_step, none.dispatches_per_step);
 }
 
+// LFM2: the convolution layers (three projections, two gates and the conv) beside an attention layer.
+TEST_F(FusionOnTestModels, TinyLfm2F32) {
+  const ModelWeights w = load_model(write("tiny-lfm2", DType::F32));
+  const GenerationRun none = generate(w, {FusionStrategy::kNone, {}}, kPrompt);
+  const GenerationRun fused = generate(w, {FusionStrategy::kAuto, {}}, kPrompt);
+  expect_same_results(fused, none);
+  std::printf("tiny-lfm2 dispatches per step: %ld unfused, %ld fused\n", static_cast<long>(none.dispatches_per_step),
+              static_cast<long>(fused.dispatches_per_step));
+  EXPECT_LT(fused.dispatches_per_step, none.dispatches_per_step);
+}
+
 TEST_F(FusionOnTestModels, QuantizedWeightsFuseToo) {
   const ModelWeights base = load_model(write("tiny-qwen2", DType::F32));
   for (const QuantConfig& q : {parse_quantization("w8a16"), parse_quantization("w8a16", 32, false),

@@ -48,8 +48,8 @@ void lfm2_test_hf_weights(const ModelConfig& c, std::vector<HfTestWeight>& weigh
   std::vector<HfTestWeight> out;
   for (HfTestWeight& w : weights) {
     if (w.name.ends_with(".conv.in_proj_c.weight") || w.name.ends_with(".conv.in_proj_x.weight")) continue;
-    if (w.name.ends_with(".conv.in_proj_b.weight")) w = {w.name.substr(0, w.name.size() - 16) + "in_proj.weight",
-                                                         {3 * c.hidden_size, c.hidden_size}};
+    if (w.name.ends_with(".conv.in_proj_b.weight"))
+      w = {w.name.substr(0, w.name.size() - 16) + "in_proj.weight", {3 * c.hidden_size, c.hidden_size}};
     if (w.name.ends_with(".conv.conv.weight")) w.shape = {w.shape[0], 1, w.shape[1]};
     out.push_back(std::move(w));
   }
