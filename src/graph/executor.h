@@ -99,6 +99,7 @@ class Executor {
   void run_attention(const Node& node, const StepInputs& step, std::span<const kernels::KvLayerView> kv_layers);
   void run_elementwise(const Node& node, int64_t rows);
   void run_add_rmsnorm(const Node& node, int64_t rows);
+  void run_row_gate(const Node& node, int64_t rows);
   void run_moe(const Node& node, int64_t rows);
   void run_all_reduce(const Node& node, int64_t rows);
   void run_gather_rows(const Node& node, const StepInputs& step, int64_t tokens, int64_t sampled);

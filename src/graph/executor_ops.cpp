@@ -101,6 +101,10 @@ void Executor::run_elementwise(const Node& node, int64_t rows) {
     return;
   }
   const float* x2 = input(node, 1);
+  if (node.kind == OpKind::kSigmoidMul && graph_.value(node.inputs[0]).width == 1) {
+    run_row_gate(node, rows);
+    return;
+  }
   const auto op = node.kind == OpKind::kAdd          ? kernels::add
                   : node.kind == OpKind::kSiluMul    ? kernels::silu_mul
                   : node.kind == OpKind::kSigmoidMul ? kernels::sigmoid_mul
@@ -108,6 +112,21 @@ void Executor::run_elementwise(const Node& node, int64_t rows) {
                                                      : kernels::gelu_tanh_mul;
   pool_.parallel_for(n, 1024,
                      [&](size_t lo, size_t hi) { op(x + lo, x2 + lo, y + lo, static_cast<int64_t>(hi - lo)); });
+}
+
+// out[t, :] = in1[t, :] * sigmoid(in0[t]): a gate of one value per row (Qwen3.5-MoE's shared expert).
+void Executor::run_row_gate(const Node& node, int64_t rows) {
+  const int64_t width = graph_.value(node.output).width;
+  const float* gate = input(node, 0);
+  const float* x = input(node, 1);
+  float* y = buffer(node.output);
+  pool_.parallel_for(static_cast<size_t>(rows), 16, [&](size_t lo, size_t hi) {
+    for (size_t r = lo; r < hi; ++r) {
+      const float s = 1.0f / (1.0f + std::exp(-gate[r]));
+      const int64_t off = static_cast<int64_t>(r) * width;
+      for (int64_t i = 0; i < width; ++i) y[off + i] = x[off + i] * s;
+    }
+  });
 }
 
 void Executor::run_add_rmsnorm(const Node& node, int64_t rows) {

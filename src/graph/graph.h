@@ -32,7 +32,7 @@ enum class OpKind : uint8_t {
   kSoftcap,      // out = softcap * tanh(in0 / softcap) (Gemma's final_logit_softcapping)
   kMoe,          // out = mixture-of-experts FFN of in0: router (weight), experts, top_k (kernels/moe.h)
   kGatherRows,   // out = the rows of in0 that sample (the last position of each sequence)
-  kSigmoidMul,   // out = in1 * sigmoid(in0) (Qwen3.5's attention output gate)
+  kSigmoidMul,   // out = in1 * sigmoid(in0) (Qwen3.5's attention output gate); in0 one wide: a gate per row
   kMul,          // out = in0 * in1 (LFM2's convolution gates)
   // Recurrent mixers (kernels/mixers.h), reading and updating each sequence's state slot of `layer`.
   kConv1d,    // out = causal depthwise conv of in0 with weight [channels, taps] (+ bias), SiLU-ed when `silu`

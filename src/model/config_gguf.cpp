@@ -89,8 +89,9 @@ void read_expert_keys(const GgufFile& g, const std::string& arch, ModelConfig& c
   c.num_experts_per_tok = g.get_int(arch + ".expert_used_count");
   c.moe_intermediate_size = g.find_int(arch + ".expert_feed_forward_length").value_or(c.intermediate_size);
   c.norm_topk_prob = true;
-  if (g.find_int(arch + ".expert_shared_count").value_or(0) > 0)
-    fail_load(g.path(), "unsupported: {}.expert_shared_count > 0 (shared experts)", arch);
+  c.shared_expert_intermediate_size = g.find_int(arch + ".expert_shared_feed_forward_length").value_or(0);
+  if (c.shared_expert_intermediate_size == 0 && g.find_int(arch + ".expert_shared_count").value_or(0) > 0)
+    c.shared_expert_intermediate_size = c.moe_intermediate_size;
 }
 
 // Vocabulary size from tokenizer.ggml.tokens (else {arch}.vocab_size, else the embedding's rows) and the special ids.
@@ -144,6 +145,9 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (family.read_gguf) family.read_gguf(g, arch, c);
+  if (c.shared_expert_intermediate_size > 0 && !family.shared_experts)
+    fail_load(g.path(), "unsupported: shared experts ({}.expert_shared_feed_forward_length) in a {} model", arch,
+              family.name);
   // The dtype of the weights proper; norms are f32 in every GGUF.
   if (const GgufTensorInfo* q = g.find_tensor("blk.0.attn_q.weight")) c.dtype = g.tensor(*q).dtype;
   c.validate(g.path());

@@ -82,8 +82,10 @@ DType parse_torch_dtype(const HfFields& f) {
 void read_common_fields(const HfFields& f, ModelConfig& c) {
   c.vocab_size = f.integer("vocab_size");
   c.hidden_size = f.integer("hidden_size");
-  // LFM2's config.json names it block_ff_dim (which transformers prefers when both are there).
-  c.intermediate_size = f.integer(f.get("block_ff_dim") ? "block_ff_dim" : "intermediate_size");
+  // LFM2's config.json names it block_ff_dim (which transformers prefers when both are there); a model whose every
+  // MLP is experts may have none (Qwen3.5-MoE: the family sets it).
+  c.intermediate_size = f.integer(f.get("block_ff_dim") ? "block_ff_dim" : "intermediate_size",
+                                  f.get("moe_intermediate_size") ? std::optional<int64_t>(0) : std::nullopt);
   c.num_layers = f.integer("num_hidden_layers");
   c.num_heads = f.integer("num_attention_heads");
   c.num_kv_heads = f.integer("num_key_value_heads", c.num_heads);

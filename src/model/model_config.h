@@ -110,6 +110,9 @@ struct ModelConfig {
   int64_t moe_intermediate_size = 0;
   bool norm_topk_prob = true;
   std::vector<bool> layer_dense;
+  // Qwen3.5-MoE: each MoE layer also runs one shared expert (a gated MLP of this width, layers.{i}.shared.*) on every
+  // token, scaled by sigmoid(shared_gate . x) and added to the routed experts' sum; 0 = none.
+  int64_t shared_expert_intermediate_size = 0;
   // gpt-oss: the router and every expert projection have biases (router_bias, experts.{j}.b_gate / b_up / b_down),
   // and experts gate with kernels::MoeActivation::kSwigluOai instead of SiLU.
   bool moe_bias = false;

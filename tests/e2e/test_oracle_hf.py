@@ -92,7 +92,10 @@ CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), (
          ("tiny-smollm3", "f32"), ("tiny-smollm3", "bf16"), ("tiny-olmo2", "f32"), ("tiny-olmo2", "bf16"),
          ("tiny-olmo3", "f32"), ("tiny-olmo3", "bf16"), ("tiny-granite", "f32"), ("tiny-granite", "bf16"),
          ("tiny-gpt-oss", "f32"), ("tiny-gpt-oss", "bf16"), ("tiny-qwen3.5", "f32"), ("tiny-qwen3.5", "bf16"),
-         ("tiny-lfm2", "f32"), ("tiny-lfm2", "bf16")]
+         ("tiny-lfm2", "f32"), ("tiny-lfm2", "bf16"), ("tiny-qwen3.5-moe", "f32")]
+# tiny-qwen3.5-moe in bf16 is not compared: bf16-rounded activations both flip near-tied routing decisions (as for
+# tiny-gpt-oss) and move the delta rule's state (as for tiny-qwen3.5), 1.15 at the worst position; its f32 case and
+# tiny-qwen3.5's bf16 case cover the kernels.
 
 
 @pytest.mark.parametrize("preset,dtype", CASES, ids=[f"{p}-{d}" for p, d in CASES])

@@ -146,6 +146,8 @@ struct Family {
   // Brings the loaded weights (either format) to the canonical forms the graph reads, before their shapes are
   // checked (Qwen3.5: q_proj's per-head gate split off, A_log to -exp(A_log)); nullptr: nothing to do.
   void (*adapt_weights)(ModelWeights&) = nullptr;
+  // Whether the graph runs shared experts beside the routed ones (ModelConfig::shared_expert_intermediate_size).
+  bool shared_experts = false;
 };
 
 // Every registered family, in the registry's order.

@@ -9,6 +9,9 @@
 // the MTP layers are skipped) or Qwen3_5ForCausalLM; from GGUF llama.cpp's qwen35.
 #include "model/families/qwen35.h"
 
+#include <array>
+#include <iterator>
+
 #include "model/families/family_file.h"
 
 namespace minfer {
@@ -50,12 +53,32 @@ ValueId linear_attention(DecoderBuilder& b, int64_t layer, ValueId h) {
   return b.matmul(gated, p + "ssm_out", "", p + "o");
 }
 
+// Qwen3.5-MoE's feed-forward block: the routed experts, plus the shared expert on every token scaled by
+// sigmoid(shared_gate . h).
+ValueId experts_and_shared(DecoderBuilder& b, int64_t layer, ValueId h) {
+  const ValueId routed = b.moe(layer, h);
+  if (b.config().shared_expert_intermediate_size == 0) return routed;
+  const std::string p = DecoderBuilder::prefix(layer);
+  graph::Graph& g = b.graph();
+  const ValueId gate = b.matmul(h, p + "shared.w_gate", "", p + "shared_gate_in");
+  const ValueId up = b.matmul(h, p + "shared.w_up", "", p + "shared_up");
+  const ValueId act = g.add_node(
+      Node{.kind = OpKind::kSiluMul, .inputs = {gate, up}, .output = g.add_value(p + "shared_act", g.value(gate).width)});
+  const ValueId down = b.matmul(act, p + "shared.w_down", "", p + "shared_down");
+  const ValueId scale = b.matmul(h, p + "shared_gate", "", p + "shared_scale");
+  const ValueId shared = g.add_node(Node{.kind = OpKind::kSigmoidMul,
+                                         .inputs = {scale, down},
+                                         .output = g.add_value(p + "shared", g.value(down).width)});
+  return b.add(routed, shared, p + "moe_sum");
+}
+
 graph::Graph build_graph(const ModelWeights& weights) {
   return DecoderBuilder::build(weights, [](DecoderBuilder& b, int64_t i, const std::string& p, ValueId x) {
     const ValueId h = b.rmsnorm(x, p + "attn_norm", p + "attn_in");
     const ValueId mixed = b.config().is_recurrent(i) ? linear_attention(b, i, h) : b.attention(i, h);
     x = b.add(x, mixed, p + "x_attn");
-    return b.add(x, b.mlp(i, b.rmsnorm(x, p + "ffn_norm", p + "ffn_in")), p + "x_out");
+    const ValueId f = b.rmsnorm(x, p + "ffn_norm", p + "ffn_in");
+    return b.add(x, b.config().is_moe(i) ? experts_and_shared(b, i, f) : b.gated_mlp(i, f), p + "x_out");
   });
 }
 
@@ -105,8 +128,18 @@ void read_hf(const HfFields& f, std::string_view, ModelConfig& c) {
   c.linear.k_dim = f.integer("linear_key_head_dim");
   c.linear.v_dim = f.integer("linear_value_head_dim");
   c.linear.conv_kernel = f.integer("linear_conv_kernel_dim", 4);
-  if (f.integer("num_experts", 0) > 0)
-    fail_load(f.path(), "unsupported: num_experts (Qwen3.5-MoE's routed and shared experts are not supported yet)");
+}
+
+// Qwen3.5-MoE: every layer's MLP is num_experts experts (softmax router, top num_experts_per_tok, always
+// renormalised: transformers has no switch for it) and one shared expert.
+void read_moe_hf(const HfFields& f, std::string_view model_type, ModelConfig& c) {
+  read_hf(f, model_type, c);
+  c.num_experts = f.integer("num_experts");
+  c.num_experts_per_tok = f.integer("num_experts_per_tok");
+  c.moe_intermediate_size = f.integer("moe_intermediate_size");
+  c.shared_expert_intermediate_size = f.integer("shared_expert_intermediate_size", 0);
+  c.norm_topk_prob = true;
+  if (!f.get("intermediate_size")) c.intermediate_size = c.moe_intermediate_size;
 }
 
 void read_gguf(const GgufFile& g, const std::string& arch, ModelConfig& c) {
@@ -156,8 +189,34 @@ constexpr WeightNameRow kNames[] = {
     {"ffn_norm", "post_attention_layernorm.weight", "post_attention_norm.weight"},
 };
 
+// The MoE layers' router, experts (HF: one tensor per expert, or transformers 5's stacked gate_up_proj / down_proj;
+// GGUF: stacked per projection) and the shared expert with its gate.
+constexpr WeightNameRow kMoeNames[] = {
+    {"router", "mlp.gate.weight", "ffn_gate_inp.weight"},
+    {"experts.w_gate", "", "ffn_gate_exps.weight"},
+    {"experts.w_up", "", "ffn_up_exps.weight"},
+    {"experts.w_down", "mlp.experts.down_proj", "ffn_down_exps.weight"},
+    {"experts.w_gate_up", "mlp.experts.gate_up_proj", ""},
+    {"shared.w_gate", "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    {"shared.w_up", "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    {"shared.w_down", "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+    {"shared_gate", "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+};
+constexpr HfExpertNames kExperts = {"mlp.experts.", "gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+
+// The dense rows and the MoE rows, for the MoE family's table.
+constexpr auto kAllNames = [] {
+  std::array<WeightNameRow, std::size(kNames) + std::size(kMoeNames)> all{};
+  size_t n = 0;
+  for (const WeightNameRow& r : kNames) all[n++] = r;
+  for (const WeightNameRow& r : kMoeNames) all[n++] = r;
+  return all;
+}();
+
 constexpr HfModelType kTypes[] = {{"qwen3_5", "Qwen3_5ForConditionalGeneration"},
                                   {"qwen3_5_text", "Qwen3_5ForCausalLM"}};
+constexpr HfModelType kMoeTypes[] = {{"qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration"},
+                                     {"qwen3_5_moe_text", "Qwen3_5MoeForCausalLM"}};
 
 }  // namespace
 
@@ -168,6 +227,14 @@ extern const Family kQwen35Family = {
     .refusal = "writing Qwen3.5 as GGUF is not supported yet"}, .test_presets = kQwen35Presets,
     .test_config = qwen35_test_config, .test_hf_weights = qwen35_test_hf_weights,
     .hf_text_prefix = "model.language_model.", .adapt_weights = adapt_qwen35_weights};
+
+extern const Family kQwen35MoeFamily = {
+    .name = "qwen35moe", .hf_model_types = kMoeTypes, .read_hf = read_moe_hf, .gguf_arch = "qwen35moe",
+    .read_gguf = read_gguf, .layer_names = kAllNames, .hf_experts = &kExperts, .build_graph = build_graph,
+    .gguf_export = {.arch = nullptr, .refusal = "writing Qwen3.5-MoE as GGUF is not supported yet"},
+    .test_presets = kQwen35MoePresets, .test_config = qwen35_moe_test_config,
+    .test_hf_weights = qwen35_test_hf_weights, .hf_text_prefix = "model.language_model.",
+    .adapt_weights = adapt_qwen35_weights, .shared_experts = true};
 // clang-format on
 
 }  // namespace minfer

@@ -12,7 +12,9 @@
 namespace minfer {
 
 extern const std::span<const TestPreset> kQwen35Presets;
+extern const std::span<const TestPreset> kQwen35MoePresets;
 nlohmann::json qwen35_test_config(const TestPreset& p, const TestConfigContext& x);
+nlohmann::json qwen35_moe_test_config(const TestPreset& p, const TestConfigContext& x);
 // q_proj as the checkpoint stores it ([2 heads head_dim, hidden], query and gate per head) and the conv kernel as
 // [channels, 1, kernel].
 void qwen35_test_hf_weights(const ModelConfig& c, std::vector<HfTestWeight>& weights);

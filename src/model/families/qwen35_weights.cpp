@@ -48,6 +48,28 @@ void adapt_hf_delta_rule(ModelWeights& w, const std::string& p) {
   }
 }
 
+// transformers 5's stacked experts.gate_up_proj [experts, 2 width, hidden] (each expert's gate rows, then its up rows)
+// into each expert's matrices; GGUF's 1-D shared-expert gate as the [1, hidden] matrix it multiplies by.
+void adapt_moe(ModelWeights& w, const std::string& p) {
+  const ModelConfig& c = w.config;
+  if (auto it = w.tensors.find(p + "experts.w_gate_up"); it != w.tensors.end()) {
+    Tensor stacked = it->second;
+    const int64_t width = c.moe_intermediate_size;
+    if (stacked.rank() != 3 || stacked.dim(0) != c.num_experts || stacked.dim(1) != 2 * width || stacked.quant)
+      fail_load(w.path, "tensor '{}experts.gate_up_proj' has shape {}, expected [{}, {}, {}]", p, stacked.shape_string(),
+                c.num_experts, 2 * width, c.hidden_size);
+    stacked.shape = {c.num_experts * 2 * width, stacked.dim(2)};
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      const std::string x = p + "experts." + std::to_string(e) + ".";
+      w.tensors[x + "w_gate"] = row_slice(stacked, 2 * e * width, (2 * e + 1) * width);
+      w.tensors[x + "w_up"] = row_slice(stacked, (2 * e + 1) * width, (2 * e + 2) * width);
+    }
+    w.tensors.erase(it);
+  }
+  if (auto it = w.tensors.find(p + "shared_gate"); it != w.tensors.end() && it->second.rank() == 1)
+    it->second.shape = {1, it->second.dim(0)};
+}
+
 // Qwen3.5's text config (Qwen/Qwen3.5-0.8B's config.json text_config fields), inside the ConditionalGeneration
 // wrapper it ships in.
 nlohmann::json text_config(const TestPreset& p, const TestConfigContext& x) {
@@ -100,9 +122,45 @@ const TestPreset kPresets[] = {
 };
 // clang-format on
 
+// qwen3.6-35b-a3b: Qwen3.5-35B-A3B's shape (Qwen3.6 shares it; use --layers for a slice); tiny-qwen3.5-moe: 8 experts,
+// top 2, and a shared expert.
+// clang-format off
+const TestPreset kMoePresets[] = {
+    {.name = "qwen3.6-35b-a3b", .model_type = "qwen3_5_moe", .tiny = false, .hidden = 2048, .intermediate = 512,
+     .layers = 40, .heads = 16, .kv_heads = 2, .vocab = 248320, .max_position_embeddings = 262144, .tied = false,
+     .embed_std = 0.02, .weight_std = 0.02, .head_dim = 256, .experts = 256, .experts_per_tok = 8,
+     .moe_intermediate = 512, .linear_k_heads = 16, .linear_v_heads = 32, .linear_k_dim = 128, .linear_v_dim = 128,
+     .full_attention_interval = 4, .bos = 248044, .config_eos = {248044}, .generation_eos = {248046, 248044},
+     .qwen_tokenizer = true},
+    {.name = "tiny-qwen3.5-moe", .model_type = "qwen3_5_moe", .tiny = true, .hidden = 64, .intermediate = 64,
+     .layers = 4, .heads = 4, .kv_heads = 2, .vocab = 0, .max_position_embeddings = 262144, .tied = true,
+     .embed_std = 0.08, .weight_std = 0.16, .head_dim = 32, .experts = 8, .experts_per_tok = 2, .moe_intermediate = 32,
+     .linear_k_heads = 2, .linear_v_heads = 4, .linear_k_dim = 16, .linear_v_dim = 16, .full_attention_interval = 4,
+     .qwen_tokenizer = true},
+};
+// clang-format on
+
 }  // namespace
 
 const std::span<const TestPreset> kQwen35Presets = kPresets;
+const std::span<const TestPreset> kQwen35MoePresets = kMoePresets;
+
+// Qwen3_5MoeForConditionalGeneration: the dense text config plus the experts' fields (the shared expert as wide as
+// `intermediate`).
+nlohmann::json qwen35_moe_test_config(const TestPreset& p, const TestConfigContext& x) {
+  nlohmann::json j = qwen35_test_config(p, x);
+  j["architectures"] = {"Qwen3_5MoeForConditionalGeneration"};
+  j["model_type"] = "qwen3_5_moe";
+  nlohmann::json& t = j["text_config"];
+  t.erase("intermediate_size");
+  t.update({{"model_type", "qwen3_5_moe_text"},
+            {"moe_intermediate_size", p.moe_intermediate},
+            {"num_experts", p.experts},
+            {"num_experts_per_tok", p.experts_per_tok},
+            {"router_aux_loss_coef", 0.001},
+            {"shared_expert_intermediate_size", p.intermediate}});
+  return j;
+}
 
 nlohmann::json qwen35_test_config(const TestPreset& p, const TestConfigContext& x) {
   return {{"architectures", {"Qwen3_5ForConditionalGeneration"}},
@@ -129,6 +187,7 @@ void adapt_qwen35_weights(ModelWeights& w) {
     const std::string p = "layers." + std::to_string(i) + ".";
     if (!w.config.is_recurrent(i) && w.config.attn_output_gate) split_query_gate(w, p);
     if (w.format == CheckpointFormat::kHuggingFace) adapt_hf_delta_rule(w, p);
+    if (w.config.is_moe(i)) adapt_moe(w, p);
   }
 }
 

@@ -74,6 +74,13 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
       out[p + "post_attn_norm"] = {c.hidden_size};
       out[p + "post_ffn_norm"] = {c.hidden_size};
     }
+    if (c.is_moe(i) && c.shared_expert_intermediate_size > 0) {
+      const int64_t s = c.shared_expert_intermediate_size;
+      out[p + "shared.w_gate"] = {s, c.hidden_size};
+      out[p + "shared.w_up"] = {s, c.hidden_size};
+      out[p + "shared.w_down"] = {c.hidden_size, s};
+      out[p + "shared_gate"] = {1, c.hidden_size};
+    }
     if (c.is_moe(i)) {
       out[p + "router"] = {c.num_experts, c.hidden_size};
       if (c.moe_bias) out[p + "router_bias"] = {c.num_experts};
