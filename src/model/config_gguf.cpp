@@ -30,7 +30,9 @@ void read_shape_keys(const GgufFile& g, const std::string& arch, ModelConfig& c)
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
   c.hidden_size = g.get_int(key("embedding_length"));
   c.num_layers = g.get_int(key("block_count"));
-  c.intermediate_size = g.get_int(key("feed_forward_length"));
+  // Optional only for MoE models (read_expert_keys): llama.cpp's converter writes none for a config without
+  // intermediate_size (Qwen3.5-MoE's).
+  c.intermediate_size = g.find_int(key("feed_forward_length")).value_or(0);
   c.num_heads = g.get_int(key("attention.head_count"));
   // A per-layer list (LFM2: 0 for its convolution layers) gives the attention layers' count; the family reads the
   // list itself.
@@ -92,6 +94,8 @@ void read_expert_keys(const GgufFile& g, const std::string& arch, ModelConfig& c
   c.shared_expert_intermediate_size = g.find_int(arch + ".expert_shared_feed_forward_length").value_or(0);
   if (c.shared_expert_intermediate_size == 0 && g.find_int(arch + ".expert_shared_count").value_or(0) > 0)
     c.shared_expert_intermediate_size = c.moe_intermediate_size;
+  // No feed_forward_length (Qwen3.5-MoE): no dense MLP, every layer's is the experts' (as its HF config reads).
+  if (c.intermediate_size == 0) c.intermediate_size = c.moe_intermediate_size;
 }
 
 // Vocabulary size from tokenizer.ggml.tokens (else {arch}.vocab_size, else the embedding's rows) and the special ids.
@@ -142,6 +146,7 @@ ModelConfig read_gguf_config(const GgufFile& g) {
   read_rope_scaling_keys(g, arch, c);
   read_vocab_keys(g, arch, c);
   read_expert_keys(g, arch, c);
+  if (c.intermediate_size == 0) fail_load(g.path(), "missing metadata '{}.feed_forward_length'", arch);
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
   c.attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   if (family.read_gguf) family.read_gguf(g, arch, c);

@@ -11,7 +11,10 @@ tiny-smollm3 with llama.cpp's NoPE rule (every fourth layer; GGUF has no key for
 and YaRN's truncate on (llama.cpp rounds the ramp's ends outwards whatever the config says). tiny-phi3
 keeps its partial rotary embedding and longrope (its factors as llama.cpp's rope_factors_long/short tensors).
 tiny-qwen3.5 (a Qwen3_5ForConditionalGeneration directory, its text fields under text_config) is written as
-llama.cpp's qwen35: value heads tiled, ssm_a = -exp(A_log), norms but the delta rule's as 1 + w (gguf_py_writer.py).
+llama.cpp's qwen35: value heads tiled, ssm_a = -exp(A_log), norms but the delta rule's as 1 + w (gguf_py_writer.py);
+tiny-qwen3.5-moe likewise as llama.cpp's qwen35moe, its experts stacked per projection, the shared expert and its gate
+as *_shexp and ffn_gate_inp_shexp, and no feed_forward_length (its config has no intermediate_size, and llama.cpp's
+converter then writes none).
 """
 
 from __future__ import annotations
@@ -64,7 +67,8 @@ def gguf_matches_hf_directory(minfer, hf, config, tmp_path):
 
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
                                     "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3", "tiny-olmo2",
-                                    "tiny-olmo3", "tiny-granite", "tiny-gpt-oss", "tiny-qwen3.5", "tiny-lfm2"])
+                                    "tiny-olmo3", "tiny-granite", "tiny-gpt-oss", "tiny-qwen3.5", "tiny-qwen3.5-moe",
+                                    "tiny-lfm2"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)

@@ -8,8 +8,9 @@ computes the same on a family's GGUF file as on its HF directory, independently 
 Supported: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, gemma2, gemma3_text, phi3, smollm3, olmo2, olmo3,
 granite, gpt_oss (its experts in f32, as llama.cpp's GptOssModel converter writes a checkpoint that is not MXFP4), and
 Qwen3.5's text model (qwen3_5 with its text_config, or qwen3_5_text; llama.cpp's qwen35, as its Qwen3_5TextModel
-converter writes it: see qwen35_tensors), and LFM2 (lfm2, as llama.cpp's LFM2Model converter writes it: see
-lfm2_fields and lfm2_tensors).
+converter writes it: see qwen35_tensors), Qwen3.5-MoE's (qwen3_5_moe or qwen3_5_moe_text; llama.cpp's qwen35moe, as
+its Qwen3_5MoeTextModel converter writes it: qwen35_tensors and qwen35_moe_tensors), and LFM2 (lfm2, as llama.cpp's
+LFM2Model converter writes it: see lfm2_fields and lfm2_tensors).
 Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
@@ -32,7 +33,7 @@ from hf_reference import load_hf_tensors  # noqa: E402
 ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
         "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "smollm3": "smollm3",
         "olmo2": "olmo2", "olmo3": "olmo2", "granite": "granite", "gpt_oss": "gpt-oss", "qwen3_5": "qwen35",
-        "qwen3_5_text": "qwen35", "lfm2": "lfm2"}
+        "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe", "lfm2": "lfm2"}
 # The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
 EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
                                        "down_proj": "ffn_down_exps"}),
@@ -165,6 +166,44 @@ def tiled_v_heads(t: np.ndarray, axis: int, k_heads: int, v_heads: int, head_dim
     return np.ascontiguousarray(np.moveaxis(t, 0, axis))
 
 
+# Qwen3.5-MoE's feed-forward block in llama.cpp's names (gguf-py's tensor_mapping, as Qwen2MoeModel maps them): the
+# router, the shared expert and the shared expert's gate (the routed experts are stacked: qwen35_moe_tensors).
+QWEN35_MOE_NAMES = {"mlp.gate.weight": "ffn_gate_inp.weight",
+                    "mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+                    "mlp.shared_expert.up_proj.weight": "ffn_up_shexp.weight",
+                    "mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+                    "mlp.shared_expert_gate.weight": "ffn_gate_inp_shexp.weight"}
+QWEN35_EXPERT_NAMES = {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps", "down_proj": "ffn_down_exps"}
+
+
+def qwen35_moe_tensors(blk: str, rest: str, load, out: dict, stacks: dict) -> bool:
+    """Qwen3.5-MoE's feed-forward tensors of one layer (blk "blk.N.", rest the HF name after model.layers.N.), as
+    llama.cpp's Qwen2MoeModel.modify_tensors (which Qwen3_5MoeTextModel inherits): per-expert
+    mlp.experts.J.{gate,up,down}_proj.weight collected into `stacks` (stacked over J into ffn_{gate,up,down}_exps
+    [experts, rows, cols] by the caller); transformers 5's stacked mlp.experts.gate_up_proj [experts, 2 ff, hidden]
+    split in halves (gate first) along its rows, mlp.experts.down_proj [experts, hidden, ff] kept; the router and the
+    shared expert renamed (QWEN35_MOE_NAMES), the shared expert's gate kept [1, hidden] as the converter writes it
+    (llama.cpp loads it as {hidden}). False for a tensor that is not the MoE block's."""
+    if rest in QWEN35_MOE_NAMES:
+        out[blk + QWEN35_MOE_NAMES[rest]] = load
+    elif rest.startswith("mlp.experts.") and rest.count(".") == 4:  # mlp.experts.J.<proj>.weight
+        _, _, j, proj, _ = rest.split(".")
+        stacks.setdefault(blk + QWEN35_EXPERT_NAMES[proj] + ".weight", {})[int(j)] = load
+    elif rest in ("mlp.experts.gate_up_proj", "mlp.experts.gate_up_proj.weight"):
+        def half(second):
+            def f():
+                a = load()
+                ff = a.shape[-2] // 2
+                return np.ascontiguousarray(a[..., ff:, :] if second else a[..., :ff, :])
+            return f
+        out[blk + "ffn_gate_exps.weight"], out[blk + "ffn_up_exps.weight"] = half(False), half(True)
+    elif rest in ("mlp.experts.down_proj", "mlp.experts.down_proj.weight"):
+        out[blk + "ffn_down_exps.weight"] = load
+    else:
+        return False
+    return True
+
+
 def qwen35_tensors(tensors: dict, cfg: dict) -> dict:
     """As llama.cpp's Qwen3_5TextModel converter (Qwen3NextModel.modify_tensors under _LinearAttentionVReorderBase's):
     model.language_model.* (or model.*) to GGUF names; the value heads of every Gated DeltaNet tensor reordered from
@@ -173,13 +212,12 @@ def qwen35_tensors(tensors: dict, cfg: dict) -> dict:
     dt_bias as ssm_dt.bias, conv1d [channels, 1, kernel] squeezed to [channels, kernel]; every RMSNorm weight but the
     delta rule's (linear_attn.norm) stored as 1 + w (the attention's q/k norms, the layer norms, the final norm).
     q_proj stays as it is: attn_q holds each head's query rows then its gate rows (2x rows), as llama.cpp loads it.
+    Qwen3.5-MoE's feed-forward block as qwen35_moe_tensors writes it.
     Values are loaders, as stack_experts'."""
-    if cfg.get("num_experts"):
-        raise SystemExit("Qwen3.5-MoE (qwen35moe) is not written: only the dense Qwen3.5 text model")
     hk, hv = int(cfg["linear_num_key_heads"]), int(cfg["linear_num_value_heads"])
     dk, dv = int(cfg["linear_key_head_dim"]), int(cfg["linear_value_head_dim"])
     reorder = hk != hv
-    out = {}
+    out, stacks = {}, {}
 
     def conv(name, load, fn):
         out[name] = lambda: np.ascontiguousarray(fn(load().astype(np.float32)))
@@ -204,6 +242,8 @@ def qwen35_tensors(tensors: dict, cfg: dict) -> dict:
             continue
         parts = name.split(".")  # model.layers.N.<module...>.weight
         blk, rest = f"blk.{parts[2]}.", ".".join(parts[3:])
+        if cfg.get("num_experts") and qwen35_moe_tensors(blk, rest, load, out, stacks):
+            continue
         if rest.startswith("linear_attn."):
             key = rest[len("linear_attn."):]
             gguf_key = blk + QWEN35_LINEAR_NAMES[key]
@@ -232,6 +272,11 @@ def qwen35_tensors(tensors: dict, cfg: dict) -> dict:
             conv(blk + QWEN35_NAMES[rest[:-len(".weight")]] + ".weight", load, lambda a: a + 1)
         else:
             out[blk + QWEN35_NAMES[rest[:-len(".weight")]] + ".weight"] = load
+    experts = int(cfg.get("num_experts") or 0)
+    for stacked, by_expert in stacks.items():
+        if sorted(by_expert) != list(range(experts)):
+            raise SystemExit(f"{stacked}: experts {sorted(by_expert)} of {experts}")
+        out[stacked] = lambda b=by_expert: np.stack([b[j]() for j in sorted(b)])
     return out
 
 
@@ -335,7 +380,9 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
     w.add_block_count(int(cfg["num_hidden_layers"]))
     lfm2 = lfm2_fields(cfg) if arch == "lfm2" else None
     # LFM2: the adjusted FFN width, and head_count_kv per layer with 0 marking the conv layers (as its converter).
-    w.add_feed_forward_length(lfm2["ff"] if lfm2 else int(cfg["intermediate_size"]))
+    # Qwen3.5-MoE's configs have no intermediate_size, and llama.cpp's converter then writes no feed_forward_length.
+    if lfm2 or "intermediate_size" in cfg:
+        w.add_feed_forward_length(lfm2["ff"] if lfm2 else int(cfg["intermediate_size"]))
     w.add_head_count(heads)
     w.add_head_count_kv([lfm2["kv"] if t != "conv" else 0 for t in lfm2["layer_types"]] if lfm2 else kv_heads)
     w.add_key_length(head_dim)
@@ -400,8 +447,14 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
         w.add_expert_count(int(cfg["num_local_experts"]))
         w.add_expert_used_count(int(cfg["num_experts_per_tok"]))
         w.add_expert_feed_forward_length(int(cfg["intermediate_size"]))
-    if arch == "qwen35":
+    if arch in ("qwen35", "qwen35moe"):
         add_qwen35_keys(w, arch, cfg)
+    if arch == "qwen35moe":  # as Qwen2MoeModel.set_gguf_parameters (the counts from TextModel's)
+        w.add_expert_count(int(cfg["num_experts"]))
+        w.add_expert_used_count(int(cfg["num_experts_per_tok"]))
+        w.add_expert_feed_forward_length(int(cfg["moe_intermediate_size"]))
+        if cfg.get("shared_expert_intermediate_size") is not None:
+            w.add_expert_shared_feed_forward_length(int(cfg["shared_expert_intermediate_size"]))
     if model_type == "phi3" and cfg.get("sliding_window"):
         w.add_sliding_window(int(cfg["sliding_window"]))
     if model_type in EXPERT_NAMES:
@@ -419,17 +472,17 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
         tensors = stack_experts(tensors, *EXPERT_NAMES[model_type])
     if model_type == "gpt_oss":
         tensors = gpt_oss_tensors(tensors)
-    if arch == "qwen35":
+    if arch in ("qwen35", "qwen35moe"):
         tensors = qwen35_tensors(tensors, cfg)
     if lfm2:
         tensors = lfm2_tensors(tensors, lfm2["tied"])
     top = ("token_embd.weight", "output_norm.weight", "output.weight", "token_embd_norm.weight")
 
-    # Matrices in f16 when asked; vectors, biases and convolution kernels f32 (llama.cpp's ssm_conv reads its kernel
-    # as f32 only, and its converter keeps them so).
+    # Matrices in f16 when asked; vectors, biases, convolution kernels and routers f32 (llama.cpp's ssm_conv reads its
+    # kernel as f32 only; its converter keeps these, ffn_gate_inp and ffn_gate_inp_shexp included, in f32).
     def stored(name: str, t: np.ndarray) -> np.ndarray:
-        conv = "ssm_conv1d" in name or "shortconv.conv" in name
-        return t.astype(np.float16 if dtype == "f16" and t.ndim >= 2 and name.endswith(".weight") and not conv
+        f32 = any(k in name for k in ("ssm_conv1d", "shortconv.conv", "ffn_gate_inp"))
+        return t.astype(np.float16 if dtype == "f16" and t.ndim >= 2 and name.endswith(".weight") and not f32
                         else np.float32)
 
     for name, load in sorted(tensors.items()):
