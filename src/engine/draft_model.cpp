@@ -26,6 +26,10 @@ DraftModel::DraftModel(const DraftModelOptions& options, int64_t target_vocab, T
         "speculative model {}: its vocabulary has {} tokens, the served model's {}; a draft model must share the "
         "served model's vocabulary",
         options.path, m.vocab_size, target_vocab);
+  // Its drafts roll back by truncating its KV; a recurrent layer's state would need the target's history slots.
+  if (m.has_recurrent_layers())
+    fail("speculative model {}: a {} draft model (with recurrent layers) is not supported; use an attention model",
+         options.path, m.arch);
   max_len_ = std::min<int64_t>(options.max_model_len, m.max_position_embeddings);
   runner_ = std::make_unique<ModelRunner>(weights_, pool, options.fusion, options.max_model_len);
   KvCacheShape shape;

@@ -50,16 +50,13 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
 
 EngineCore::~EngineCore() { end_tensor_parallel(); }
 
-// What a model with recurrent layers cannot do yet: split its delta-rule heads across ranks, and roll its state back
-// over rejected drafts.
+// What a model with recurrent layers cannot do yet: split its recurrent heads across ranks.
 void EngineCore::refuse_unsupported_hybrid_features() const {
   const ModelConfig& m = weights_.config;
   if (!m.has_recurrent_layers()) return;
   if (config_.tensor_parallel_size > 1)
     fail("tensor_parallel_size {}: tensor parallel is not supported yet for {} (a model with recurrent layers)",
          config_.tensor_parallel_size, m.arch);
-  if (config_.speculative.enabled())
-    fail("speculative decoding is not supported yet for {} (a model with recurrent layers)", m.arch);
 }
 
 void EngineCore::load_tokenizer_and_eos_ids() {

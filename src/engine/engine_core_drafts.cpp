@@ -68,6 +68,8 @@ void EngineCore::on_verify_rows(Sequence& seq, std::span<const float> rows, std:
     if (finish != FinishReason::kNone || !kept) break;
     ++seq.num_computed;  // the draft's KV at this position is the sequence's
   }
+  // The recurrent layers' state after the last kept token (the verification left it after the last draft).
+  if (states_ && finish == FinishReason::kNone) states_->keep_history(seq.id, accepted);
   speculator_->record(seq, drafted, accepted);
   seq.draft.clear();
   if (finish == FinishReason::kNone) scheduler_->on_drafts_checked(&seq);

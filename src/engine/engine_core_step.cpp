@@ -50,6 +50,7 @@ void EngineCore::add_chunks(Sequence& s, int64_t num_tokens, int64_t num_draft) 
     s.verify_tokens.insert(s.verify_tokens.end(), s.draft.begin(), s.draft.end());
     chunk.tokens = s.verify_tokens;
     chunk.sample = chunk.sample_all = true;
+    if (states_) chunk.state_history = states_->history_of(s.id);
     chunks_.push_back(chunk);
     chunk_seqs_.push_back(&s);
     chunk_drafts_.push_back(num_draft);

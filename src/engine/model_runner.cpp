@@ -74,12 +74,15 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
   q_len_.clear();
   context_len_.clear();
   state_slots_.clear();
+  state_history_.clear();
   for (size_t s = 0; s < chunks.size(); ++s) {
     const SequenceChunk& c = chunks[s];
     MINFER_CHECK(!c.tokens.empty(), "chunk {} has no tokens", s);
     MINFER_CHECK(!pools.states || (c.state_slot >= 0 && c.state_slot < pools.states->num_slots()),
-                 "chunk {}: state slot {} of a pool of {}", s, c.state_slot, pools.states ? pools.states->num_slots() : 0);
+                 "chunk {}: state slot {} of a pool of {}", s, c.state_slot,
+                 pools.states ? pools.states->num_slots() : 0);
     state_slots_.push_back(c.state_slot);
+    state_history_.push_back(c.state_history);
     q_start_.push_back(static_cast<int32_t>(tokens_.size()));
     q_len_.push_back(static_cast<int32_t>(c.tokens.size()));
     context_len_.push_back(static_cast<int32_t>(c.start_position + static_cast<int64_t>(c.tokens.size())));
@@ -120,6 +123,7 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
   if (pools.states) {
     step.states = pools.states->layers();
     step.state_slots = state_slots_;
+    step.state_history = state_history_;
   }
   // Each attention layer's view of its pool (a pool holds its own layers in order); recurrent layers have none.
   views_.clear();

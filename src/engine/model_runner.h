@@ -27,8 +27,10 @@ struct SequenceChunk {
   bool sample_all = false;              // return a row for every token of the chunk (mean pooling)
   // Its pages in the local KV group (sliding-window layers; pages behind every window are the null page 0).
   std::span<const int32_t> local_page_table;
-  // Its state slot in the recurrent layers' pool (-1: the model has none).
+  // Its state slot in the recurrent layers' pool (-1: the model has none), and for a verification chunk the first of
+  // the slots that keep the state after each of its tokens (-1: none).
   int32_t state_slot = -1;
+  int32_t state_history = -1;
 };
 
 // The KV pools a step reads: the full-attention layers' and, where the engine frees pages behind sliding windows,
@@ -72,7 +74,7 @@ class ModelRunner {
   std::unique_ptr<graph::Executor> executor_;
   // Flat step arrays, reused across steps.
   std::vector<int32_t> tokens_, positions_, sample_rows_, q_start_, q_len_, context_len_, page_tables_,
-      local_page_tables_, state_slots_;
+      local_page_tables_, state_slots_, state_history_;
   std::vector<int64_t> slots_, local_slots_;
   std::vector<uint8_t> local_layers_;
   std::vector<kernels::KvLayerView> views_;  // per layer, from its pool

@@ -34,8 +34,10 @@ struct StepInputs {
   // empty when the model has none) and the state slot of each sequence of `attention` (its chunks' order).
   std::span<const kernels::StateLayerView> states;
   std::span<const int32_t> state_slots;
+  std::span<const int32_t> state_history;  // per sequence: its first history slot, -1: none (or empty)
   kernels::RecurrentBatch recurrent() const {
-    return {attention.num_seqs, attention.q_start, attention.q_len, state_slots.data()};
+    return {attention.num_seqs, attention.q_start, attention.q_len, state_slots.data(),
+            state_history.empty() ? nullptr : state_history.data()};
   }
 
   bool is_local(int32_t layer) const { return !local_layers.empty() && local_layers[static_cast<size_t>(layer)] != 0; }

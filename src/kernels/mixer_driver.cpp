@@ -32,6 +32,20 @@ void for_each_unit(const RecurrentBatch& batch, int64_t parts, ThreadPool& pool,
     });
 }
 
+// The convolution state after each token of sequence s (its last kernel - 1 inputs), for channels [c0, c1), from the
+// state before the run and the run's inputs; before the leaf updates the state.
+void conv_history(const Conv1dSpan& span, const StateLayerView& states, int32_t first, int64_t c0, int64_t c1) {
+  const int64_t past = span.kernel - 1;
+  for (int64_t t = 0; t < span.ntok; ++t) {
+    float* dst = states.conv(first + t);
+    for (int64_t r = 0; r < past; ++r) {
+      const int64_t src = t - past + 1 + r;  // < 0: a row of the old state
+      const float* row = src < 0 ? span.state + (past + src) * span.channels : span.x + src * span.ldx;
+      std::copy(row + c0, row + c1, dst + r * span.channels + c0);
+    }
+  }
+}
+
 }  // namespace
 
 int64_t delta_net_scratch_floats(int64_t k_dim, int64_t v_dim) {
@@ -57,7 +71,9 @@ void causal_conv1d(const MixerLeaves& leaves, const float* x, int64_t ldx, float
     span.channels = channels;
     span.state = states.conv(batch.slots[s]);
     span.silu = silu;
-    leaves.conv1d(span, part * kBlock, std::min(channels, (part + 1) * kBlock));
+    const int64_t c0 = part * kBlock, c1 = std::min(channels, (part + 1) * kBlock);
+    if (batch.history && batch.history[s] >= 0) conv_history(span, states, batch.history[s], c0, c1);
+    leaves.conv1d(span, c0, c1);
   });
 }
 
@@ -90,6 +106,10 @@ void gated_delta_net(const MixerLeaves& leaves, const float* qkv, const float* b
     head.ntok = batch.q_len[s];
     head.k_dim = p.k_dim;
     head.v_dim = p.v_dim;
+    if (batch.history && batch.history[s] >= 0) {
+      head.history = states.ssm(batch.history[s]) + h * p.k_dim * p.v_dim;
+      head.history_stride = states.slot_floats;
+    }
     leaves.delta_net_head(head, scratch.data());
   });
 }

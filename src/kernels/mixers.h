@@ -26,12 +26,15 @@ struct StateLayerView {
 
 // The sequences of a step as the recurrent mixers see them: sequence s owns rows [q_start[s], q_start[s] + q_len[s])
 // and state slot slots[s]. Two sequences may name the same slot only in order (a prompt split into one-token chunks
-// within a step); the drivers then run them one after another.
+// within a step); the drivers then run them one after another. With history (speculative decoding's verification
+// chunks), history[s] >= 0 names the first of q_len[s] slots that receive the state after each of the sequence's
+// tokens (-1: none), so the engine can keep the state after the last accepted draft.
 struct RecurrentBatch {
   int64_t num_seqs = 0;
   const int32_t* q_start = nullptr;
   const int32_t* q_len = nullptr;
   const int32_t* slots = nullptr;
+  const int32_t* history = nullptr;
 };
 
 // ---- Leaves -------------------------------------------------------------------------------------------
@@ -75,6 +78,9 @@ struct DeltaNetHead {
   int64_t ntok = 0;
   int64_t k_dim = 0;
   int64_t v_dim = 0;
+  // Non-null: the state after token t is copied to history + t * history_stride (the recurrent form is used).
+  float* history = nullptr;
+  int64_t history_stride = 0;
 };
 // Scratch floats a leaf needs for one head (chunked form included).
 int64_t delta_net_scratch_floats(int64_t k_dim, int64_t v_dim);

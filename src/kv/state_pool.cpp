@@ -21,11 +21,13 @@ int64_t StatePool::slot_bytes(const ModelConfig& config) {
   return floats * static_cast<int64_t>(sizeof(float));
 }
 
-StatePool::StatePool(const ModelConfig& config, int64_t num_slots, int64_t num_snapshots)
-    : num_slots_(num_slots), num_snapshot_slots_(num_snapshots) {
-  MINFER_CHECK(num_slots >= 1 && num_snapshots >= 0 && num_slots + num_snapshots < (int64_t{1} << 30),
-               "state pool of {} slots and {} snapshots", num_slots, num_snapshots);
-  const int64_t all = num_slots + num_snapshots;
+StatePool::StatePool(const ModelConfig& config, int64_t num_slots, int64_t num_snapshots, int64_t history_per_slot)
+    : num_slots_(num_slots), num_snapshot_slots_(num_snapshots), history_per_slot_(history_per_slot) {
+  MINFER_CHECK(num_slots >= 1 && num_snapshots >= 0 && history_per_slot >= 0 &&
+                   num_slots * (1 + history_per_slot) + num_snapshots < (int64_t{1} << 30),
+               "state pool of {} slots, {} snapshots, {} history slots each", num_slots, num_snapshots,
+               history_per_slot);
+  const int64_t all = num_slots * (1 + history_per_slot) + num_snapshots;
   floats_ = static_cast<size_t>(slot_bytes(config) / static_cast<int64_t>(sizeof(float)) * all);
   data_.reset(new float[floats_ + 16]);
   float* base = data_.get() + (16 - reinterpret_cast<uintptr_t>(data_.get()) / sizeof(float) % 16) % 16;
@@ -45,6 +47,18 @@ StatePool::StatePool(const ModelConfig& config, int64_t num_slots, int64_t num_s
 void StatePool::copy_slot(int32_t from, int32_t to) {
   for (const kernels::StateLayerView& v : views_)
     if (v.base) std::copy(v.conv(from), v.conv(from) + v.slot_floats, v.conv(to));
+}
+
+int32_t StatePool::history_of(RequestId seq) const {
+  const int32_t slot = slot_of(seq);
+  if (history_per_slot_ == 0 || slot < 0) return -1;
+  return static_cast<int32_t>(num_slots_ + num_snapshot_slots_ + slot * history_per_slot_);
+}
+
+void StatePool::keep_history(RequestId seq, int64_t index) {
+  const int32_t first = history_of(seq);
+  MINFER_CHECK(first >= 0 && index >= 0 && index < history_per_slot_, "history {} of sequence {}", index, seq);
+  copy_slot(static_cast<int32_t>(first + index), slot_of(seq));
 }
 
 void StatePool::save_snapshot(RequestId seq, uint64_t key) {

@@ -18,8 +18,9 @@ namespace minfer {
 
 class StatePool {
  public:
-  // num_slots slots for every recurrent layer of `config`, and num_snapshots more for prefix caching's copies.
-  StatePool(const ModelConfig& config, int64_t num_slots, int64_t num_snapshots = 0);
+  // num_slots slots for every recurrent layer of `config`, num_snapshots more for prefix caching's copies, and with
+  // history_per_slot > 0 that many per slot for speculative decoding (the state after each token of a verification).
+  StatePool(const ModelConfig& config, int64_t num_slots, int64_t num_snapshots = 0, int64_t history_per_slot = 0);
   // Bytes one sequence's slot takes across the model's recurrent layers.
   static int64_t slot_bytes(const ModelConfig& config);
 
@@ -38,6 +39,12 @@ class StatePool {
   void restore_snapshot(RequestId seq, uint64_t key);
   int64_t num_snapshots() const { return num_snapshot_slots_; }
 
+  // Speculative decoding: the first of the history_per_slot slots of `seq` that a verification chunk fills with the
+  // state after each of its tokens (-1: no history), and the state after its `index`-th token (the last accepted
+  // draft) made the sequence's.
+  int32_t history_of(RequestId seq) const;
+  void keep_history(RequestId seq, int64_t index);
+
   // [num_layers]: each recurrent layer's view, an empty one for attention layers.
   std::span<const kernels::StateLayerView> layers() const { return views_; }
   int64_t num_slots() const { return num_slots_; }
@@ -49,6 +56,7 @@ class StatePool {
 
   int64_t num_slots_;
   int64_t num_snapshot_slots_;
+  int64_t history_per_slot_;
   std::unordered_map<uint64_t, int32_t> snapshots_;  // key -> snapshot slot
   std::vector<uint64_t> snapshot_keys_;              // per snapshot slot (index - num_slots_), 0 = free
   std::vector<uint64_t> snapshot_used_;              // per snapshot slot, the use clock

@@ -77,6 +77,7 @@ void recurrent(const DeltaNetHead& h, int64_t t0, int64_t t1) {
       for (int64_t i = 0; i < dk; ++i) acc += S[i * dv + j] * in.q[static_cast<size_t>(i)];
       o[j] = acc;
     }
+    if (h.history) std::copy(S, S + dk * dv, h.history + t * h.history_stride);
   }
 }
 
@@ -151,7 +152,7 @@ void chunk(const DeltaNetHead& h, int64_t t0, int64_t c) {
 void delta_net_head_recurrent(const DeltaNetHead& h) { recurrent(h, 0, h.ntok); }
 
 void delta_net_head(const DeltaNetHead& h, float*) {
-  if (h.ntok < kDeltaNetChunkedMin) return recurrent(h, 0, h.ntok);
+  if (h.ntok < kDeltaNetChunkedMin || h.history) return recurrent(h, 0, h.ntok);
   for (int64_t t = 0; t < h.ntok; t += kDeltaNetChunk) chunk(h, t, std::min(kDeltaNetChunk, h.ntok - t));
 }
 

@@ -128,6 +128,7 @@ void recurrent_token(const DeltaNetHead& h, int64_t t, float* scratch) {
     }
     for (int64_t u = 0; u * L < w; ++u) V::store_tail(o + j + u * L, std::min(L, w - u * L), acc[u]);
   }
+  if (h.history) std::copy(S, S + dk * dv, h.history + t * h.history_stride);
 }
 
 // The chunked form of tokens [t0, t0 + c), as ref::chunk (kernels/ref/mixers_ref.cpp) states it.
@@ -175,7 +176,7 @@ void delta_chunk(const DeltaNetHead& h, int64_t t0, int64_t c, float* scratch) {
 
 template <class V>
 void delta_net_head(const DeltaNetHead& h, float* scratch) {
-  if (h.ntok < kDeltaNetChunkedMin) {
+  if (h.ntok < kDeltaNetChunkedMin || h.history) {
     for (int64_t t = 0; t < h.ntok; ++t) recurrent_token<V>(h, t, scratch);
     return;
   }

@@ -62,13 +62,12 @@ ValueId experts_and_shared(DecoderBuilder& b, int64_t layer, ValueId h) {
   graph::Graph& g = b.graph();
   const ValueId gate = b.matmul(h, p + "shared.w_gate", "", p + "shared_gate_in");
   const ValueId up = b.matmul(h, p + "shared.w_up", "", p + "shared_up");
-  const ValueId act = g.add_node(
-      Node{.kind = OpKind::kSiluMul, .inputs = {gate, up}, .output = g.add_value(p + "shared_act", g.value(gate).width)});
+  const ValueId act = g.add_node(Node{
+      .kind = OpKind::kSiluMul, .inputs = {gate, up}, .output = g.add_value(p + "shared_act", g.value(gate).width)});
   const ValueId down = b.matmul(act, p + "shared.w_down", "", p + "shared_down");
   const ValueId scale = b.matmul(h, p + "shared_gate", "", p + "shared_scale");
-  const ValueId shared = g.add_node(Node{.kind = OpKind::kSigmoidMul,
-                                         .inputs = {scale, down},
-                                         .output = g.add_value(p + "shared", g.value(down).width)});
+  const ValueId shared = g.add_node(Node{
+      .kind = OpKind::kSigmoidMul, .inputs = {scale, down}, .output = g.add_value(p + "shared", g.value(down).width)});
   return b.add(routed, shared, p + "moe_sum");
 }
 

@@ -56,8 +56,8 @@ void adapt_moe(ModelWeights& w, const std::string& p) {
     Tensor stacked = it->second;
     const int64_t width = c.moe_intermediate_size;
     if (stacked.rank() != 3 || stacked.dim(0) != c.num_experts || stacked.dim(1) != 2 * width || stacked.quant)
-      fail_load(w.path, "tensor '{}experts.gate_up_proj' has shape {}, expected [{}, {}, {}]", p, stacked.shape_string(),
-                c.num_experts, 2 * width, c.hidden_size);
+      fail_load(w.path, "tensor '{}experts.gate_up_proj' has shape {}, expected [{}, {}, {}]", p,
+                stacked.shape_string(), c.num_experts, 2 * width, c.hidden_size);
     stacked.shape = {c.num_experts * 2 * width, stacked.dim(2)};
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const std::string x = p + "experts." + std::to_string(e) + ".";
