@@ -155,7 +155,7 @@ class EngineCore {
   std::unique_ptr<ModelWeights> shard_;
   std::unique_ptr<StepChannel> channel_;
   KvGroup full_, window_;
-  std::unique_ptr<StatePool> states_;  // the recurrent layers' state slots (models with such layers)
+  std::unique_ptr<StatePool> states_;   // the recurrent layers' state slots (models with such layers)
   std::vector<uint8_t> window_layers_;  // [num_layers] 1: the layer's KV is in window_
   int64_t kv_pages_ = 0;                // pages of the full pool (or of the window pool when there is no full one)
   std::unique_ptr<Scheduler> scheduler_;

@@ -121,8 +121,10 @@ void validate_mixers(const ModelConfig& c, const std::string& source) {
     fail_load(source, "invalid config: conv_L_cache = {} (must be in 1..8)", c.short_conv_kernel);
   if (!any_delta) return;
   const LinearAttentionShape& l = c.linear;
-  for (auto [field, v] : {std::pair{"linear_num_key_heads", l.k_heads}, {"linear_num_value_heads", l.v_heads},
-                          {"linear_key_head_dim", l.k_dim}, {"linear_value_head_dim", l.v_dim}})
+  for (auto [field, v] : {std::pair{"linear_num_key_heads", l.k_heads},
+                          {"linear_num_value_heads", l.v_heads},
+                          {"linear_key_head_dim", l.k_dim},
+                          {"linear_value_head_dim", l.v_dim}})
     if (v <= 0 || v > 4096) fail_load(source, "invalid config: {} = {} (must be in 1..4096)", field, v);
   if (l.v_heads % l.k_heads != 0)
     fail_load(source, "invalid config: linear_num_key_heads ({}) does not divide linear_num_value_heads ({})",

@@ -205,7 +205,7 @@ Init init_of(const std::string& name, const ModelConfig& config) {
   // The delta rule's output norm multiplies by w itself, whatever the model's other norms do.
   if (name.find("norm") != std::string::npos)
     return config.norm_weight_plus_one && name.find("linear_attn.") == std::string::npos ? Init::kNormOffset
-                                                                                           : Init::kNorm;
+                                                                                         : Init::kNorm;
   return Init::kMatrix;
 }
 
