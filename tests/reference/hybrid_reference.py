@@ -77,6 +77,19 @@ import hf_reference  # tests/reference is on sys.path (the CLI's own folder, or 
 MODEL_TYPES = hf_reference.HYBRID_MODEL_TYPES  # qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text
 
 
+
+def ids_and_rope(ids: Sequence[int], vocab: int, pos: int, inv_freq: torch.Tensor):
+    """The ids as a tensor (checked against the vocabulary) and the NeoX-form cos / sin [n, 1, rot] of positions
+    pos .. pos + n - 1."""
+    n = len(ids)
+    ids_t = torch.tensor(list(ids), dtype=torch.long)
+    if n == 0 or int(ids_t.min()) < 0 or int(ids_t.max()) >= vocab:
+        raise ValueError(f"ids must be a non-empty list of token ids in [0, {vocab})")
+    positions = torch.arange(pos, pos + n, dtype=torch.float32)
+    freqs = positions[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return ids_t, emb.cos()[:, None, :], emb.sin()[:, None, :]
+
 class HybridConfig:
     """The text model's hyper-parameters, with Qwen3_5TextConfig's / Qwen3_5MoeTextConfig's defaults."""
 
@@ -343,14 +356,8 @@ class HybridReference:
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
         """Appends ids at the current position; returns their logits [len(ids), vocab] (float32)."""
         c, n = self.cfg, len(ids)
-        ids_t = torch.tensor(list(ids), dtype=torch.long)
-        if n == 0 or int(ids_t.min()) < 0 or int(ids_t.max()) >= c.vocab:
-            raise ValueError(f"ids must be a non-empty list of token ids in [0, {c.vocab})")
         # Text positions: all three mRoPE position ids equal, so every section rotates with the same angle.
-        positions = torch.arange(self.pos, self.pos + n, dtype=torch.float32)
-        freqs = positions[:, None] * self.inv_freq[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]  # [n, 1, rot]
+        ids_t, cos, sin = ids_and_rope(ids, c.vocab, self.pos, self.inv_freq)
         h = self.embed[ids_t]
         for i, L in enumerate(self.layers):
             x = zc_rms_norm(h, L["ln1"], c.eps)

@@ -70,7 +70,7 @@ import torch
 import torch.nn.functional as F
 
 import hf_reference  # tests/reference is on sys.path (the CLI's own folder, or conftest)
-from hybrid_reference import _Weights
+from hybrid_reference import _Weights, ids_and_rope
 
 MODEL_TYPES = hf_reference.LFM2_MODEL_TYPES  # lfm2
 
@@ -230,13 +230,7 @@ class Lfm2Reference:
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
         """Appends ids at the current position; returns their logits [len(ids), vocab] (float32)."""
         c, n = self.cfg, len(ids)
-        ids_t = torch.tensor(list(ids), dtype=torch.long)
-        if n == 0 or int(ids_t.min()) < 0 or int(ids_t.max()) >= c.vocab:
-            raise ValueError(f"ids must be a non-empty list of token ids in [0, {c.vocab})")
-        positions = torch.arange(self.pos, self.pos + n, dtype=torch.float32)
-        freqs = positions[:, None] * self.inv_freq[None, :]
-        emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]  # [n, 1, hd]
+        ids_t, cos, sin = ids_and_rope(ids, c.vocab, self.pos, self.inv_freq)
         h = self.embed[ids_t]
         for i, L in enumerate(self.layers):
             x = rms_norm(h, L["ln1"], c.eps)
