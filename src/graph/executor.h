@@ -112,6 +112,7 @@ class Executor {
   // executor_mixers.cpp: the recurrent mixers over the step's sequences and their state slots.
   void run_conv1d(const Node& node, const StepInputs& step);
   void run_delta_net(const Node& node, const StepInputs& step);
+  void run_ssm_scan(const Node& node, const StepInputs& step);
   // Grows a scratch buffer to at least `floats` (once per new largest batch) and returns it.
   static float* grow(std::vector<float>& scratch, int64_t floats);
 

@@ -37,4 +37,16 @@ void Executor::run_delta_net(const Node& node, const StepInputs& step) {
                            buffer(node.output), params, state_of(node, step), step.recurrent(), pool_);
 }
 
+void Executor::run_ssm_scan(const Node& node, const StepInputs& step) {
+  const kernels::SsmParams params{.heads = node.heads,
+                                  .head_dim = node.head_dim,
+                                  .groups = node.kv_heads,
+                                  .state_size = node.value_dim,
+                                  .a = node.weight->as<float>(),
+                                  .dt_bias = node.bias->as<float>(),
+                                  .d = node.skip->as<float>()};
+  kernels::ssm_scan(kernels::active_mixers(), input(node, 0), input(node, 1), buffer(node.output), params,
+                    state_of(node, step), step.recurrent(), pool_);
+}
+
 }  // namespace minfer::graph

@@ -39,6 +39,7 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     case OpKind::kMul: run_elementwise(node, rows_of(node.output)); return;
     case OpKind::kConv1d: run_conv1d(node, step); return;
     case OpKind::kDeltaNet: run_delta_net(node, step); return;
+    case OpKind::kSsmScan: run_ssm_scan(node, step); return;
   }
   fail("executor: unknown op kind {}", static_cast<int>(node.kind));
 }
@@ -49,6 +50,18 @@ void Executor::run_rmsnorm(const Node& node, int64_t rows) {
   const int64_t dim = node.head_dim > 0 ? node.head_dim : width;
   const float* x = input(node, 0);
   float* y = buffer(node.output);
+  if (node.head_dim > 0 && node.weight->numel() == width && width > dim) {
+    // Groups with a weight of their own each (Mamba2's gated norm: one weight over the row, normalised per group).
+    const int64_t groups = width / dim;
+    pool_.parallel_for(static_cast<size_t>(rows * groups), 1, [&](size_t b, size_t e) {
+      for (size_t u = b; u < e; ++u) {
+        const int64_t g = static_cast<int64_t>(u) % groups;
+        const Tensor w = vector_slice(*node.weight, g * dim, (g + 1) * dim);
+        kernels::rmsnorm(x + static_cast<int64_t>(u) * dim, w, node.eps, y + static_cast<int64_t>(u) * dim, 1, dim);
+      }
+    });
+    return;
+  }
   pool_.parallel_for(static_cast<size_t>(rows * (width / dim)), 1, [&](size_t b, size_t e) {
     kernels::rmsnorm(x + static_cast<int64_t>(b) * dim, *node.weight, node.eps, y + static_cast<int64_t>(b) * dim,
                      static_cast<int64_t>(e - b), dim);

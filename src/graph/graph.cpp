@@ -24,6 +24,7 @@ const char* op_name(OpKind kind) {
     case OpKind::kMul: return "mul";
     case OpKind::kConv1d: return "conv1d";
     case OpKind::kDeltaNet: return "delta_net";
+    case OpKind::kSsmScan: return "ssm_scan";
     case OpKind::kAllReduce: return "all_reduce";
     case OpKind::kGatherVocab: return "gather_vocab";
     case OpKind::kAddRmsNorm: return "add_rmsnorm";
@@ -123,6 +124,12 @@ void Graph::verify() const {
                        value(n.inputs[1]).width == n.heads && value(n.inputs[2]).width == n.heads &&
                        value(n.output).width == n.heads * n.value_dim && n.weight && n.bias && n.layer >= 0,
                    "delta_net node {}: widths", i);
+    if (n.kind == OpKind::kSsmScan)
+      MINFER_CHECK(n.inputs.size() == 2 && n.kv_heads > 0 && n.heads % n.kv_heads == 0 &&
+                       value(n.inputs[0]).width == n.heads * n.head_dim + 2 * n.kv_heads * n.value_dim &&
+                       value(n.inputs[1]).width == n.heads && value(n.output).width == n.heads * n.head_dim &&
+                       n.weight && n.bias && n.skip && n.layer >= 0,
+                   "ssm_scan node {}: widths", i);
     if (n.kind == OpKind::kMatMul) {
       MINFER_CHECK(n.weight != nullptr && n.weight->rank() == 2, "matmul node {} needs a 2-D weight", i);
       MINFER_CHECK(value(n.inputs.at(0)).width == n.weight->dim(1), "matmul node {}: input width {} vs weight {}", i,

@@ -37,6 +37,7 @@ enum class OpKind : uint8_t {
   // Recurrent mixers (kernels/mixers.h), reading and updating each sequence's state slot of `layer`.
   kConv1d,    // out = causal depthwise conv of in0 with weight [channels, taps] (+ bias), SiLU-ed when `silu`
   kDeltaNet,  // out = gated delta rule of in0 (conv'd q | k | v), in1 (beta logits), in2 (decay logits)
+  kSsmScan,   // out = Mamba2's selective scan of in0 (conv'd x | B | C) with in1 (dt logits)
   // Collectives of a tensor-parallel group (dist/communicator.h).
   kAllReduce,    // out = the sum over ranks of in0 (after a row-parallel projection)
   kGatherVocab,  // out (rank 0) = every rank's column slice of in0 side by side (vocab-parallel logits)
@@ -82,6 +83,9 @@ struct Node {
   // decay coefficients -exp(A_log) and bias = dt_bias (f32 [value heads]); value heads tiled over key heads (GGUF).
   int64_t value_dim = 0;
   bool tiled_heads = false;
+  // SsmScan: heads, head_dim, kv_heads = groups, value_dim = state size; weight = A (-exp(A_log)), bias = dt_bias,
+  // skip = D (f32 [heads] each).
+  const Tensor* skip = nullptr;
   // Fused ops.
   ValueId aux_output = kNoValue;        // AddRmsNorm: the residual sum, a second output
   const Tensor* norm_weight = nullptr;  // FusedMatMul prologue: RMSNorm of the input rows (eps above)

@@ -114,4 +114,35 @@ void gated_delta_net(const MixerLeaves& leaves, const float* qkv, const float* b
   });
 }
 
+void ssm_scan(const MixerLeaves& leaves, const float* xbc, const float* dt, float* out, const SsmParams& p,
+              const StateLayerView& states, const RecurrentBatch& batch, ThreadPool& pool) {
+  MINFER_CHECK(p.groups > 0 && p.heads % p.groups == 0, "ssm scan: {} heads over {} groups", p.heads, p.groups);
+  const int64_t inner = p.heads * p.head_dim, ld_x = inner + 2 * p.groups * p.state_size;
+  const int64_t per_group = p.heads / p.groups;
+  for_each_unit(batch, p.heads, pool, [&](int64_t s, int64_t h) {
+    const int64_t row = batch.q_start[s], g = h / per_group;
+    SsmHead head;
+    head.x = xbc + row * ld_x + h * p.head_dim;
+    head.b = xbc + row * ld_x + inner + g * p.state_size;
+    head.c = xbc + row * ld_x + inner + (p.groups + g) * p.state_size;
+    head.ld_x = ld_x;
+    head.dt = dt + row * p.heads + h;
+    head.ld_dt = p.heads;
+    head.a = p.a[h];
+    head.dt_bias = p.dt_bias[h];
+    head.d = p.d[h];
+    head.out = out + row * inner + h * p.head_dim;
+    head.ld_out = inner;
+    head.state = states.ssm(batch.slots[s]) + h * p.head_dim * p.state_size;
+    head.ntok = batch.q_len[s];
+    head.head_dim = p.head_dim;
+    head.state_size = p.state_size;
+    if (batch.history && batch.history[s] >= 0) {
+      head.history = states.ssm(batch.history[s]) + h * p.head_dim * p.state_size;
+      head.history_stride = states.slot_floats;
+    }
+    leaves.ssm_head(head);
+  });
+}
+
 }  // namespace minfer::kernels

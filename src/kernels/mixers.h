@@ -89,9 +89,33 @@ inline constexpr int64_t kDeltaNetChunk = 64;
 inline constexpr int64_t kDeltaNetChunkedMin = 8;
 using DeltaNetHeadFn = void (*)(const DeltaNetHead& head, float* scratch);
 
+// One head of Mamba2's selective scan over one sequence's ntok tokens. x ([head_dim] at row stride ld_x), the head's
+// group's B and C ([state] each, same stride) and dt (one raw value per token at stride ld_dt) are the convolved
+// projections; per token, with dt = softplus(dt + dt_bias) and the state S [head_dim, state]:
+//   S = exp(dt a) S + dt x B^T;  y = S C + d x
+// written to out ([head_dim] at stride ld_out). The recurrent form throughout: a head's state (head_dim x state
+// floats, 32 KiB for 64 x 128) stays in L1 across the tokens, so a prefill is bound by the projections' GEMMs.
+struct SsmHead {
+  const float* x = nullptr;
+  const float* b = nullptr;
+  const float* c = nullptr;
+  int64_t ld_x = 0;
+  const float* dt = nullptr;
+  int64_t ld_dt = 0;
+  float a = 0.0f, dt_bias = 0.0f, d = 0.0f;
+  float* out = nullptr;
+  int64_t ld_out = 0;
+  float* state = nullptr;
+  int64_t ntok = 0, head_dim = 0, state_size = 0;
+  float* history = nullptr;  // as DeltaNetHead::history
+  int64_t history_stride = 0;
+};
+using SsmHeadFn = void (*)(const SsmHead& head);
+
 struct MixerLeaves {
   Conv1dFn conv1d;
   DeltaNetHeadFn delta_net_head;
+  SsmHeadFn ssm_head;
 };
 extern const MixerLeaves kRefMixers;
 extern const MixerLeaves kAvx2Mixers;
@@ -117,5 +141,16 @@ struct DeltaNetParams {
 void gated_delta_net(const MixerLeaves& leaves, const float* qkv, const float* b, const float* a, float* out,
                      const DeltaNetParams& params, const StateLayerView& states, const RecurrentBatch& batch,
                      ThreadPool& pool);
+
+// Mamba2's scan of a layer. xbc [rows, heads head_dim + 2 groups state] (x, B, C side by side, convolved), dt [rows,
+// heads] raw; out [rows, heads head_dim]. Head h reads group h / (heads / groups).
+struct SsmParams {
+  int64_t heads = 0, head_dim = 0, groups = 0, state_size = 0;
+  const float* a = nullptr;        // [heads] -exp(A_log)
+  const float* dt_bias = nullptr;  // [heads]
+  const float* d = nullptr;        // [heads]
+};
+void ssm_scan(const MixerLeaves& leaves, const float* xbc, const float* dt, float* out, const SsmParams& params,
+              const StateLayerView& states, const RecurrentBatch& batch, ThreadPool& pool);
 
 }  // namespace minfer::kernels

@@ -105,12 +105,23 @@ void validate_rope_scaling(const RopeScaling& s, int64_t rotary_dims, const std:
   }
 }
 
+void validate_mamba(const MambaShape& m, const std::string& source) {
+  for (auto [field, v] : {std::pair{"mamba_n_heads", m.heads}, {"mamba_d_head", m.head_dim},
+                          {"mamba_n_groups", m.groups}, {"mamba_d_state", m.state}})
+    if (v <= 0 || v > 65536) fail_load(source, "invalid config: {} = {} (must be in 1..65536)", field, v);
+  if (m.heads % m.groups != 0)
+    fail_load(source, "invalid config: mamba_n_groups ({}) does not divide mamba_n_heads ({})", m.groups, m.heads);
+  if (m.conv_kernel < 1 || m.conv_kernel > 8)
+    fail_load(source, "invalid config: mamba_d_conv = {} (must be in 1..8)", m.conv_kernel);
+}
+
 void validate_mixers(const ModelConfig& c, const std::string& source) {
   if (c.layer_mixers.empty()) return;
   if (static_cast<int64_t>(c.layer_mixers.size()) != c.num_layers)
     fail_load(source, "invalid config: {} layer_types entries for {} layers", c.layer_mixers.size(), c.num_layers);
   bool any_attention = false, any_delta = false, any_conv = false;
   for (LayerMixer m : c.layer_mixers) {
+    if (m == LayerMixer::kMamba2) validate_mamba(c.mamba, source);
     any_attention = any_attention || m == LayerMixer::kAttention;
     any_delta = any_delta || m == LayerMixer::kGatedDeltaNet;
     any_conv = any_conv || m == LayerMixer::kShortConv;
@@ -140,6 +151,7 @@ const char* layer_mixer_name(LayerMixer mixer) {
     case LayerMixer::kAttention: return "full_attention";
     case LayerMixer::kGatedDeltaNet: return "linear_attention";
     case LayerMixer::kShortConv: return "conv";
+    case LayerMixer::kMamba2: return "mamba";
   }
   return "unknown";
 }
@@ -147,11 +159,13 @@ const char* layer_mixer_name(LayerMixer mixer) {
 int64_t ModelConfig::conv_state_floats(int64_t layer) const {
   if (mixer(layer) == LayerMixer::kGatedDeltaNet) return (linear.conv_kernel - 1) * linear.conv_channels();
   if (mixer(layer) == LayerMixer::kShortConv) return (short_conv_kernel - 1) * hidden_size;
+  if (mixer(layer) == LayerMixer::kMamba2) return (mamba.conv_kernel - 1) * mamba.conv_channels();
   return 0;
 }
 
 int64_t ModelConfig::ssm_state_floats(int64_t layer) const {
   if (mixer(layer) == LayerMixer::kGatedDeltaNet) return linear.v_heads * linear.k_dim * linear.v_dim;
+  if (mixer(layer) == LayerMixer::kMamba2) return mamba.heads * mamba.head_dim * mamba.state;
   return 0;
 }
 

@@ -17,7 +17,7 @@ enum class Activation : uint8_t { kSilu, kGeluTanh };
 
 // A layer's token mixer: attention over the KV cache, or one that keeps a fixed-size recurrent state per sequence
 // (kernels/mixers.h; kv/state_pool.h holds the states).
-enum class LayerMixer : uint8_t { kAttention, kGatedDeltaNet, kShortConv };
+enum class LayerMixer : uint8_t { kAttention, kGatedDeltaNet, kShortConv, kMamba2 };
 const char* layer_mixer_name(LayerMixer mixer);
 
 // Gated DeltaNet layers (Qwen3.5 / Qwen3.6, Qwen3-Next): q and k heads of k_dim, v heads of v_dim (v_heads a
@@ -28,6 +28,15 @@ struct LinearAttentionShape {
   // h % k_heads) where Hugging Face groups them (h / (v_heads / k_heads)).
   bool tiled_heads = false;
   int64_t conv_channels() const { return 2 * k_heads * k_dim + v_heads * v_dim; }
+};
+
+// Mamba2 layers (Granite 4.0-H, Nemotron-H): heads of head_dim over an inner width heads x head_dim, groups sharing
+// B and C of `state` each, a causal convolution (conv_kernel taps, with a bias when conv_bias) over x | B | C.
+struct MambaShape {
+  int64_t heads = 0, head_dim = 0, groups = 0, state = 0, conv_kernel = 0;
+  bool conv_bias = false;
+  int64_t inner() const { return heads * head_dim; }
+  int64_t conv_channels() const { return inner() + 2 * groups * state; }
 };
 
 struct RopeScaling {
@@ -113,6 +122,7 @@ struct ModelConfig {
   // Qwen3.5-MoE: each MoE layer also runs one shared expert (a gated MLP of this width, layers.{i}.shared.*) on every
   // token, scaled by sigmoid(shared_gate . x) and added to the routed experts' sum; 0 = none.
   int64_t shared_expert_intermediate_size = 0;
+  bool shared_expert_gated = true;  // false: the shared expert is added as is (Granite 4.0-H's shared_mlp)
   // gpt-oss: the router and every expert projection have biases (router_bias, experts.{j}.b_gate / b_up / b_down),
   // and experts gate with kernels::MoeActivation::kSwigluOai instead of SiLU.
   bool moe_bias = false;
@@ -132,6 +142,7 @@ struct ModelConfig {
   // Qwen3.5: q_proj yields a sigmoid gate per head beside the query (split at load into wq and wq_gate); the
   // attention output is multiplied by it before o_proj.
   bool attn_output_gate = false;
+  MambaShape mamba;
   // LFM2's gated short convolution layers: a causal depthwise conv of this many taps over hidden_size channels.
   int64_t short_conv_kernel = 0;
   DType dtype = DType::F32;  // the dtype the weights are stored in

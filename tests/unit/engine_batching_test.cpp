@@ -227,7 +227,7 @@ INSTANTIATE_TEST_SUITE_P(Models, BatchingTest,
                          ::testing::Values("stories260K", "tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2",
                                            "tiny-gemma3", "tiny-mistral", "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral",
                                            "tiny-smollm3", "tiny-olmo2", "tiny-olmo3", "tiny-granite", "tiny-gpt-oss",
-                                           "tiny-qwen3.5", "tiny-lfm2"));
+                                           "tiny-qwen3.5", "tiny-lfm2", "tiny-granite-4.0-h"));
 
 TEST(EngineStories260K, GreedyFromBosMatchesLlama2cReferenceInABatch) {
   std::ifstream in(std::string(MINFER_SHARED_DIR) + "/models/stories260K/greedy_t0_n200.ids");

@@ -134,6 +134,37 @@ TEST(KernelsMixers, Conv1dLeavesMatchReferenceAndCarryState) {
       }
 }
 
+// Mamba2's scan: every ISA's leaf against the reference on awkward head and state widths, and a run in two pieces
+// against one.
+TEST(KernelsMixers, SsmScanLeavesMatchReferenceAndCarryState) {
+  std::mt19937 rng(15);
+  for (int64_t P : {1, 7, 16, 64})
+    for (int64_t N : {1, 9, 16, 128})
+      for (int64_t ntok : {1, 5, 37}) {
+        const int64_t ld = P + 2 * N;
+        const auto xbc = random_floats(rng, static_cast<size_t>(ntok * ld));
+        const auto dt = random_floats(rng, static_cast<size_t>(ntok), -3.0f, 2.0f);
+        const auto state0 = random_floats(rng, static_cast<size_t>(P * N), -0.5f, 0.5f);
+        auto head = [&](std::vector<float>& state, std::vector<float>& out, int64_t t0, int64_t t1) {
+          SsmHead h{xbc.data() + t0 * ld, xbc.data() + t0 * ld + P, xbc.data() + t0 * ld + P + N, ld,
+                    dt.data() + t0, 1, -0.8f, 0.4f, 0.3f, out.data() + t0 * P, P, state.data(), t1 - t0, P, N};
+          return h;
+        };
+        std::vector<float> want_state = state0, want(static_cast<size_t>(ntok * P));
+        ref::ssm_head(head(want_state, want, 0, ntok));
+        for (const KernelTable* t : available_tables()) {
+          std::vector<float> state = state0, out(want.size(), NAN);
+          const int64_t cut = ntok / 2;
+          if (cut > 0) t->mixers->ssm_head(head(state, out, 0, cut));
+          t->mixers->ssm_head(head(state, out, cut, ntok));
+          const std::string what = std::string(t->name) + " P " + std::to_string(P) + " N " + std::to_string(N) +
+                                   " tokens " + std::to_string(ntok);
+          expect_close(out, want, 1e-4f, 1e-5f, "ssm out " + what);
+          expect_close(state, want_state, 1e-4f, 1e-5f, "ssm state " + what);
+        }
+      }
+}
+
 // Three sequences (a long prefill, a decode, a short prefill) in one call == each alone; the prefill split at an
 // awkward token == in one piece.
 TEST(KernelsMixers, DeltaNetDriverBatchedEqualsAloneAndSplitEqualsWhole) {

@@ -158,10 +158,30 @@ void delta_net_head(const DeltaNetHead& h, float*) {
 
 void conv1d_leaf(const Conv1dSpan& span, int64_t c0, int64_t c1) { conv1d(span, c0, c1); }
 
+void ssm_head(const SsmHead& h) {
+  const int64_t P = h.head_dim, N = h.state_size;
+  for (int64_t t = 0; t < h.ntok; ++t) {
+    const float dt = softplus(h.dt[t * h.ld_dt] + h.dt_bias);
+    const float decay = std::exp(dt * h.a);
+    const float *x = h.x + t * h.ld_x, *B = h.b + t * h.ld_x, *C = h.c + t * h.ld_x;
+    for (int64_t p = 0; p < P; ++p) {
+      float* s = h.state + p * N;
+      float y = 0.0f;
+      for (int64_t n = 0; n < N; ++n) {
+        s[n] = decay * s[n] + dt * x[p] * B[n];
+        y += s[n] * C[n];
+      }
+      h.out[t * h.ld_out + p] = y + h.d * x[p];
+    }
+    if (h.history) std::copy(h.state, h.state + P * N, h.history + t * h.history_stride);
+  }
+}
+
 }  // namespace minfer::kernels::ref
 
 namespace minfer::kernels {
 
-constinit const MixerLeaves kRefMixers = {.conv1d = ref::conv1d_leaf, .delta_net_head = ref::delta_net_head};
+constinit const MixerLeaves kRefMixers = {
+    .conv1d = ref::conv1d_leaf, .delta_net_head = ref::delta_net_head, .ssm_head = ref::ssm_head};
 
 }  // namespace minfer::kernels

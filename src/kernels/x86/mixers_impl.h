@@ -174,6 +174,32 @@ void delta_chunk(const DeltaNetHead& h, int64_t t0, int64_t c, float* scratch) {
   }
 }
 
+// Mamba2's scan, a row of the state (one of head_dim) at a time: its decay-and-update and its dot with C in one pass
+// over the state vector.
+template <class V>
+void ssm_head(const SsmHead& h) {
+  constexpr int64_t L = V::kWidth;
+  const int64_t P = h.head_dim, N = h.state_size;
+  for (int64_t t = 0; t < h.ntok; ++t) {
+    const float dt = softplus1(h.dt[t * h.ld_dt] + h.dt_bias);
+    const typename V::Reg decay = V::set1(std::exp(dt * h.a));
+    const float *x = h.x + t * h.ld_x, *B = h.b + t * h.ld_x, *C = h.c + t * h.ld_x;
+    for (int64_t p = 0; p < P; ++p) {
+      float* s = h.state + p * N;
+      const typename V::Reg dtx = V::set1(dt * x[p]);
+      typename V::Reg y = V::zero();
+      for (int64_t n = 0; n < N; n += L) {
+        const int64_t w = std::min(L, N - n);
+        const typename V::Reg v = V::fmadd(dtx, V::load_tail(B + n, w), V::mul(decay, V::load_tail(s + n, w)));
+        V::store_tail(s + n, w, v);
+        y = V::fmadd(v, V::load_tail(C + n, w), y);
+      }
+      h.out[t * h.ld_out + p] = V::reduce_add(y) + h.d * x[p];
+    }
+    if (h.history) std::copy(h.state, h.state + P * N, h.history + t * h.history_stride);
+  }
+}
+
 template <class V>
 void delta_net_head(const DeltaNetHead& h, float* scratch) {
   if (h.ntok < kDeltaNetChunkedMin || h.history) {

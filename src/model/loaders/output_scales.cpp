@@ -84,12 +84,13 @@ Tensor scaled(const Tensor& w, float s, const std::string& name) {
 void fold_output_scales(ModelWeights& w) {
   const ModelConfig& c = w.config;
   if (c.residual_multiplier != 1.0) {
+    // Every projection that writes into the residual stream: the mixer's output (attention's o, a recurrent layer's
+    // out projection) and the feed-forward's down projections (dense, each expert's, the shared expert's).
     const auto m = static_cast<float>(c.residual_multiplier);
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      for (const char* name : {"wo", "w_down"}) {
-        const std::string key = "layers." + std::to_string(i) + "." + name;
-        w.tensors[key] = scaled(w.get(key), m, key);
-      }
+    for (auto& [key, tensor] : w.tensors) {
+      const bool writes_residual = key.ends_with(".wo") || key.ends_with(".w_down") || key.ends_with(".ssm_out") ||
+                                   key.ends_with(".conv_out");
+      if (key.starts_with("layers.") && writes_residual) tensor = scaled(tensor, m, key);
     }
   }
   if (c.logits_scaling != 1.0)

@@ -31,6 +31,19 @@ void short_conv_shapes(const ModelConfig& c, const std::string& p, std::map<std:
   out[p + "conv_kernel"] = {c.hidden_size, c.short_conv_kernel};
 }
 
+// A Mamba2 layer (model/families/granite_hybrid.cpp): in_proj split at load into z, x | B | C and dt rows.
+void mamba_shapes(const ModelConfig& c, const std::string& p, std::map<std::string, std::vector<int64_t>>& out) {
+  const MambaShape& m = c.mamba;
+  out[p + "ssm_in_z"] = {m.inner(), c.hidden_size};
+  out[p + "ssm_in_xbc"] = {m.conv_channels(), c.hidden_size};
+  out[p + "ssm_in_dt"] = {m.heads, c.hidden_size};
+  out[p + "ssm_conv"] = {m.conv_channels(), m.conv_kernel};
+  if (m.conv_bias) out[p + "ssm_conv_bias"] = {m.conv_channels()};
+  for (const char* w : {"ssm_a", "ssm_dt_bias", "ssm_d"}) out[p + w] = {m.heads};
+  out[p + "ssm_norm_gated"] = {m.inner()};
+  out[p + "ssm_out"] = {c.hidden_size, m.inner()};
+}
+
 // An attention layer's projections, biases, sinks and q/k norms.
 void attention_shapes(const ModelConfig& c, const std::string& p, std::map<std::string, std::vector<int64_t>>& out) {
   const int64_t q = c.num_heads * c.head_dim, kv = c.num_kv_heads * c.head_dim;
@@ -66,6 +79,8 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
       delta_rule_shapes(c, p, out);
     } else if (c.mixer(i) == LayerMixer::kShortConv) {
       short_conv_shapes(c, p, out);
+    } else if (c.mixer(i) == LayerMixer::kMamba2) {
+      mamba_shapes(c, p, out);
     } else {
       attention_shapes(c, p, out);
     }
@@ -79,7 +94,7 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
       out[p + "shared.w_gate"] = {s, c.hidden_size};
       out[p + "shared.w_up"] = {s, c.hidden_size};
       out[p + "shared.w_down"] = {c.hidden_size, s};
-      out[p + "shared_gate"] = {1, c.hidden_size};
+      if (c.shared_expert_gated) out[p + "shared_gate"] = {1, c.hidden_size};
     }
     if (c.is_moe(i)) {
       out[p + "router"] = {c.num_experts, c.hidden_size};
