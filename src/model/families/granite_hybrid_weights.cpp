@@ -76,9 +76,9 @@ void split_experts(ModelWeights& w, const std::string& p) {
 // clang-format off
 const TestPreset kPresets[] = {
     {.name = "granite-4.0-h-tiny", .model_type = "granitemoehybrid", .tiny = false, .hidden = 1536,
-     .intermediate = 512, .layers = 40, .heads = 12, .kv_heads = 4, .vocab = 100352,
+     .intermediate = 1024, .layers = 40, .heads = 12, .kv_heads = 4, .vocab = 100352,
      .max_position_embeddings = 131072, .tied = true, .embed_std = 0.02, .weight_std = 0.02, .experts = 64,
-     .experts_per_tok = 6, .moe_intermediate = 1024, .bos = 100257, .config_eos = {100257},
+     .experts_per_tok = 6, .moe_intermediate = 512, .bos = 100257, .config_eos = {100257},
      .generation_eos = {100257}},
     {.name = "tiny-granite-4.0-h", .model_type = "granitemoehybrid", .tiny = true, .hidden = 64, .intermediate = 32,
      .layers = 4, .heads = 4, .kv_heads = 2, .vocab = 0, .max_position_embeddings = 131072, .tied = true,
