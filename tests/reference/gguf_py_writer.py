@@ -10,7 +10,8 @@ granite, gpt_oss (its experts in f32, as llama.cpp's GptOssModel converter write
 Qwen3.5's text model (qwen3_5 with its text_config, or qwen3_5_text; llama.cpp's qwen35, as its Qwen3_5TextModel
 converter writes it: see qwen35_tensors), Qwen3.5-MoE's (qwen3_5_moe or qwen3_5_moe_text; llama.cpp's qwen35moe, as
 its Qwen3_5MoeTextModel converter writes it: qwen35_tensors and qwen35_moe_tensors), and LFM2 (lfm2, as llama.cpp's
-LFM2Model converter writes it: see lfm2_fields and lfm2_tensors).
+LFM2Model converter writes it: see lfm2_fields and lfm2_tensors), and Granite 4.0-H (granitemoehybrid; llama.cpp's
+granitehybrid, as its GraniteHybridModel converter writes it: see granite_hybrid_fields and granite_hybrid_tensors).
 Usage (project venv): gguf_py_writer.py MODEL_DIR OUT.gguf
 """
 
@@ -33,7 +34,8 @@ from hf_reference import load_hf_tensors  # noqa: E402
 ARCH = {"llama": "llama", "mistral": "llama", "mixtral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
         "qwen3_moe": "qwen3moe", "gemma2": "gemma2", "gemma3_text": "gemma3", "phi3": "phi3", "smollm3": "smollm3",
         "olmo2": "olmo2", "olmo3": "olmo2", "granite": "granite", "gpt_oss": "gpt-oss", "qwen3_5": "qwen35",
-        "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe", "lfm2": "lfm2"}
+        "qwen3_5_text": "qwen35", "qwen3_5_moe": "qwen35moe", "qwen3_5_moe_text": "qwen35moe", "lfm2": "lfm2",
+        "granitemoehybrid": "granitehybrid"}
 # The experts of each MoE layer go into three stacked [experts, rows, cols] tensors, the router into ffn_gate_inp.
 EXPERT_NAMES = {"qwen3_moe": ("mlp.", {"gate_proj": "ffn_gate_exps", "up_proj": "ffn_up_exps",
                                        "down_proj": "ffn_down_exps"}),
@@ -357,6 +359,117 @@ def lfm2_tensors(tensors: dict, tied: bool) -> dict:
     return out
 
 
+# Granite 4.0-H's tensors in llama.cpp's names (gguf-py's tensor_mapping for MODEL_ARCH.GRANITE_HYBRID).
+GRANITE_HYBRID_NAMES = {"input_layernorm.weight": "attn_norm.weight",
+                        "post_attention_layernorm.weight": "ffn_norm.weight", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+                        "self_attn.o_proj": "attn_output", "mamba.in_proj.weight": "ssm_in.weight",
+                        "mamba.conv1d.weight": "ssm_conv1d.weight", "mamba.conv1d.bias": "ssm_conv1d.bias",
+                        "mamba.dt_bias": "ssm_dt.bias", "mamba.A_log": "ssm_a", "mamba.D": "ssm_d",
+                        "mamba.norm.weight": "ssm_norm.weight", "mamba.out_proj.weight": "ssm_out.weight",
+                        "block_sparse_moe.router.layer.weight": "ffn_gate_inp.weight",
+                        "block_sparse_moe.output_linear.weight": "ffn_down_exps.weight"}
+
+
+def granite_hybrid_fields(cfg: dict) -> dict:
+    """What llama.cpp's GraniteHybridModel converter reads of a Granite 4.0-H config: the attention layers (its
+    converter counts only the legacy name "attention"; transformers 5 writes "full_attention", taken here too), the
+    Mamba-2 shape (d_inner = mamba_expand * hidden, heads, groups, state, kernel), whether there are routed experts.
+    Refused: a vocabulary that is not a multiple of 8 (the converter pads the token list to one, token_embd keeps the
+    checkpoint's rows, and llama.cpp would not load the file), in_proj / out_proj biases (llama.cpp loads none)."""
+    layers = int(cfg["num_hidden_layers"])
+    types = cfg.get("layer_types") or cfg.get("layers_block_type") or ["mamba"] * layers
+    attn = [t in ("attention", "full_attention") for t in types]
+    if int(cfg["vocab_size"]) % 8:
+        raise SystemExit(f"granitehybrid: vocab_size {cfg['vocab_size']} is not a multiple of 8")
+    if cfg.get("mamba_proj_bias"):
+        raise SystemExit("granitehybrid: llama.cpp loads no ssm_in / ssm_out biases (mamba_proj_bias must be false)")
+    return {"attn": attn, "d_inner": int(cfg.get("mamba_expand", 2)) * int(cfg["hidden_size"]),
+            "heads": int(cfg.get("mamba_n_heads", 128)), "groups": int(cfg.get("mamba_n_groups", 1)),
+            "d_state": int(cfg.get("mamba_d_state", 256)), "d_conv": int(cfg.get("mamba_d_conv", 4)),
+            "experts": int(cfg.get("num_local_experts") or 0)}
+
+
+def add_granite_hybrid_keys(w: gguf.GGUFWriter, cfg: dict, g: dict) -> None:
+    """As GraniteHybridModel.set_gguf_parameters beyond the common keys: the multipliers as *_scale keys (only those
+    the config states and that are non-zero), the experts' counts (always) and the shared width, the ssm.* shape
+    (time_step_rank = the SSM heads), head_count_kv per layer (0 marks a Mamba layer), rope.scaling.finetuned false
+    (llama.cpp's switch for RoPE: off for every granitemoehybrid with Mamba layers, whatever position_embedding_type
+    says), the vocabulary size and the rope dimension count (hidden / heads, as LlamaModel's)."""
+    for key, add in (("attention_multiplier", w.add_attention_scale), ("embedding_multiplier", w.add_embedding_scale),
+                     ("residual_multiplier", w.add_residual_scale), ("logits_scaling", w.add_logit_scale)):
+        if cfg.get(key):
+            add(float(cfg[key]))
+    w.add_expert_count(g["experts"])
+    w.add_expert_used_count(int(cfg.get("num_experts_per_tok") or 0))
+    if cfg.get("shared_intermediate_size"):
+        w.add_expert_shared_feed_forward_length(int(cfg["shared_intermediate_size"]))
+    w.add_ssm_conv_kernel(g["d_conv"])
+    w.add_ssm_state_size(g["d_state"])
+    w.add_ssm_group_count(g["groups"])
+    w.add_ssm_inner_size(g["d_inner"])
+    w.add_ssm_time_step_rank(g["heads"])
+    w.add_rope_scaling_finetuned(False)
+    w.add_vocab_size(int(cfg["vocab_size"]))
+
+
+def granite_hybrid_tensors(tensors: dict, cfg: dict, g: dict) -> dict:
+    """As GraniteHybridModel.modify_tensors (Mamba2Model's for the Mamba layers, GraniteMoeModel's / LlamaModel's for
+    the rest): HF names to llama.cpp's (GRANITE_HYBRID_NAMES); conv1d [ch, 1, K] squeezed to [ch, K]; A_log stored as
+    ssm_a = -exp(A_log) [heads, 1], D as [heads, 1], the gated norm's weight as [groups, d_inner / groups]; q / k rows
+    (and biases) permuted as LlamaModel.permute (NoPE makes that immaterial); block_sparse_moe.input_linear [E, 2 I, H]
+    split by rows into ffn_gate_exps | ffn_up_exps, shared_mlp.input_linear [2 Is, H] into ffn_gate_shexp |
+    ffn_up_shexp (ffn_gate | ffn_up with no routed experts; output_linear likewise ffn_down_shexp or ffn_down);
+    transformers 5's in-memory spellings (experts.gate_up_proj / down_proj, router.weight) are read too. Values are
+    loaders, as stack_experts'."""
+    heads, kv = int(cfg["num_attention_heads"]), int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
+    shexp = "_shexp" if g["experts"] else ""
+    out = {}
+
+    def conv(name, load, fn):
+        out[name] = lambda: np.ascontiguousarray(fn(load().astype(np.float32)))
+
+    def halves(blk, load, first, second):
+        conv(blk + first, load, lambda a: a[..., :a.shape[-2] // 2, :])
+        conv(blk + second, load, lambda a: a[..., a.shape[-2] // 2:, :])
+
+    for name, load in tensors.items():
+        top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+               "lm_head.weight": "output.weight"}
+        if name in top:
+            out[top[name]] = load
+            continue
+        parts = name.split(".")
+        if parts[:2] != ["model", "layers"]:
+            raise SystemExit(f"unexpected Granite 4.0-H tensor {name}")
+        blk, rest = f"blk.{parts[2]}.", ".".join(parts[3:])
+        rest = {"block_sparse_moe.experts.down_proj": "block_sparse_moe.output_linear.weight",
+                "block_sparse_moe.router.weight": "block_sparse_moe.router.layer.weight",
+                "block_sparse_moe.experts.gate_up_proj": "block_sparse_moe.input_linear.weight"}.get(rest, rest)
+        if rest == "block_sparse_moe.input_linear.weight":
+            halves(blk, load, "ffn_gate_exps.weight", "ffn_up_exps.weight")
+        elif rest == "shared_mlp.input_linear.weight":
+            halves(blk, load, f"ffn_gate{shexp}.weight", f"ffn_up{shexp}.weight")
+        elif rest == "shared_mlp.output_linear.weight":
+            out[blk + f"ffn_down{shexp}.weight"] = load
+        elif rest.startswith("self_attn."):
+            module, kind = rest.rsplit(".", 1)
+            n = heads if module.endswith("q_proj") else kv
+            permute = module.endswith(("q_proj", "k_proj"))
+            conv(f"{blk}{GRANITE_HYBRID_NAMES[module]}.{kind}", load,
+                 (lambda a, n=n: permute_rows(a, n)) if permute else (lambda a: a))
+        elif rest == "mamba.conv1d.weight":
+            conv(blk + "ssm_conv1d.weight", load, lambda a: a.reshape(a.shape[0], a.shape[-1]))
+        elif rest == "mamba.A_log":
+            conv(blk + "ssm_a", load, lambda a: -np.exp(a).reshape(-1, 1))
+        elif rest == "mamba.D":
+            conv(blk + "ssm_d", load, lambda a: a.reshape(-1, 1))
+        elif rest == "mamba.norm.weight":
+            conv(blk + "ssm_norm.weight", load, lambda a: a.reshape(g["groups"], -1))
+        else:
+            out[blk + GRANITE_HYBRID_NAMES[rest]] = load
+    return out
+
+
 def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", experts: str = "") -> None:
     """pre: tokenizer.ggml.pre (llama.cpp's pre-tokenizer name) in place of the one the vocabulary suggests; dtype:
     "f32", or "f16" for the matrices (half the file of a real shape, which llama.cpp's quantizer reads as well);
@@ -375,7 +488,9 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head_dim = int(cfg.get("head_dim") or hidden // heads)
     w = gguf.GGUFWriter(out, arch, use_temp_file=True)
-    w.add_context_length(int(cfg.get("max_position_embeddings", 2048)))
+    granite_h = granite_hybrid_fields(cfg) if arch == "granitehybrid" else None
+    # Granite 4.0-H: NoPE, and its converter then writes 2**20 as the context length.
+    w.add_context_length(2 ** 20 if granite_h else int(cfg.get("max_position_embeddings", 2048)))
     w.add_embedding_length(hidden)
     w.add_block_count(int(cfg["num_hidden_layers"]))
     lfm2 = lfm2_fields(cfg) if arch == "lfm2" else None
@@ -384,7 +499,10 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
     if lfm2 or "intermediate_size" in cfg:
         w.add_feed_forward_length(lfm2["ff"] if lfm2 else int(cfg["intermediate_size"]))
     w.add_head_count(heads)
-    w.add_head_count_kv([lfm2["kv"] if t != "conv" else 0 for t in lfm2["layer_types"]] if lfm2 else kv_heads)
+    if granite_h:  # 0 marks the Mamba layers
+        w.add_head_count_kv([kv_heads if a else 0 for a in granite_h["attn"]])
+    else:
+        w.add_head_count_kv([lfm2["kv"] if t != "conv" else 0 for t in lfm2["layer_types"]] if lfm2 else kv_heads)
     w.add_key_length(head_dim)
     w.add_value_length(head_dim)
     # transformers 5's rope_parameters (Qwen3.5's) when it holds the theta itself, else the older top-level fields.
@@ -439,6 +557,8 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
         w.add_embedding_scale(float(cfg["embedding_multiplier"]))
         w.add_residual_scale(float(cfg["residual_multiplier"]))
         w.add_logit_scale(float(cfg["logits_scaling"]))
+    if granite_h:
+        add_granite_hybrid_keys(w, cfg, granite_h)
     if model_type == "olmo3":  # as llama.cpp's Olmo2Model converter: the window and its per-layer pattern
         w.add_sliding_window(int(cfg["sliding_window"]))
         w.add_array(f"{arch}.attention.sliding_window_pattern", [t == "sliding_attention" for t in cfg["layer_types"]])
@@ -476,12 +596,15 @@ def write(model_dir: str, out: str, pre: str | None = None, dtype: str = "f32", 
         tensors = qwen35_tensors(tensors, cfg)
     if lfm2:
         tensors = lfm2_tensors(tensors, lfm2["tied"])
+    if granite_h:
+        tensors = granite_hybrid_tensors(tensors, cfg, granite_h)
     top = ("token_embd.weight", "output_norm.weight", "output.weight", "token_embd_norm.weight")
 
-    # Matrices in f16 when asked; vectors, biases, convolution kernels and routers f32 (llama.cpp's ssm_conv reads its
-    # kernel as f32 only; its converter keeps these, ffn_gate_inp and ffn_gate_inp_shexp included, in f32).
+    # Matrices in f16 when asked; vectors, biases, norms (Granite 4.0-H's 2-D ssm_norm too), convolution kernels and
+    # routers f32 (llama.cpp's ssm_conv reads its kernel as f32 only; its converter keeps these, ffn_gate_inp and
+    # ffn_gate_inp_shexp included, in f32).
     def stored(name: str, t: np.ndarray) -> np.ndarray:
-        f32 = any(k in name for k in ("ssm_conv1d", "shortconv.conv", "ffn_gate_inp"))
+        f32 = any(k in name for k in ("ssm_conv1d", "shortconv.conv", "ffn_gate_inp")) or name.endswith("_norm.weight")
         return t.astype(np.float16 if dtype == "f16" and t.ndim >= 2 and name.endswith(".weight") and not f32
                         else np.float32)
 

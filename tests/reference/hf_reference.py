@@ -61,7 +61,9 @@ Semantics followed (HF eager attention path):
 
 Qwen3.5 / Qwen3.6, dense and MoE (model_type qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text): Reference.from_dir
 and the CLI hand them to hybrid_reference.HybridReference (hybrid_reference.py beside this file), which has this
-interface. LFM2 (model_type lfm2) likewise goes to lfm2_reference.Lfm2Reference (lfm2_reference.py).
+interface. LFM2 (model_type lfm2) likewise goes to lfm2_reference.Lfm2Reference (lfm2_reference.py), and the Mamba-2
+hybrids Granite 4.0-H (granitemoehybrid) and Nemotron-H (nemotron_h) to mamba2_reference.py's GraniteHybridReference
+and NemotronHReference.
 
 CLI (run it with Debian's /usr/bin/python3, which has torch):
   hf_reference.py --model DIR --ids "1 2 3" [--greedy N] [--logits-out FILE]
@@ -246,6 +248,8 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 HYBRID_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
 # LFM2 (gated short convolutions + GQA attention): lfm2_reference.py, which Reference.from_dir returns.
 LFM2_MODEL_TYPES = ("lfm2",)
+# The Mamba-2 hybrids, Granite 4.0-H and Nemotron-H: mamba2_reference.py, which Reference.from_dir returns.
+MAMBA2_MODEL_TYPES = ("granitemoehybrid", "nemotron_h")
 
 
 class Config:
@@ -511,6 +515,11 @@ class Reference:
         if raw.get("model_type") in LFM2_MODEL_TYPES:  # LFM2: its own file, same interface
             import lfm2_reference
             return lfm2_reference.Lfm2Reference.from_dir(model_dir)
+        if raw.get("model_type") in MAMBA2_MODEL_TYPES:  # Granite 4.0-H / Nemotron-H: their own file, same interface
+            import mamba2_reference
+            cls_ = mamba2_reference.GraniteHybridReference if raw["model_type"] == "granitemoehybrid" else \
+                mamba2_reference.NemotronHReference
+            return cls_.from_dir(model_dir)
         return cls(Config(raw), load_hf_tensors(model_dir))
 
     def reset(self) -> None:
