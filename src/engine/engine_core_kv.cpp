@@ -53,10 +53,14 @@ void EngineCore::create_state_pool(KvPoolRequest& request) {
   if (!m.has_recurrent_layers()) return;
   // Speculative decoding keeps the state after each token of a verification: 1 + k more per slot.
   const int64_t history = config_.speculative.enabled() ? config_.speculative.num_speculative_tokens + 1 : 0;
-  const int64_t slot = StatePool::slot_bytes(m);
-  const int64_t slots = std::clamp<int64_t>(request.budget_bytes / 2 / (slot * (1 + history)), 1, config_.max_num_seqs);
+  // The pages of one max_model_len sequence stay out of the states' reach, so a small budget still starts.
+  const int64_t slot = StatePool::slot_bytes(m), budget = request.budget_bytes;
+  const int64_t room = budget - pages_per_seq() * request.shape.bytes_per_page();
+  const int64_t slots =
+      std::clamp<int64_t>(std::min(budget / 2, room) / (slot * (1 + history)), 1, config_.max_num_seqs);
   const bool snapshots = config_.enable_prefix_caching && config_.state_snapshot_pages > 0;
-  const int64_t copies = snapshots ? std::clamp<int64_t>(request.budget_bytes / 4 / slot, 0, 4 * slots) : 0;
+  const int64_t left = room - slots * slot * (1 + history);
+  const int64_t copies = snapshots ? std::clamp<int64_t>(std::min(budget / 4, left) / slot, 0, 4 * slots) : 0;
   states_ = std::make_unique<StatePool>(m, slots, copies, history);
   request.budget_bytes -= states_->bytes();
   request.budget_source +=

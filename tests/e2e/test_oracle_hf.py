@@ -43,9 +43,10 @@ ROUTING_FLIPS_IN_BF16 = {"tiny-gpt-oss"}
 # the model itself is that sensitive: tiny-qwen3.5's oracle, its linear layers' inputs rounded to bf16, moves by up to
 # 5.8% (median 1.3%; tiny-qwen3's by 1.2%): the delta rule carries every rounding into the state of later tokens. The
 # engine measured 7.5% max, 1.8% median. tiny-lfm2's oracle with every weight product's input rounded to bf16 moves by
-# 3.14% max (median 0.95%), and so does the engine (3.14%): its two multiplicative gates around the convolution. Bounded
-# here: max below the value, median below the usual tolerance.
-SENSITIVE_IN_BF16 = {"tiny-qwen3.5": 0.12, "tiny-lfm2": 0.05}
+# 3.14% max (median 0.95%), and so does the engine (3.14%): its two multiplicative gates around the convolution.
+# tiny-granite-4.0-h's oracle so rounded moves by 10.4% max (median 1.3%; routing near-ties and the scan's state), the
+# engine by 5.3% max. Bounded here: max below the value, median below the usual tolerance.
+SENSITIVE_IN_BF16 = {"tiny-qwen3.5": 0.12, "tiny-lfm2": 0.05, "tiny-granite-4.0-h": 0.12}
 GREEDY_TOKENS = 32
 
 _oracles = {}
@@ -92,7 +93,8 @@ CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), (
          ("tiny-smollm3", "f32"), ("tiny-smollm3", "bf16"), ("tiny-olmo2", "f32"), ("tiny-olmo2", "bf16"),
          ("tiny-olmo3", "f32"), ("tiny-olmo3", "bf16"), ("tiny-granite", "f32"), ("tiny-granite", "bf16"),
          ("tiny-gpt-oss", "f32"), ("tiny-gpt-oss", "bf16"), ("tiny-qwen3.5", "f32"), ("tiny-qwen3.5", "bf16"),
-         ("tiny-lfm2", "f32"), ("tiny-lfm2", "bf16"), ("tiny-qwen3.5-moe", "f32")]
+         ("tiny-lfm2", "f32"), ("tiny-lfm2", "bf16"), ("tiny-qwen3.5-moe", "f32"),
+         ("tiny-granite-4.0-h", "f32"), ("tiny-granite-4.0-h", "bf16")]
 # tiny-qwen3.5-moe in bf16 is not compared: bf16-rounded activations both flip near-tied routing decisions (as for
 # tiny-gpt-oss) and move the delta rule's state (as for tiny-qwen3.5), 1.15 at the worst position; its f32 case and
 # tiny-qwen3.5's bf16 case cover the kernels.

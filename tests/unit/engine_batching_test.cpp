@@ -161,7 +161,9 @@ TEST_P(BatchingTest, ConcurrentGreedyEqualsAlone) {
                 static_cast<long>(stats.num_steps), static_cast<long>(stats.computed_tokens),
                 static_cast<long>(stats.num_preemptions), static_cast<long>(stats.prefix_hit_tokens),
                 static_cast<long>(stats.max_num_running));
-    if (name.starts_with("tiny")) {
+    // tiny-granite-4.0-h's state slots (30 KiB each) take most of the tiny budget: admission waits for a slot (two
+    // run at once) before pages run short, so its tiny-budget runs test slot-bound batching rather than preemption.
+    if (name.starts_with("tiny") && GetParam() != "tiny-granite-4.0-h") {
       EXPECT_GT(stats.num_preemptions, 0);
     }
     if (name == "prefix caching on") {

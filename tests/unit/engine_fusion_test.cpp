@@ -223,6 +223,15 @@ TEST_F(FusionOnTestModels, TinyLfm2F32) {
   EXPECT_LT(fused.dispatches_per_step, none.dispatches_per_step);
 }
 
+// Granite 4.0-H: Mamba2 layers (three projections, conv, scan, gated group norm) and experts beside the shared MLP.
+TEST_F(FusionOnTestModels, TinyGraniteHybridF32) {
+  const ModelWeights w = load_model(write("tiny-granite-4.0-h", DType::F32));
+  const GenerationRun none = generate(w, {FusionStrategy::kNone, {}}, kPrompt);
+  const GenerationRun fused = generate(w, {FusionStrategy::kAuto, {}}, kPrompt);
+  expect_same_results(fused, none);
+  EXPECT_LT(fused.dispatches_per_step, none.dispatches_per_step);
+}
+
 TEST_F(FusionOnTestModels, QuantizedWeightsFuseToo) {
   const ModelWeights base = load_model(write("tiny-qwen2", DType::F32));
   for (const QuantConfig& q : {parse_quantization("w8a16"), parse_quantization("w8a16", 32, false),

@@ -15,6 +15,7 @@
 
 #include "engine/engine_access.h"
 #include "engine_test_support.h"
+#include "kv/state_pool.h"
 #include "minfer/engine.h"
 
 namespace minfer {
@@ -112,9 +113,9 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
   std::vector<Variant> variants = {{"k=4", spec_config(base)}, {"k=1", spec_config(base, 1)}};
   // A model with recurrent layers drafts with an attention sibling of the same generated vocabulary (a draft model
   // with recurrent layers is refused); the target's own recurrent state rolls back to the last accepted draft.
-  const bool hybrid = GetParam() == "tiny-qwen3.5" || GetParam() == "tiny-lfm2";
+  const bool hybrid = GetParam() == "tiny-qwen3.5" || GetParam() == "tiny-lfm2" || GetParam() == "tiny-granite-4.0-h";
   const std::string draft =
-      !hybrid ? model() : testing::tiny_model_dir(GetParam() == "tiny-lfm2" ? "tiny-llama" : "tiny-qwen3");
+      !hybrid ? model() : testing::tiny_model_dir(GetParam() == "tiny-qwen3.5" ? "tiny-qwen3" : "tiny-llama");
   variants.push_back({hybrid ? "draft model: an attention sibling" : "draft model: the target itself",
                       draft_config(base, draft), hybrid});
   if (GetParam() != "stories260K" && !hybrid)
@@ -135,7 +136,8 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
     return EngineAccess::core(probe).model_config();
   }();
   const int64_t page_bytes = 2 * 16 * 4 * probe_model.num_layers * probe_model.num_kv_heads * probe_model.head_dim;
-  c.kv_cache_memory = page_bytes * (160 / 16 + 3);  // preemption, and drafts short of pages
+  // Preemption, and drafts short of pages; a hybrid also needs a state slot with its 1 + k history slots.
+  c.kv_cache_memory = page_bytes * (160 / 16 + 3) + (hybrid ? 2 * 6 * StatePool::slot_bytes(probe_model) : 0);
   variants.push_back({"tiny KV budget (preemption)", c});
   c = draft_config(c, draft);
   variants.push_back({"draft model, tiny KV budget", c, hybrid});
@@ -186,7 +188,7 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
 
 INSTANTIATE_TEST_SUITE_P(Models, SpeculativeTest,
                          ::testing::Values("stories260K", "tiny-llama", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3.5",
-                                           "tiny-lfm2"));
+                                           "tiny-lfm2", "tiny-granite-4.0-h"));
 
 // disable_by_batch_size: no drafts while that many sequences run; drafting resumes as the batch drains.
 TEST(Speculative, DisableByBatchSizeTurnsDraftingOffInLargeSteps) {

@@ -6,8 +6,9 @@
 // Mamba2: z, x|B|C and dt from in_proj (split at load); conv (4 taps, bias, SiLU) over x|B|C; the selective scan
 // (kernels/mixers.h); RMSNorm per group of y * SiLU(z); out projection. From Hugging Face and GGUF (llama.cpp's
 // granitehybrid).
-#include "model/families/family_file.h"
 #include "model/families/granite_hybrid.h"
+
+#include "model/families/family_file.h"
 
 namespace minfer {
 namespace {
@@ -54,8 +55,8 @@ ValueId feed_forward(DecoderBuilder& b, int64_t layer, ValueId h) {
   graph::Graph& g = b.graph();
   const ValueId gate = b.matmul(h, p + "shared.w_gate", "", p + "shared_gate_in");
   const ValueId up = b.matmul(h, p + "shared.w_up", "", p + "shared_up");
-  const ValueId act = g.add_node(
-      Node{.kind = OpKind::kSiluMul, .inputs = {gate, up}, .output = g.add_value(p + "shared_act", g.value(gate).width)});
+  const ValueId act = g.add_node(Node{
+      .kind = OpKind::kSiluMul, .inputs = {gate, up}, .output = g.add_value(p + "shared_act", g.value(gate).width)});
   return b.add(b.moe(layer, h), b.matmul(act, p + "shared.w_down", "", p + "shared"), p + "moe_sum");
 }
 
@@ -100,8 +101,9 @@ void read_mamba(const HfFields& f, ModelConfig& c) {
               m.inner(), inner);
   if (f.boolean("mamba_proj_bias", false)) fail_load(f.path(), "unsupported: mamba_proj_bias = true");
   if (const nlohmann::json* limit = f.get("time_step_limit")) {
-    const bool default_limit = limit->is_array() && limit->size() == 2 && (*limit)[0] == 0.0 &&
-                               ((*limit)[1].is_null() || ((*limit)[1].is_number() && std::isinf((*limit)[1].get<double>())));
+    const bool default_limit =
+        limit->is_array() && limit->size() == 2 && (*limit)[0] == 0.0 &&
+        ((*limit)[1].is_null() || ((*limit)[1].is_number() && std::isinf((*limit)[1].get<double>())));
     if (!default_limit) fail_load(f.path(), "unsupported: time_step_limit {} (only (0, inf))", limit->dump());
   }
 }

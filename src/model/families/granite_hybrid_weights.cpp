@@ -49,8 +49,8 @@ void split_experts(ModelWeights& w, const std::string& p) {
     Tensor stacked = it->second;
     const int64_t width = c.moe_intermediate_size;
     if (stacked.rank() != 3 || stacked.dim(0) != c.num_experts || stacked.dim(1) != 2 * width || stacked.quant)
-      fail_load(w.path, "tensor '{}experts input_linear' has shape {}, expected [{}, {}, {}]", p, stacked.shape_string(),
-                c.num_experts, 2 * width, c.hidden_size);
+      fail_load(w.path, "tensor '{}experts input_linear' has shape {}, expected [{}, {}, {}]", p,
+                stacked.shape_string(), c.num_experts, 2 * width, c.hidden_size);
     stacked.shape = {c.num_experts * 2 * width, stacked.dim(2)};
     for (int64_t e = 0; e < c.num_experts; ++e) {
       const std::string x = p + "experts." + std::to_string(e) + ".";
@@ -126,7 +126,8 @@ void read_granite_hybrid_gguf(const GgufFile& g, const std::string& a, ModelConf
   c.attention_scale = g.find_float(a + ".attention.scale").value_or(0.0);
   c.residual_multiplier = g.find_float(a + ".residual_scale").value_or(1.0);
   c.logits_scaling = g.find_float(a + ".logit_scale").value_or(1.0);
-  if (!g.find_int(a + ".rope.scaling.finetuned").value_or(1)) c.layer_rope.assign(static_cast<size_t>(c.num_layers), false);
+  if (!g.find_int(a + ".rope.scaling.finetuned").value_or(1))
+    c.layer_rope.assign(static_cast<size_t>(c.num_layers), false);
   MambaShape& m = c.mamba;
   m.conv_kernel = g.get_int(a + ".ssm.conv_kernel");
   m.state = g.get_int(a + ".ssm.state_size");
@@ -140,9 +141,11 @@ void read_granite_hybrid_gguf(const GgufFile& g, const std::string& a, ModelConf
   if (kv == nullptr || kv->type != GgufType::ARRAY)
     fail_load(g.path(), "metadata '{}' must list each layer's KV heads (0 for a Mamba2 layer)", kv_key);
   c.layer_mixers.clear();
-  for (int64_t n : g.get_int_array(kv_key)) c.layer_mixers.push_back(n == 0 ? LayerMixer::kMamba2 : LayerMixer::kAttention);
+  for (int64_t n : g.get_int_array(kv_key))
+    c.layer_mixers.push_back(n == 0 ? LayerMixer::kMamba2 : LayerMixer::kAttention);
   if (c.num_experts > 0) c.shared_expert_gated = false;
-  if (c.num_experts == 0 && c.shared_expert_intermediate_size > 0) c.intermediate_size = c.shared_expert_intermediate_size;
+  if (c.num_experts == 0 && c.shared_expert_intermediate_size > 0)
+    c.intermediate_size = c.shared_expert_intermediate_size;
 }
 
 void adapt_granite_hybrid_weights(ModelWeights& w) {
@@ -165,8 +168,8 @@ void adapt_granite_hybrid_weights(ModelWeights& w) {
 nlohmann::json granite_hybrid_test_config(const TestPreset& p, const TestConfigContext& x) {
   nlohmann::json j = test_config_base(p, x, "GraniteMoeHybridForCausalLM", "5.25.0");
   nlohmann::json types = nlohmann::json::array();
-  for (int64_t i = 0; i < p.layers; ++i) types.push_back(p.tiny ? (i == 2 ? "attention" : "mamba")
-                                                                : (i % 10 == 5 ? "attention" : "mamba"));
+  for (int64_t i = 0; i < p.layers; ++i)
+    types.push_back(p.tiny ? (i == 2 ? "attention" : "mamba") : (i % 10 == 5 ? "attention" : "mamba"));
   j.update({{"attention_multiplier", p.tiny ? 0.125 : 0.0078125},
             {"embedding_multiplier", p.tiny ? 2.0 : 12.0},
             {"intermediate_size", p.moe_intermediate},
