@@ -24,6 +24,11 @@ REFUSED = {
     "tiny-gemma2": "query_pre_attn_scalar",
     "tiny-gemma3": "query_pre_attn_scalar",
     "tiny-smollm3": "no_rope_layers",
+    # The 2026 hybrids: read from GGUF (test_family_gguf.py), not written yet.
+    "tiny-qwen3.5": "Qwen3.5",
+    "tiny-qwen3.5-moe": "Qwen3.5-MoE",
+    "tiny-lfm2": "LFM2",
+    "tiny-granite-4.0-h": "Granite 4.0-H",
 }
 
 
