@@ -106,8 +106,10 @@ void validate_rope_scaling(const RopeScaling& s, int64_t rotary_dims, const std:
 }
 
 void validate_mamba(const MambaShape& m, const std::string& source) {
-  for (auto [field, v] : {std::pair{"mamba_n_heads", m.heads}, {"mamba_d_head", m.head_dim},
-                          {"mamba_n_groups", m.groups}, {"mamba_d_state", m.state}})
+  for (auto [field, v] : {std::pair{"mamba_n_heads", m.heads},
+                          {"mamba_d_head", m.head_dim},
+                          {"mamba_n_groups", m.groups},
+                          {"mamba_d_state", m.state}})
     if (v <= 0 || v > 65536) fail_load(source, "invalid config: {} = {} (must be in 1..65536)", field, v);
   if (m.heads % m.groups != 0)
     fail_load(source, "invalid config: mamba_n_groups ({}) does not divide mamba_n_heads ({})", m.groups, m.heads);

@@ -80,7 +80,8 @@ TEST_P(RecurrentHistory, KeptDraftStateContinuesAsPlainDecoding) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Hybrids, RecurrentHistory, ::testing::Values("tiny-qwen3.5", "tiny-lfm2", "tiny-granite-4.0-h"));
+INSTANTIATE_TEST_SUITE_P(Hybrids, RecurrentHistory,
+                         ::testing::Values("tiny-qwen3.5", "tiny-lfm2", "tiny-granite-4.0-h"));
 
 }  // namespace
 }  // namespace minfer

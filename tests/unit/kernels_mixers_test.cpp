@@ -146,8 +146,21 @@ TEST(KernelsMixers, SsmScanLeavesMatchReferenceAndCarryState) {
         const auto dt = random_floats(rng, static_cast<size_t>(ntok), -3.0f, 2.0f);
         const auto state0 = random_floats(rng, static_cast<size_t>(P * N), -0.5f, 0.5f);
         auto head = [&](std::vector<float>& state, std::vector<float>& out, int64_t t0, int64_t t1) {
-          SsmHead h{xbc.data() + t0 * ld, xbc.data() + t0 * ld + P, xbc.data() + t0 * ld + P + N, ld,
-                    dt.data() + t0, 1, -0.8f, 0.4f, 0.3f, out.data() + t0 * P, P, state.data(), t1 - t0, P, N};
+          SsmHead h{xbc.data() + t0 * ld,
+                    xbc.data() + t0 * ld + P,
+                    xbc.data() + t0 * ld + P + N,
+                    ld,
+                    dt.data() + t0,
+                    1,
+                    -0.8f,
+                    0.4f,
+                    0.3f,
+                    out.data() + t0 * P,
+                    P,
+                    state.data(),
+                    t1 - t0,
+                    P,
+                    N};
           return h;
         };
         std::vector<float> want_state = state0, want(static_cast<size_t>(ntok * P));

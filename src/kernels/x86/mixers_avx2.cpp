@@ -14,7 +14,7 @@ void ssm_head(const SsmHead& head) { x86::ssm_head<Vec>(head); }
 
 namespace minfer::kernels {
 
-constinit const MixerLeaves kAvx2Mixers = {.conv1d = avx2::conv1d, .delta_net_head = avx2::delta_net_head,
-                                                .ssm_head = avx2::ssm_head};
+constinit const MixerLeaves kAvx2Mixers = {
+    .conv1d = avx2::conv1d, .delta_net_head = avx2::delta_net_head, .ssm_head = avx2::ssm_head};
 
 }  // namespace minfer::kernels

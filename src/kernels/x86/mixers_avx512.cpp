@@ -14,7 +14,7 @@ void ssm_head(const SsmHead& head) { x86::ssm_head<Vec>(head); }
 
 namespace minfer::kernels {
 
-constinit const MixerLeaves kAvx512Mixers = {.conv1d = avx512::conv1d, .delta_net_head = avx512::delta_net_head,
-                                                .ssm_head = avx512::ssm_head};
+constinit const MixerLeaves kAvx512Mixers = {
+    .conv1d = avx512::conv1d, .delta_net_head = avx512::delta_net_head, .ssm_head = avx512::ssm_head};
 
 }  // namespace minfer::kernels

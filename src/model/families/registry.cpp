@@ -12,10 +12,10 @@ extern const Family kLlamaFamily, kMistralFamily, kMixtralFamily, kQwen2Family, 
 
 namespace {
 
-const Family* const kFamilies[] = {&kLlamaFamily,  &kMistralFamily,  &kMixtralFamily,   &kQwen2Family,
-                                   &kQwen3Family,  &kQwen3MoeFamily, &kGemma2Family,    &kGemma3Family,
-                                   &kPhi3Family,   &kSmolLM3Family,  &kOlmo2Family,     &kGraniteFamily,
-                                   &kGptOssFamily, &kQwen35Family,   &kQwen35MoeFamily, &kLfm2Family, &kGraniteHybridFamily};
+const Family* const kFamilies[] = {
+    &kLlamaFamily,  &kMistralFamily, &kMixtralFamily,   &kQwen2Family,   &kQwen3Family,        &kQwen3MoeFamily,
+    &kGemma2Family, &kGemma3Family,  &kPhi3Family,      &kSmolLM3Family, &kOlmo2Family,        &kGraniteFamily,
+    &kGptOssFamily, &kQwen35Family,  &kQwen35MoeFamily, &kLfm2Family,    &kGraniteHybridFamily};
 
 }  // namespace
 

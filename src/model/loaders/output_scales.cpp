@@ -88,8 +88,8 @@ void fold_output_scales(ModelWeights& w) {
     // out projection) and the feed-forward's down projections (dense, each expert's, the shared expert's).
     const auto m = static_cast<float>(c.residual_multiplier);
     for (auto& [key, tensor] : w.tensors) {
-      const bool writes_residual = key.ends_with(".wo") || key.ends_with(".w_down") || key.ends_with(".ssm_out") ||
-                                   key.ends_with(".conv_out");
+      const bool writes_residual =
+          key.ends_with(".wo") || key.ends_with(".w_down") || key.ends_with(".ssm_out") || key.ends_with(".conv_out");
       if (key.starts_with("layers.") && writes_residual) tensor = scaled(tensor, m, key);
     }
   }
