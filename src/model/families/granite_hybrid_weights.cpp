@@ -4,6 +4,7 @@
 
 #include "model/families/family_file.h"
 #include "model/families/granite_hybrid.h"
+#include "model/loaders/weight_check.h"
 
 namespace minfer {
 namespace {
@@ -45,20 +46,7 @@ void reshape_vectors(ModelWeights& w, const std::string& p) {
 // shared MLP's input_linear [2 width, hidden] into gate and up (or the dense layer's, without experts).
 void split_experts(ModelWeights& w, const std::string& p) {
   const ModelConfig& c = w.config;
-  if (auto it = w.tensors.find(p + "experts.w_gate_up"); it != w.tensors.end()) {
-    Tensor stacked = it->second;
-    const int64_t width = c.moe_intermediate_size;
-    if (stacked.rank() != 3 || stacked.dim(0) != c.num_experts || stacked.dim(1) != 2 * width || stacked.quant)
-      fail_load(w.path, "tensor '{}experts input_linear' has shape {}, expected [{}, {}, {}]", p,
-                stacked.shape_string(), c.num_experts, 2 * width, c.hidden_size);
-    stacked.shape = {c.num_experts * 2 * width, stacked.dim(2)};
-    for (int64_t e = 0; e < c.num_experts; ++e) {
-      const std::string x = p + "experts." + std::to_string(e) + ".";
-      take_rows(w, stacked, 2 * e * width, width, x + "w_gate");
-      take_rows(w, stacked, (2 * e + 1) * width, width, x + "w_up");
-    }
-    w.tensors.erase(it);
-  }
+  split_stacked_gate_up(w, p, "block_sparse_moe.input_linear.weight");
   if (auto it = w.tensors.find(p + "shared.w_gate_up"); it != w.tensors.end()) {
     const Tensor in = it->second;
     const int64_t width = in.dim(0) / 2;

@@ -5,6 +5,7 @@
 
 #include "model/families/family_file.h"
 #include "model/families/qwen35.h"
+#include "model/loaders/weight_check.h"
 
 namespace minfer {
 namespace {
@@ -51,21 +52,7 @@ void adapt_hf_delta_rule(ModelWeights& w, const std::string& p) {
 // transformers 5's stacked experts.gate_up_proj [experts, 2 width, hidden] (each expert's gate rows, then its up rows)
 // into each expert's matrices; GGUF's 1-D shared-expert gate as the [1, hidden] matrix it multiplies by.
 void adapt_moe(ModelWeights& w, const std::string& p) {
-  const ModelConfig& c = w.config;
-  if (auto it = w.tensors.find(p + "experts.w_gate_up"); it != w.tensors.end()) {
-    Tensor stacked = it->second;
-    const int64_t width = c.moe_intermediate_size;
-    if (stacked.rank() != 3 || stacked.dim(0) != c.num_experts || stacked.dim(1) != 2 * width || stacked.quant)
-      fail_load(w.path, "tensor '{}experts.gate_up_proj' has shape {}, expected [{}, {}, {}]", p,
-                stacked.shape_string(), c.num_experts, 2 * width, c.hidden_size);
-    stacked.shape = {c.num_experts * 2 * width, stacked.dim(2)};
-    for (int64_t e = 0; e < c.num_experts; ++e) {
-      const std::string x = p + "experts." + std::to_string(e) + ".";
-      w.tensors[x + "w_gate"] = row_slice(stacked, 2 * e * width, (2 * e + 1) * width);
-      w.tensors[x + "w_up"] = row_slice(stacked, (2 * e + 1) * width, (2 * e + 2) * width);
-    }
-    w.tensors.erase(it);
-  }
+  split_stacked_gate_up(w, p, "mlp.experts.gate_up_proj");
   if (auto it = w.tensors.find(p + "shared_gate"); it != w.tensors.end() && it->second.rank() == 1)
     it->second.shape = {1, it->second.dim(0)};
 }

@@ -227,4 +227,22 @@ void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrig
     }
 }
 
+void split_stacked_gate_up(ModelWeights& w, const std::string& p, const char* hf_name) {
+  const ModelConfig& c = w.config;
+  auto it = w.tensors.find(p + "experts.w_gate_up");
+  if (it == w.tensors.end()) return;
+  Tensor stacked = it->second;
+  const int64_t width = c.moe_intermediate_size;
+  if (stacked.rank() != 3 || stacked.dim(0) != c.num_experts || stacked.dim(1) != 2 * width || stacked.quant)
+    fail_load(w.path, "tensor '{}{}' has shape {}, expected [{}, {}, {}]", p, hf_name, stacked.shape_string(),
+              c.num_experts, 2 * width, c.hidden_size);
+  stacked.shape = {c.num_experts * 2 * width, stacked.dim(2)};
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const std::string x = p + "experts." + std::to_string(e) + ".";
+    w.tensors[x + "w_gate"] = row_slice(stacked, 2 * e * width, (2 * e + 1) * width);
+    w.tensors[x + "w_up"] = row_slice(stacked, (2 * e + 1) * width, (2 * e + 2) * width);
+  }
+  w.tensors.erase(it);
+}
+
 }  // namespace minfer

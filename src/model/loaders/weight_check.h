@@ -38,4 +38,9 @@ void split_gpt_oss_experts(ModelWeights& weights, std::map<std::string, WeightOr
 void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrigin>& origins,
                    const std::string& checkpoint, const std::function<std::string(const std::string&)>& file_name_of);
 
+// transformers 5's stacked gate/up experts, layers.{i}.experts.w_gate_up [experts, 2 width, hidden] (each expert's gate
+// rows, then its up rows; HF's gate_up_proj or input_linear, named `hf_name` in errors), as each expert's w_gate and
+// w_up (views). `p` is the layer prefix; no-op when the layer has no such tensor.
+void split_stacked_gate_up(ModelWeights& w, const std::string& p, const char* hf_name);
+
 }  // namespace minfer
