@@ -2,6 +2,7 @@
 // tokenizer.json (+ tokenizer_config.json).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -85,13 +86,10 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
   const std::optional<QuantConfig> quant = read_checkpoint_quantization((fs::path(dir) / "config.json").string());
   const auto hf_name_of = [arch = w.config.arch](const std::string& c) { return canonical_to_hf(c, arch); };
   std::map<std::string, WeightOrigin> origins;
-  int64_t skipped = 0;
+  const auto skipped = std::count_if(placement.begin(), placement.end(),
+                                     [](const auto& placed) { return beside_text_model(placed.first); });
   for (const auto& [name, file] : placement) {
-    if (beside_text_model(name)) {
-      ++skipped;
-      continue;
-    }
-    if (ignorable(name) || (quant && is_quantization_companion(name))) continue;
+    if (beside_text_model(name) || ignorable(name) || (quant && is_quantization_companion(name))) continue;
     const auto canonical = hf_to_canonical(name, w.config.arch);
     if (!canonical)
       fail_load(file->path(), "unexpected tensor '{}' (not a weight of a {} model)", name, w.config.arch_name());
