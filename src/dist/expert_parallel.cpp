@@ -93,7 +93,7 @@ void moe_ffn_expert_parallel(const float* x, int64_t rows, int64_t hidden, const
                   logits, pool);
   int32_t* choice = grow(ms.choice, n * k);
   float* prob = grow(ms.prob, n * k);
-  kernels::moe_route(logits, n, experts, k, moe.renormalize, choice, prob);
+  kernels::moe_route(logits, n, experts, moe.routing(), choice, prob);
 
   // Dispatch: the (row, slot) items grouped by the rank holding their expert.
   s.send_items.assign(static_cast<size_t>(ranks), 0);

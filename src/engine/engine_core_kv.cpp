@@ -24,7 +24,7 @@ KvPoolRequest EngineCore::kv_pool_request() const {
   KvPoolRequest req;
   req.shape.dtype = config_.kv_cache_dtype == KvCacheDtype::kBf16 ? DType::BF16 : DType::F32;
   req.shape.num_layers = 0;  // the attention layers: recurrent ones keep a state slot instead (create_state_pool)
-  for (int64_t i = 0; i < m.num_layers; ++i) req.shape.num_layers += m.is_recurrent(i) ? 0 : 1;
+  for (int64_t i = 0; i < m.num_layers; ++i) req.shape.num_layers += m.attends(i) ? 1 : 0;
   req.shape.kv_heads = runner_weights().config.num_kv_heads;  // this rank's, under tensor parallel
   req.shape.head_dim = m.head_dim;
   req.shape.page = page_;
@@ -90,7 +90,7 @@ void EngineCore::create_kv_groups(const KvPoolRequest& request) {
   window_layers_.assign(static_cast<size_t>(m.num_layers), 0);
   int64_t windowed = 0;
   for (int64_t i = 0; i < m.num_layers; ++i)
-    if (!contiguous && !m.is_recurrent(i) && m.is_sliding(i)) window_layers_[static_cast<size_t>(i)] = 1, ++windowed;
+    if (!contiguous && m.attends(i) && m.is_sliding(i)) window_layers_[static_cast<size_t>(i)] = 1, ++windowed;
   if (windowed == 0) window_layers_.clear();
   const int64_t ps = page_.size(), full_layers = req.shape.num_layers - windowed;
   if (windowed == 0 || full_layers == 0) {  // one pool (all layers alike)
@@ -143,7 +143,7 @@ void EngineCore::log_kv_pools() const {
         "a sequence holds a slot while it runs)",
         states_->num_slots(), StatePool::slot_bytes(m) >> 10,
         std::count_if(m.layer_mixers.begin(), m.layer_mixers.end(),
-                      [](LayerMixer x) { return x != LayerMixer::kAttention; }),
+                      [](LayerMixer x) { return x != LayerMixer::kAttention && x != LayerMixer::kNone; }),
         states_->num_snapshots(), config_.state_snapshot_pages * page_.size(), states_->bytes() >> 20);
 }
 

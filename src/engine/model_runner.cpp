@@ -129,7 +129,7 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
   views_.clear();
   int64_t full_index = 0, local_index = 0;
   for (int64_t l = 0; l < config_.num_layers; ++l) {
-    if (config_.is_recurrent(l)) {
+    if (!config_.attends(l)) {
       views_.emplace_back();
       continue;
     }

@@ -28,6 +28,7 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     case OpKind::kAdd:
     case OpKind::kSiluMul:
     case OpKind::kGeluTanhMul:
+    case OpKind::kRelu2:
     case OpKind::kSoftcap: run_elementwise(node, rows_of(node.output)); return;
     case OpKind::kAddRmsNorm: run_add_rmsnorm(node, rows_of(node.output)); return;
     case OpKind::kFusedMatMul: run_fused_matmul(node, step, kv_layers, tokens, sampled); return;
@@ -113,6 +114,11 @@ void Executor::run_elementwise(const Node& node, int64_t rows) {
     });
     return;
   }
+  if (node.kind == OpKind::kRelu2) {
+    pool_.parallel_for(n, 4096,
+                       [&](size_t lo, size_t hi) { kernels::relu2(x + lo, y + lo, static_cast<int64_t>(hi - lo)); });
+    return;
+  }
   const float* x2 = input(node, 1);
   if (node.kind == OpKind::kSigmoidMul && graph_.value(node.inputs[0]).width == 1) {
     run_row_gate(node, rows);
@@ -164,7 +170,10 @@ void Executor::run_moe(const Node& node, int64_t rows) {
                                 .gate_up_block = node.block,
                                 .router_bias = node.bias,
                                 .expert_biases = node.expert_biases,
-                                .activation = node.moe_activation};
+                                .activation = node.moe_activation,
+                                .gating = node.moe_gating,
+                                .selection_bias = node.selection_bias,
+                                .routed_scale = node.routed_scale};
   const int64_t width = graph_.value(node.output).width;
   if (node.expert_parallel)
     dist::moe_ffn_expert_parallel(input(node, 0), rows, width, moe, node.expert_begin, buffer(node.output), pool_,

@@ -22,6 +22,7 @@ const char* op_name(OpKind kind) {
     case OpKind::kGatherRows: return "gather_rows";
     case OpKind::kSigmoidMul: return "sigmoid_mul";
     case OpKind::kMul: return "mul";
+    case OpKind::kRelu2: return "relu2";
     case OpKind::kConv1d: return "conv1d";
     case OpKind::kDeltaNet: return "delta_net";
     case OpKind::kSsmScan: return "ssm_scan";

@@ -34,6 +34,7 @@ enum class OpKind : uint8_t {
   kGatherRows,   // out = the rows of in0 that sample (the last position of each sequence)
   kSigmoidMul,   // out = in1 * sigmoid(in0) (Qwen3.5's attention output gate); in0 one wide: a gate per row
   kMul,          // out = in0 * in1 (LFM2's convolution gates)
+  kRelu2,        // out = max(in0, 0)^2 (Nemotron-H's MLP)
   // Recurrent mixers (kernels/mixers.h), reading and updating each sequence's state slot of `layer`.
   kConv1d,    // out = causal depthwise conv of in0 with weight [channels, taps] (+ bias), SiLU-ed when `silu`
   kDeltaNet,  // out = gated delta rule of in0 (conv'd q | k | v), in1 (beta logits), in2 (decay logits)
@@ -102,6 +103,10 @@ struct Node {
   // experts' activation.
   std::vector<const Tensor*> expert_biases;
   kernels::MoeActivation moe_activation = kernels::MoeActivation::kSilu;
+  // Moe with a sigmoid router (LFM2-MoE): kernels::MoeRouting's gating, selection bias (f32) and scale.
+  kernels::MoeGating moe_gating = kernels::MoeGating::kSoftmax;
+  const Tensor* selection_bias = nullptr;
+  float routed_scale = 1.0f;
   // Moe under expert parallel: `experts` holds this rank's experts only, from expert_begin on (of the router's
   // rows); tokens go to the ranks holding their experts and come back by all-to-all (dist/expert_parallel.h).
   bool expert_parallel = false;

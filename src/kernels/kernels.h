@@ -51,6 +51,8 @@ void add(const float* a, const float* b, float* out, int64_t n);
 // out = a * b element by element (LFM2's convolution gates): one implementation for every ISA, a loop the compiler
 // vectorises (it is bound by memory, as add is).
 void mul(const float* a, const float* b, float* out, int64_t n);
+// out = max(x, 0)^2 (Nemotron-H's MLP activation): a vectorised loop like mul.
+void relu2(const float* x, float* out, int64_t n);
 
 // In-place numerically stable softmax over each row of x [rows, cols].
 void softmax(float* x, int64_t rows, int64_t cols);

@@ -16,6 +16,21 @@ namespace minfer::kernels {
 // How an expert gates: down(silu(gate(x)) * up(x)), or gpt-oss's clamped SwiGLU (ref::swiglu_oai).
 enum class MoeActivation : uint8_t { kSilu, kSwigluOai };
 
+// How a row's router logits become scores: a softmax over the experts (Qwen3-MoE, Mixtral, gpt-oss), or each logit's
+// sigmoid on its own (LFM2-MoE; DeepSeek-V3's too).
+enum class MoeGating : uint8_t { kSoftmax, kSigmoid };
+
+// How the router's logits choose a row's top_k experts and weigh them.
+struct MoeRouting {
+  int64_t top_k = 0;
+  bool renormalize = true;  // the chosen scores renormalised to sum to 1 (norm_topk_prob)
+  MoeGating gating = MoeGating::kSoftmax;
+  // Added to the scores to choose the experts but not to weigh them (LFM2-MoE's expert_bias, DeepSeek-V3's
+  // e_score_correction_bias): f32 [experts]; null: none.
+  const float* selection_bias = nullptr;
+  float scale = 1.0f;  // the chosen weights times this, after renormalising (routed_scaling_factor)
+};
+
 struct MoeWeights {
   const Tensor* router = nullptr;  // [experts, hidden], any GEMM weight type
   // 3 per expert: gate [ff, hidden], up [ff, hidden], down [hidden, ff]; or with gate_up_block, 2 per expert: gate and
@@ -29,6 +44,13 @@ struct MoeWeights {
   const Tensor* router_bias = nullptr;
   std::span<const Tensor* const> expert_biases;
   MoeActivation activation = MoeActivation::kSilu;
+  // Sigmoid routers (LFM2-MoE): MoeRouting's gating, selection bias (f32 [experts]) and scale.
+  MoeGating gating = MoeGating::kSoftmax;
+  const Tensor* selection_bias = nullptr;
+  float routed_scale = 1.0f;
+  MoeRouting routing() const {
+    return {top_k, renormalize, gating, selection_bias ? selection_bias->as<float>() : nullptr, routed_scale};
+  }
 };
 
 // Buffers a call grows once to the largest batch and then reuses.
@@ -38,9 +60,9 @@ struct MoeScratch {
   std::vector<float> prob;
 };
 
-// Which experts each row chose and with what weight, in the order of their probability (ties: the lower expert).
-// choice and prob are [rows, top_k]. Exposed for tests.
-void moe_route(const float* logits, int64_t rows, int64_t experts, int64_t top_k, bool renormalize, int32_t* choice,
+// Which experts each row chose and with what weight, in the order of their score (+ selection bias; ties: the lower
+// expert). choice and prob are [rows, top_k]. Exposed for tests.
+void moe_route(const float* logits, int64_t rows, int64_t experts, const MoeRouting& routing, int32_t* choice,
                float* prob);
 
 // out [n, hidden] = down_e(silu(gate_e(x)) * up_e(x)) for expert e of moe.experts (its index there), over rows

@@ -25,6 +25,9 @@ void check_weights(const MoeWeights& m, int64_t hidden) {
   MINFER_CHECK(m.top_k >= 1 && m.top_k <= experts, "moe: top_k {} of {} experts", m.top_k, experts);
   MINFER_CHECK(m.router_bias == nullptr || (m.router_bias->dtype == DType::F32 && m.router_bias->numel() == experts),
                "moe: router bias {} for {} experts", m.router_bias ? m.router_bias->shape_string() : "", experts);
+  MINFER_CHECK(
+      m.selection_bias == nullptr || (m.selection_bias->dtype == DType::F32 && m.selection_bias->numel() == experts),
+      "moe: selection bias {} for {} experts", m.selection_bias ? m.selection_bias->shape_string() : "", experts);
   MINFER_CHECK(m.expert_biases.empty() || (m.gate_up_block == 0 && m.expert_biases.size() == m.experts.size()),
                "moe: {} expert biases for {} expert matrices (gate/up interleaved by {})", m.expert_biases.size(),
                m.experts.size(), m.gate_up_block);
@@ -69,28 +72,37 @@ int64_t expert_gate_up(const MoeWeights& m, int64_t e, const float* xe, int64_t 
 
 }  // namespace
 
-void moe_route(const float* logits, int64_t rows, int64_t experts, int64_t top_k, bool renormalize, int32_t* choice,
-               float* prob) {
-  std::vector<float> p(static_cast<size_t>(experts));
+void moe_route(const float* logits, int64_t rows, int64_t experts, const MoeRouting& r, int32_t* choice, float* prob) {
+  std::vector<float> p(static_cast<size_t>(experts)), key(static_cast<size_t>(experts));
   std::vector<int32_t> order(static_cast<size_t>(experts));
-  for (int64_t r = 0; r < rows; ++r) {
-    // softmax in f32 (transformers: softmax(router_logits, dim=1, dtype=torch.float)), then the top_k probabilities.
-    const float* l = logits + r * experts;
-    const float mx = *std::max_element(l, l + experts);
-    float sum = 0.0f;
-    for (int64_t e = 0; e < experts; ++e) sum += p[static_cast<size_t>(e)] = std::exp(l[e] - mx);
-    for (float& v : p) v /= sum;
+  const int64_t top_k = r.top_k;
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* l = logits + row * experts;
+    if (r.gating == MoeGating::kSigmoid) {
+      for (int64_t e = 0; e < experts; ++e) p[static_cast<size_t>(e)] = 1.0f / (1.0f + std::exp(-l[e]));
+    } else {  // softmax in f32 (transformers: softmax(router_logits, dim=1, dtype=torch.float))
+      const float mx = *std::max_element(l, l + experts);
+      float sum = 0.0f;
+      for (int64_t e = 0; e < experts; ++e) sum += p[static_cast<size_t>(e)] = std::exp(l[e] - mx);
+      for (float& v : p) v /= sum;
+    }
+    for (int64_t e = 0; e < experts; ++e)
+      key[static_cast<size_t>(e)] = p[static_cast<size_t>(e)] + (r.selection_bias ? r.selection_bias[e] : 0.0f);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
-      return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)] ||
-             (p[static_cast<size_t>(a)] == p[static_cast<size_t>(b)] && a < b);
+      return key[static_cast<size_t>(a)] > key[static_cast<size_t>(b)] ||
+             (key[static_cast<size_t>(a)] == key[static_cast<size_t>(b)] && a < b);
     });
     float chosen = 0.0f;
     for (int64_t s = 0; s < top_k; ++s) chosen += p[static_cast<size_t>(order[static_cast<size_t>(s)])];
+    // Sigmoid scores need not sum to anything: transformers adds 1e-20 (DeepSeek-V3) / 1e-6 (LFM2-MoE) to the
+    // denominator; the chosen sum is far above either unless every chosen logit is below -40.
+    if (r.gating == MoeGating::kSigmoid) chosen += 1e-6f;
     for (int64_t s = 0; s < top_k; ++s) {
       const int32_t e = order[static_cast<size_t>(s)];
-      choice[r * top_k + s] = e;
-      prob[r * top_k + s] = renormalize ? p[static_cast<size_t>(e)] / chosen : p[static_cast<size_t>(e)];
+      choice[row * top_k + s] = e;
+      prob[row * top_k + s] =
+          (r.renormalize ? p[static_cast<size_t>(e)] / chosen : p[static_cast<size_t>(e)]) * r.scale;
     }
   }
 }
@@ -111,7 +123,7 @@ void moe_ffn(const float* x, int64_t rows, int64_t hidden, const MoeWeights& m, 
        pool);
   s.choice.resize(static_cast<size_t>(rows * k));
   s.prob.resize(static_cast<size_t>(rows * k));
-  moe_route(s.logits.data(), rows, experts, k, m.renormalize, s.choice.data(), s.prob.data());
+  moe_route(s.logits.data(), rows, experts, m.routing(), s.choice.data(), s.prob.data());
 
   // The (row, slot) pairs of each expert, grouped by expert in row order (a counting sort).
   s.offsets.assign(static_cast<size_t>(experts + 1), 0);

@@ -70,6 +70,26 @@ void read_layer_types(const HfFields& f, ModelConfig& c, const std::function<boo
   for (int64_t i = 0; i < c.num_layers; ++i) c.layer_sliding.push_back(sliding(i));
 }
 
+// The dense layers: mlp_only_layers, and every layer i with (i + 1) % decoder_sparse_step != 0 (transformers' rule).
+void read_qwen_dense_layers(const HfFields& f, ModelConfig& c) {
+  const int64_t step = f.integer("decoder_sparse_step", 1);
+  std::vector<bool> dense(static_cast<size_t>(c.num_layers), false);
+  if (const nlohmann::json* only = f.get("mlp_only_layers")) {
+    if (!only->is_array()) fail_load(f.path(), "field \"mlp_only_layers\" must be a list of layer indices");
+    for (const nlohmann::json& i : *only) {
+      if (!i.is_number_integer() || i.get<int64_t>() < 0 || i.get<int64_t>() >= c.num_layers)
+        fail_load(f.path(), "field \"mlp_only_layers\" holds {}, not a layer index", i.dump());
+      dense[i.get<size_t>()] = true;
+    }
+  }
+  bool any_dense = false;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (step <= 0 || (i + 1) % step != 0) dense[static_cast<size_t>(i)] = true;
+    any_dense = any_dense || dense[static_cast<size_t>(i)];
+  }
+  if (any_dense) c.layer_dense = dense;
+}
+
 void read_qwen_window(const HfFields& f, ModelConfig& c) {
   if (!f.boolean("use_sliding_window", false)) return;
   c.sliding_window = f.integer("sliding_window", 0);

@@ -100,5 +100,8 @@ void read_layer_types(const HfFields& f, ModelConfig& c, const std::function<boo
 // Qwen2 / Qwen3 / SmolLM3: with use_sliding_window, a window on the layers from max_window_layers on
 // (transformers' layer_types default).
 void read_qwen_window(const HfFields& f, ModelConfig& c);
+// Qwen3-MoE / Qwen3-Next: the layers that keep a dense MLP (ModelConfig::layer_dense): mlp_only_layers, and every
+// layer off the decoder_sparse_step grid.
+void read_qwen_dense_layers(const HfFields& f, ModelConfig& c);
 
 }  // namespace minfer

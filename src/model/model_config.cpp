@@ -154,6 +154,7 @@ const char* layer_mixer_name(LayerMixer mixer) {
     case LayerMixer::kGatedDeltaNet: return "linear_attention";
     case LayerMixer::kShortConv: return "conv";
     case LayerMixer::kMamba2: return "mamba";
+    case LayerMixer::kNone: return "mlp";
   }
   return "unknown";
 }

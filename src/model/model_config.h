@@ -8,16 +8,18 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/moe.h"
 #include "tensor/dtype.h"
 
 namespace minfer {
 
-// The gated MLP's activation: down(act(gate(x)) * up(x)).
-enum class Activation : uint8_t { kSilu, kGeluTanh };
+// The MLP's activation: down(act(gate(x)) * up(x)), or with ModelConfig::mlp_gated false down(act(up(x)))
+// (Nemotron-H's squared ReLU).
+enum class Activation : uint8_t { kSilu, kGeluTanh, kRelu2 };
 
-// A layer's token mixer: attention over the KV cache, or one that keeps a fixed-size recurrent state per sequence
-// (kernels/mixers.h; kv/state_pool.h holds the states).
-enum class LayerMixer : uint8_t { kAttention, kGatedDeltaNet, kShortConv, kMamba2 };
+// A layer's token mixer: attention over the KV cache, one that keeps a fixed-size recurrent state per sequence
+// (kernels/mixers.h; kv/state_pool.h holds the states), or none (Nemotron-H's MLP-only layers).
+enum class LayerMixer : uint8_t { kAttention, kGatedDeltaNet, kShortConv, kMamba2, kNone };
 const char* layer_mixer_name(LayerMixer mixer);
 
 // Gated DeltaNet layers (Qwen3.5 / Qwen3.6, Qwen3-Next): q and k heads of k_dim, v heads of v_dim (v_heads a
@@ -88,6 +90,7 @@ struct ModelConfig {
   bool attention_sinks = false;
   bool qk_norm = false;  // RMSNorm over each head of q and k before RoPE, one [head_dim] weight each (Qwen3)
   Activation hidden_act = Activation::kSilu;
+  bool mlp_gated = true;  // false: down(act(up(x))), no gate projection (Nemotron-H)
   // Gemma: the embeddings are multiplied by this (sqrt(hidden_size)); 0 = not at all.
   float embedding_scale = 0.0f;
   // Gemma 2/3: each block's output is RMSNorm-ed before its residual add (layers.{i}.post_attn_norm and
@@ -127,6 +130,11 @@ struct ModelConfig {
   // and experts gate with kernels::MoeActivation::kSwigluOai instead of SiLU.
   bool moe_bias = false;
   bool moe_swiglu_oai = false;
+  // LFM2-MoE: sigmoid router scores, layers.{i}.expert_bias [experts] added to choose (not to weigh) the experts, and
+  // the chosen weights times routed_scaling_factor (kernels::MoeRouting).
+  kernels::MoeGating moe_gating = kernels::MoeGating::kSoftmax;
+  bool moe_selection_bias = false;
+  double routed_scaling_factor = 1.0;
   bool is_moe(int64_t layer) const {
     return num_experts > 0 && (layer_dense.empty() || !layer_dense[static_cast<size_t>(layer)]);
   }
@@ -138,6 +146,7 @@ struct ModelConfig {
   std::vector<bool> layer_rope;
   // Hybrid models: each layer's mixer (empty: attention everywhere), and the linear-attention layers' shape.
   std::vector<LayerMixer> layer_mixers;
+  std::vector<bool> layer_mlp;  // layers with an MLP (empty: all)
   LinearAttentionShape linear;
   // Qwen3.5: q_proj yields a sigmoid gate per head beside the query (split at load into wq and wq_gate); the
   // attention output is multiplied by it before o_proj.
@@ -161,8 +170,15 @@ struct ModelConfig {
   LayerMixer mixer(int64_t layer) const {
     return layer_mixers.empty() ? LayerMixer::kAttention : layer_mixers[static_cast<size_t>(layer)];
   }
-  // Layers whose memory is a per-sequence state rather than KV pages.
-  bool is_recurrent(int64_t layer) const { return mixer(layer) != LayerMixer::kAttention; }
+  // Layers whose memory is a per-sequence state; layers that attend over KV pages. A layer without a mixer is
+  // neither.
+  bool is_recurrent(int64_t layer) const {
+    const LayerMixer m = mixer(layer);
+    return m != LayerMixer::kAttention && m != LayerMixer::kNone;
+  }
+  bool attends(int64_t layer) const { return mixer(layer) == LayerMixer::kAttention; }
+  // Whether layer i has an MLP (or experts) after its mixer: Nemotron-H's mixer layers have none.
+  bool has_mlp(int64_t layer) const { return layer_mlp.empty() || layer_mlp[static_cast<size_t>(layer)]; }
   bool has_recurrent_layers() const {
     for (int64_t i = 0; i < num_layers; ++i)
       if (is_recurrent(i)) return true;

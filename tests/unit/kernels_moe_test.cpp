@@ -243,14 +243,37 @@ TEST(KernelsMoe, RoutingOrderTiesAndRenormalisation) {
   const std::vector<float> logits = {1.0f, 0.0f, 1.0f, -1.0f, 0.1f, 0.5f, -2.0f, 2.0f};
   std::vector<int32_t> choice(4);
   std::vector<float> prob(4);
-  moe_route(logits.data(), 2, 4, 2, true, choice.data(), prob.data());
+  moe_route(logits.data(), 2, 4, {.top_k = 2, .renormalize = true}, choice.data(), prob.data());
   EXPECT_EQ(choice, (std::vector<int32_t>{0, 2, 3, 1}));
   EXPECT_FLOAT_EQ(prob[0] + prob[1], 1.0f);
   EXPECT_FLOAT_EQ(prob[0], 0.5f);
   EXPECT_NEAR(prob[2] / prob[3], std::exp(2.0 - 0.5), 1e-5);
-  moe_route(logits.data(), 2, 4, 2, false, choice.data(), prob.data());
+  moe_route(logits.data(), 2, 4, {.top_k = 2, .renormalize = false}, choice.data(), prob.data());
   const double z = std::exp(0.1) + std::exp(0.5) + std::exp(-2.0) + std::exp(2.0);
   EXPECT_NEAR(prob[2], std::exp(2.0) / z, 1e-6);  // the softmax over all four, not renormalised
+}
+
+// LFM2-MoE's router: each expert's sigmoid score, a bias that changes which experts are chosen but not their weight,
+// the chosen scores renormalised (+1e-6, as transformers) and scaled.
+TEST(KernelsMoe, SigmoidRoutingWithSelectionBias) {
+  const std::vector<float> logits = {2.0f, 1.0f, 0.0f, -1.0f};
+  const std::vector<float> bias = {0.0f, 0.0f, 0.0f, 1.5f};  // lifts expert 3 (sigmoid 0.27 + 1.5) to the top
+  const auto sig = [](double v) { return 1.0 / (1.0 + std::exp(-v)); };
+  std::vector<int32_t> choice(2);
+  std::vector<float> prob(2);
+  moe_route(logits.data(), 1, 4, {.top_k = 2, .renormalize = false, .gating = MoeGating::kSigmoid}, choice.data(),
+            prob.data());
+  EXPECT_EQ(choice, (std::vector<int32_t>{0, 1}));
+  EXPECT_NEAR(prob[0], sig(2.0), 1e-6);
+  EXPECT_NEAR(prob[1], sig(1.0), 1e-6);
+  moe_route(
+      logits.data(), 1, 4,
+      {.top_k = 2, .renormalize = true, .gating = MoeGating::kSigmoid, .selection_bias = bias.data(), .scale = 2.5f},
+      choice.data(), prob.data());
+  EXPECT_EQ(choice, (std::vector<int32_t>{3, 0}));
+  const double sum = sig(-1.0) + sig(2.0) + 1e-6;
+  EXPECT_NEAR(prob[0], 2.5 * sig(-1.0) / sum, 1e-6);
+  EXPECT_NEAR(prob[1], 2.5 * sig(2.0) / sum, 1e-6);
 }
 
 // A row's output is the same alone and inside a batch of other rows (its experts' GEMMs run over other row counts;

@@ -110,6 +110,12 @@ ValueId DecoderBuilder::attention(int64_t layer, ValueId h) {
 
 ValueId DecoderBuilder::gated_mlp(int64_t layer, ValueId h) {
   const std::string p = prefix(layer);
+  if (!c_.mlp_gated) {  // down(relu(up(h))^2): Nemotron-H
+    const ValueId up = matmul(h, p + "w_up", "", p + "up");
+    const ValueId act = g_.add_node(
+        Node{.kind = OpKind::kRelu2, .inputs = {up}, .output = g_.add_value(p + "act", g_.value(up).width)});
+    return all_reduce(matmul(act, p + "w_down", "", p + shard_name("down")), p + "down");
+  }
   const ValueId gate = matmul(h, p + "w_gate", "", p + "gate");
   const ValueId up = matmul(h, p + "w_up", "", p + "up");
   const OpKind act = c_.hidden_act == Activation::kGeluTanh ? OpKind::kGeluTanhMul : OpKind::kSiluMul;
@@ -144,6 +150,9 @@ ValueId DecoderBuilder::moe(int64_t layer, ValueId h) {
   n.moe_activation = c_.moe_swiglu_oai ? kernels::MoeActivation::kSwigluOai : kernels::MoeActivation::kSilu;
   n.top_k = c_.num_experts_per_tok;
   n.renormalize = c_.norm_topk_prob;
+  n.moe_gating = c_.moe_gating;
+  if (c_.moe_selection_bias) n.selection_bias = f32(p + "expert_bias");
+  n.routed_scale = static_cast<float>(c_.routed_scaling_factor);
   return ep ? g_.add_node(n) : all_reduce(g_.add_node(n), p + "moe");
 }
 

@@ -5,6 +5,9 @@
 // file and one line of the registry (families/registry.cpp).
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <cstddef>
 #include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
@@ -30,6 +33,15 @@ struct WeightNameRow {
   const char* hf;
   const char* gguf;
 };
+
+// Tables of rows as one (a family that extends another's table).
+template <size_t... N>
+constexpr std::array<WeightNameRow, (N + ...)> concat_names(const WeightNameRow (&... tables)[N]) {
+  std::array<WeightNameRow, (N + ...)> all{};
+  size_t at = 0;
+  ((std::copy(tables, tables + N, all.begin() + static_cast<std::ptrdiff_t>(at)), at += N), ...);
+  return all;
+}
 
 // Hugging Face names of each expert's matrices: "<prefix><j>.<gate|up|down>" after the layer prefix.
 struct HfExpertNames {

@@ -12,26 +12,6 @@ void read_qwen3_hf(const HfFields& f, std::string_view, ModelConfig& c) {
   read_qwen_window(f, c);
 }
 
-// The dense layers: mlp_only_layers, and every layer i with (i + 1) % decoder_sparse_step != 0 (transformers' rule).
-void read_dense_layers(const HfFields& f, ModelConfig& c) {
-  const int64_t step = f.integer("decoder_sparse_step", 1);
-  std::vector<bool> dense(static_cast<size_t>(c.num_layers), false);
-  if (const nlohmann::json* only = f.get("mlp_only_layers")) {
-    if (!only->is_array()) fail_load(f.path(), "field \"mlp_only_layers\" must be a list of layer indices");
-    for (const nlohmann::json& i : *only) {
-      if (!i.is_number_integer() || i.get<int64_t>() < 0 || i.get<int64_t>() >= c.num_layers)
-        fail_load(f.path(), "field \"mlp_only_layers\" holds {}, not a layer index", i.dump());
-      dense[i.get<size_t>()] = true;
-    }
-  }
-  bool any_dense = false;
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    if (step <= 0 || (i + 1) % step != 0) dense[static_cast<size_t>(i)] = true;
-    any_dense = any_dense || dense[static_cast<size_t>(i)];
-  }
-  if (any_dense) c.layer_dense = dense;
-}
-
 // Router aux-loss fields only matter for training and are ignored.
 void read_qwen3_moe_hf(const HfFields& f, std::string_view model_type, ModelConfig& c) {
   read_qwen3_hf(f, model_type, c);
@@ -39,7 +19,7 @@ void read_qwen3_moe_hf(const HfFields& f, std::string_view model_type, ModelConf
   c.num_experts_per_tok = f.integer("num_experts_per_tok");
   c.moe_intermediate_size = f.integer("moe_intermediate_size");
   c.norm_topk_prob = f.boolean("norm_topk_prob", false);
-  read_dense_layers(f, c);
+  read_qwen_dense_layers(f, c);
   if (f.integer("shared_expert_intermediate_size", 0) > 0)
     fail_load(f.path(), "unsupported: shared_expert_intermediate_size (shared experts, Qwen2-MoE style)");
 }

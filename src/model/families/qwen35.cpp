@@ -9,9 +9,6 @@
 // the MTP layers are skipped) or Qwen3_5ForCausalLM; from GGUF llama.cpp's qwen35.
 #include "model/families/qwen35.h"
 
-#include <array>
-#include <iterator>
-
 #include "model/families/family_file.h"
 
 namespace minfer {
@@ -171,47 +168,6 @@ void read_gguf(const GgufFile& g, const std::string& arch, ModelConfig& c) {
     c.layer_mixers.push_back((i + 1) % interval != 0 ? LayerMixer::kGatedDeltaNet : LayerMixer::kAttention);
 }
 
-// The delta rule's weights; HF's conv1d.weight is [channels, 1, kernel] and A_log is stored for -exp (both adapted
-// at load, adapt_qwen35_weights); GGUF stores ssm_a = -exp(A_log) and the value heads tiled.
-constexpr WeightNameRow kNames[] = {
-    {"ssm_in_qkv", "linear_attn.in_proj_qkv.weight", "attn_qkv.weight"},
-    {"ssm_in_z", "linear_attn.in_proj_z.weight", "attn_gate.weight"},
-    {"ssm_in_b", "linear_attn.in_proj_b.weight", "ssm_beta.weight"},
-    {"ssm_in_a", "linear_attn.in_proj_a.weight", "ssm_alpha.weight"},
-    {"ssm_conv", "linear_attn.conv1d.weight", "ssm_conv1d.weight"},
-    {"ssm_a", "linear_attn.A_log", "ssm_a"},
-    {"ssm_dt_bias", "linear_attn.dt_bias", "ssm_dt.bias"},
-    {"ssm_norm_gated", "linear_attn.norm.weight", "ssm_norm.weight"},
-    {"ssm_out", "linear_attn.out_proj.weight", "ssm_out.weight"},
-    // Only a name for the test-model writer, which folds it back into q_proj (qwen35_test_hf_weights).
-    {"wq_gate", "self_attn.q_proj_gate.weight", ""},
-    {"ffn_norm", "post_attention_layernorm.weight", "post_attention_norm.weight"},
-};
-
-// The MoE layers' router, experts (HF: one tensor per expert, or transformers 5's stacked gate_up_proj / down_proj;
-// GGUF: stacked per projection) and the shared expert with its gate.
-constexpr WeightNameRow kMoeNames[] = {
-    {"router", "mlp.gate.weight", "ffn_gate_inp.weight"},
-    {"experts.w_gate", "", "ffn_gate_exps.weight"},
-    {"experts.w_up", "", "ffn_up_exps.weight"},
-    {"experts.w_down", "mlp.experts.down_proj", "ffn_down_exps.weight"},
-    {"experts.w_gate_up", "mlp.experts.gate_up_proj", ""},
-    {"shared.w_gate", "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
-    {"shared.w_up", "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
-    {"shared.w_down", "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
-    {"shared_gate", "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
-};
-constexpr HfExpertNames kExperts = {"mlp.experts.", "gate_proj.weight", "up_proj.weight", "down_proj.weight"};
-
-// The dense rows and the MoE rows, for the MoE family's table.
-constexpr auto kAllNames = [] {
-  std::array<WeightNameRow, std::size(kNames) + std::size(kMoeNames)> all{};
-  size_t n = 0;
-  for (const WeightNameRow& r : kNames) all[n++] = r;
-  for (const WeightNameRow& r : kMoeNames) all[n++] = r;
-  return all;
-}();
-
 constexpr HfModelType kTypes[] = {{"qwen3_5", "Qwen3_5ForConditionalGeneration"},
                                   {"qwen3_5_text", "Qwen3_5ForCausalLM"}};
 constexpr HfModelType kMoeTypes[] = {{"qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration"},
@@ -219,17 +175,23 @@ constexpr HfModelType kMoeTypes[] = {{"qwen3_5_moe", "Qwen3_5MoeForConditionalGe
 
 }  // namespace
 
+graph::Graph build_qwen35_graph(const ModelWeights& weights) { return build_graph(weights); }
+void read_qwen35_moe_hf(const HfFields& f, std::string_view model_type, ModelConfig& c) {
+  read_moe_hf(f, model_type, c);
+}
+void read_qwen35_gguf(const GgufFile& g, const std::string& arch, ModelConfig& c) { read_gguf(g, arch, c); }
+
 // clang-format off
 extern const Family kQwen35Family = {
     .name = "qwen35", .hf_model_types = kTypes, .read_hf = read_hf, .gguf_arch = "qwen35", .read_gguf = read_gguf,
-    .layer_names = kNames, .build_graph = build_graph, .gguf_export = {.arch = nullptr,
+    .layer_names = kQwen35Names, .build_graph = build_graph, .gguf_export = {.arch = nullptr,
     .refusal = "writing Qwen3.5 as GGUF is not supported yet"}, .test_presets = kQwen35Presets,
     .test_config = qwen35_test_config, .test_hf_weights = qwen35_test_hf_weights,
     .hf_text_prefix = "model.language_model.", .adapt_weights = adapt_qwen35_weights};
 
 extern const Family kQwen35MoeFamily = {
     .name = "qwen35moe", .hf_model_types = kMoeTypes, .read_hf = read_moe_hf, .gguf_arch = "qwen35moe",
-    .read_gguf = read_gguf, .layer_names = kAllNames, .hf_experts = &kExperts, .build_graph = build_graph,
+    .read_gguf = read_gguf, .layer_names = kQwen35MoeNames, .hf_experts = &kQwen35Experts, .build_graph = build_graph,
     .gguf_export = {.arch = nullptr, .refusal = "writing Qwen3.5-MoE as GGUF is not supported yet"},
     .test_presets = kQwen35MoePresets, .test_config = qwen35_moe_test_config,
     .test_hf_weights = qwen35_test_hf_weights, .hf_text_prefix = "model.language_model.",

@@ -1,7 +1,6 @@
 // Qwen3.5's weights at load (the gate rows of q_proj, the delta rule's conv kernel and decay) and its test-model
 // presets.
 #include <cmath>
-#include <cstring>
 
 #include "model/families/family_file.h"
 #include "model/families/qwen35.h"
@@ -10,18 +9,12 @@
 namespace minfer {
 namespace {
 
-// Rows [b, b + block) of every second block of `block` rows, starting with block `parity`: the query (0) or gate (1)
-// rows of a q_proj that interleaves them per head. Copies (row bytes of any element or block type).
+// Every second block of `block` rows, starting with block `parity`: the query (0) or gate (1) rows of a q_proj that
+// interleaves them per head.
 Tensor every_other_block(const Tensor& t, int64_t block, int64_t parity) {
-  const int64_t rows = t.dim(0);
-  Tensor out = Tensor::allocate(t.dtype, {rows / 2, t.dim(1)});
-  auto* dst = out.mutable_as<unsigned char>();
-  for (int64_t b = parity * block; b < rows; b += 2 * block) {
-    const Tensor part = row_slice(t, b, b + block);
-    std::memcpy(dst, part.data, part.nbytes());
-    dst += part.nbytes();
-  }
-  return out;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t b = parity * block; b < t.dim(0); b += 2 * block) ranges.emplace_back(b, b + block);
+  return gather_row_ranges(t, ranges);
 }
 
 void split_query_gate(ModelWeights& w, const std::string& p) {

@@ -74,16 +74,17 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
   if (!c.tie_word_embeddings) out["lm_head"] = {c.vocab_size, c.hidden_size};
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
-    if (!c.post_norms_only) out[p + "attn_norm"] = {c.hidden_size};
+    if (!c.post_norms_only && c.mixer(i) != LayerMixer::kNone) out[p + "attn_norm"] = {c.hidden_size};
     if (c.mixer(i) == LayerMixer::kGatedDeltaNet) {
       delta_rule_shapes(c, p, out);
     } else if (c.mixer(i) == LayerMixer::kShortConv) {
       short_conv_shapes(c, p, out);
     } else if (c.mixer(i) == LayerMixer::kMamba2) {
       mamba_shapes(c, p, out);
-    } else {
+    } else if (c.mixer(i) == LayerMixer::kAttention) {
       attention_shapes(c, p, out);
     }
+    if (!c.has_mlp(i)) continue;
     if (!c.post_norms_only) out[p + "ffn_norm"] = {c.hidden_size};
     if (c.sandwich_norms || c.post_norms_only) {
       out[p + "post_attn_norm"] = {c.hidden_size};
@@ -99,6 +100,7 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
     if (c.is_moe(i)) {
       out[p + "router"] = {c.num_experts, c.hidden_size};
       if (c.moe_bias) out[p + "router_bias"] = {c.num_experts};
+      if (c.moe_selection_bias) out[p + "expert_bias"] = {c.num_experts};
       for (int64_t e = 0; e < c.num_experts; ++e) {
         const std::string x = p + "experts." + std::to_string(e) + ".";
         out[x + "w_gate"] = {c.moe_intermediate_size, c.hidden_size};
@@ -111,7 +113,7 @@ std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelCo
       }
       continue;
     }
-    out[p + "w_gate"] = {c.intermediate_size, c.hidden_size};
+    if (c.mlp_gated) out[p + "w_gate"] = {c.intermediate_size, c.hidden_size};
     out[p + "w_up"] = {c.intermediate_size, c.hidden_size};
     out[p + "w_down"] = {c.hidden_size, c.intermediate_size};
   }
@@ -221,7 +223,7 @@ void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrig
   }
   // The weights' dtype: the first attention layer's query projection's (layer 0 may be recurrent).
   for (int64_t i = 0; i < weights.config.num_layers; ++i)
-    if (!weights.config.is_recurrent(i)) {
+    if (weights.config.attends(i)) {
       weights.config.dtype = weights.tensors.at("layers." + std::to_string(i) + ".wq").dtype;
       break;
     }
@@ -243,6 +245,21 @@ void split_stacked_gate_up(ModelWeights& w, const std::string& p, const char* hf
     w.tensors[x + "w_up"] = row_slice(stacked, (2 * e + 1) * width, (2 * e + 2) * width);
   }
   w.tensors.erase(it);
+}
+
+Tensor gather_row_ranges(const Tensor& t, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  int64_t rows = 0;
+  for (auto [begin, end] : ranges) rows += end - begin;
+  std::vector<int64_t> shape = t.shape;
+  shape[0] = rows;
+  Tensor out = Tensor::allocate(t.dtype, shape);
+  auto* dst = out.mutable_as<unsigned char>();
+  for (auto [begin, end] : ranges) {
+    const Tensor part = row_slice(t, begin, end);
+    std::memcpy(dst, part.data, part.nbytes());
+    dst += part.nbytes();
+  }
+  return out;
 }
 
 }  // namespace minfer
