@@ -32,7 +32,14 @@ void read_shape_keys(const GgufFile& g, const std::string& arch, ModelConfig& c)
   c.num_layers = g.get_int(key("block_count"));
   // Optional only for MoE models (read_expert_keys): llama.cpp's converter writes none for a config without
   // intermediate_size (Qwen3.5-MoE's).
-  c.intermediate_size = g.find_int(key("feed_forward_length")).value_or(0);
+  // A per-layer list (Nemotron-H: 0 for its layers without an MLP) gives the widest; the family reads the list.
+  const std::string ff_key = key("feed_forward_length");
+  if (const GgufValue* ff = g.find(ff_key); ff != nullptr && ff->type == GgufType::ARRAY) {
+    c.intermediate_size = 0;
+    for (int64_t n : g.get_int_array(ff_key)) c.intermediate_size = std::max(c.intermediate_size, n);
+  } else {
+    c.intermediate_size = g.find_int(ff_key).value_or(0);
+  }
   c.num_heads = g.get_int(key("attention.head_count"));
   // A per-layer list (LFM2: 0 for its convolution layers) gives the attention layers' count; the family reads the
   // list itself.

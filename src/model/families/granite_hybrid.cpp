@@ -9,6 +9,7 @@
 #include "model/families/granite_hybrid.h"
 
 #include "model/families/family_file.h"
+#include "model/families/mamba2.h"
 
 namespace minfer {
 namespace {
@@ -16,37 +17,6 @@ namespace {
 using graph::Node;
 using graph::OpKind;
 using graph::ValueId;
-
-ValueId mamba2(DecoderBuilder& b, int64_t layer, ValueId h) {
-  const MambaShape& m = b.config().mamba;
-  const std::string p = DecoderBuilder::prefix(layer);
-  graph::Graph& g = b.graph();
-  const ValueId z = b.matmul(h, p + "ssm_in_z", "", p + "z");
-  const ValueId xbc = b.matmul(h, p + "ssm_in_xbc", "", p + "xbc");
-  const ValueId dt = b.matmul(h, p + "ssm_in_dt", "", p + "dt");
-  const auto index = static_cast<int32_t>(layer);
-  Node conv{.kind = OpKind::kConv1d, .inputs = {xbc}, .output = g.add_value(p + "xbc_conv", m.conv_channels())};
-  conv.weight = b.f32(p + "ssm_conv");
-  if (m.conv_bias) conv.bias = b.f32(p + "ssm_conv_bias");
-  conv.layer = index;
-  conv.silu = true;
-  Node scan{.kind = OpKind::kSsmScan,
-            .inputs = {g.add_node(conv), dt},
-            .output = g.add_value(p + "scan", m.inner()),
-            .layer = index,
-            .heads = m.heads,
-            .head_dim = m.head_dim};
-  scan.kv_heads = m.groups;
-  scan.value_dim = m.state;
-  scan.weight = b.f32(p + "ssm_a");
-  scan.bias = b.f32(p + "ssm_dt_bias");
-  scan.skip = b.f32(p + "ssm_d");
-  const ValueId y = g.add_node(scan);
-  const ValueId gated =
-      g.add_node(Node{.kind = OpKind::kSiluMul, .inputs = {z, y}, .output = g.add_value(p + "scan_gated", m.inner())});
-  const ValueId normed = b.rmsnorm(gated, p + "ssm_norm_gated", p + "scan_normed", m.inner() / m.groups);
-  return b.matmul(normed, p + "ssm_out", "", p + "o");
-}
 
 // The routed experts plus the shared MLP, or the shared MLP alone (loaded as the layer's dense MLP).
 ValueId feed_forward(DecoderBuilder& b, int64_t layer, ValueId h) {
@@ -63,7 +33,7 @@ ValueId feed_forward(DecoderBuilder& b, int64_t layer, ValueId h) {
 graph::Graph build_graph(const ModelWeights& weights) {
   return DecoderBuilder::build(weights, [](DecoderBuilder& b, int64_t i, const std::string& p, ValueId x) {
     const ValueId h = b.rmsnorm(x, p + "attn_norm", p + "attn_in");
-    const ValueId mixed = b.config().is_recurrent(i) ? mamba2(b, i, h) : b.attention(i, h);
+    const ValueId mixed = b.config().is_recurrent(i) ? mamba2_mixer(b, i, h) : b.attention(i, h);
     x = b.add(x, mixed, p + "x_attn");
     return b.add(x, feed_forward(b, i, b.rmsnorm(x, p + "ffn_norm", p + "ffn_in")), p + "x_out");
   });
@@ -100,12 +70,7 @@ void read_mamba(const HfFields& f, ModelConfig& c) {
     fail_load(f.path(), "invalid config: mamba_n_heads x mamba_d_head = {} is not mamba_expand x hidden_size = {}",
               m.inner(), inner);
   if (f.boolean("mamba_proj_bias", false)) fail_load(f.path(), "unsupported: mamba_proj_bias = true");
-  if (const nlohmann::json* limit = f.get("time_step_limit")) {
-    const bool default_limit =
-        limit->is_array() && limit->size() == 2 && (*limit)[0] == 0.0 &&
-        ((*limit)[1].is_null() || ((*limit)[1].is_number() && std::isinf((*limit)[1].get<double>())));
-    if (!default_limit) fail_load(f.path(), "unsupported: time_step_limit {} (only (0, inf))", limit->dump());
-  }
+  check_time_step_limit(f);
 }
 
 void read_hf(const HfFields& f, std::string_view, ModelConfig& c) {

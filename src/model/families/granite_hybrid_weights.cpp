@@ -1,9 +1,8 @@
 // Granite 4.0-H's weight names, its GGUF keys, the splits and reshapes at load (Mamba2's fused in_proj, the stacked
 // experts, the shared MLP's fused input, A_log), and its test-model presets.
-#include <cmath>
-
 #include "model/families/family_file.h"
 #include "model/families/granite_hybrid.h"
+#include "model/families/mamba2.h"
 #include "model/loaders/weight_check.h"
 
 namespace minfer {
@@ -12,34 +11,6 @@ namespace {
 // Rows [begin, begin + n) of a 2-D weight, named `name` (a view).
 void take_rows(ModelWeights& w, const Tensor& whole, int64_t begin, int64_t n, const std::string& name) {
   w.tensors[name] = row_slice(whole, begin, begin + n);
-}
-
-// in_proj [z | x B C | dt] into its three parts.
-void split_in_proj(ModelWeights& w, const std::string& p) {
-  auto it = w.tensors.find(p + "ssm_in");
-  if (it == w.tensors.end()) return;
-  const MambaShape& m = w.config.mamba;
-  const Tensor in = it->second;
-  const int64_t rows = m.inner() + m.conv_channels() + m.heads;
-  if (in.rank() != 2 || in.dim(0) != rows || in.quant)
-    fail_load(w.path, "tensor '{}ssm_in' has shape {}, expected [{}, {}] (z, x|B|C and dt rows)", p, in.shape_string(),
-              rows, w.config.hidden_size);
-  take_rows(w, in, 0, m.inner(), p + "ssm_in_z");
-  take_rows(w, in, m.inner(), m.conv_channels(), p + "ssm_in_xbc");
-  take_rows(w, in, m.inner() + m.conv_channels(), m.heads, p + "ssm_in_dt");
-  w.tensors.erase(it);
-}
-
-// Vectors stored as matrices ([heads, 1] in GGUF; the norm as [groups, width / groups]) and HF's conv [C, 1, K].
-void reshape_vectors(ModelWeights& w, const std::string& p) {
-  for (const char* name : {"ssm_a", "ssm_d", "ssm_norm_gated", "ssm_dt_bias", "ssm_conv_bias"})
-    if (auto it = w.tensors.find(p + name); it != w.tensors.end() && it->second.rank() == 2)
-      it->second.shape = {it->second.numel()};
-  if (auto it = w.tensors.find(p + "ssm_conv"); it != w.tensors.end() && it->second.rank() == 3) {
-    Tensor conv = to_f32(it->second);
-    conv.shape = {conv.dim(0), conv.dim(2)};
-    it->second = std::move(conv);
-  }
 }
 
 // HF's stacked experts: input_linear [experts, 2 width, hidden] (gate rows, then up rows) into each expert's; the
@@ -116,14 +87,7 @@ void read_granite_hybrid_gguf(const GgufFile& g, const std::string& a, ModelConf
   c.logits_scaling = g.find_float(a + ".logit_scale").value_or(1.0);
   if (!g.find_int(a + ".rope.scaling.finetuned").value_or(1))
     c.layer_rope.assign(static_cast<size_t>(c.num_layers), false);
-  MambaShape& m = c.mamba;
-  m.conv_kernel = g.get_int(a + ".ssm.conv_kernel");
-  m.state = g.get_int(a + ".ssm.state_size");
-  m.heads = g.get_int(a + ".ssm.time_step_rank");
-  m.groups = g.get_int(a + ".ssm.group_count");
-  const int64_t inner = g.get_int(a + ".ssm.inner_size");
-  m.head_dim = m.heads > 0 ? inner / m.heads : 0;
-  m.conv_bias = g.find_tensor("blk.0.ssm_conv1d.bias") != nullptr;
+  read_mamba2_gguf(g, a, c.mamba);
   const std::string kv_key = a + ".attention.head_count_kv";
   const GgufValue* kv = g.find(kv_key);
   if (kv == nullptr || kv->type != GgufType::ARRAY)
@@ -139,15 +103,8 @@ void read_granite_hybrid_gguf(const GgufFile& g, const std::string& a, ModelConf
 void adapt_granite_hybrid_weights(ModelWeights& w) {
   for (int64_t i = 0; i < w.config.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
-    split_in_proj(w, p);
-    reshape_vectors(w, p);
+    adapt_mamba2_weights(w, p);
     split_experts(w, p);
-    if (w.format != CheckpointFormat::kHuggingFace) continue;
-    if (auto it = w.tensors.find(p + "ssm_a"); it != w.tensors.end()) {  // HF stores A_log
-      Tensor a = to_f32(it->second);
-      for (int64_t j = 0; j < a.numel(); ++j) a.mutable_as<float>()[j] = -std::exp(a.as<float>()[j]);
-      it->second = std::move(a);
-    }
   }
 }
 

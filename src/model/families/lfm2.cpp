@@ -4,7 +4,12 @@
 // The convolution: B, C, x = in_proj(h) (split at load into three projections); y = C * conv(B * x) (a causal
 // depthwise conv of conv_L_cache taps, no activation, its last inputs kept per sequence); out_proj(y).
 // From Hugging Face (Lfm2ForCausalLM) and from GGUF (llama.cpp's lfm2, conv layers marked by head_count_kv 0).
+// LFM2-MoE (Lfm2MoeForCausalLM, GGUF lfm2moe): the same layers, the MLP of all but the first num_dense_layers
+// replaced by experts under a sigmoid router whose expert_bias picks the experts but does not weigh them.
+#include <algorithm>
+
 #include "model/families/family_file.h"
+#include "model/loaders/weight_check.h"
 
 namespace minfer {
 namespace {
@@ -81,12 +86,11 @@ int64_t mlp_width(const HfFields& f, int64_t width) {
   return width;
 }
 
-void read_hf(const HfFields& f, std::string_view, ModelConfig& c) {
+void read_common_hf(const HfFields& f, ModelConfig& c) {
   c.qk_norm = true;
   c.rms_norm_eps = f.number("norm_eps", 1e-5);
   // tie_embedding: the name in LFM2's own config.json (it wins in transformers too).
   c.tie_word_embeddings = f.boolean("tie_embedding", f.boolean("tie_word_embeddings", true));
-  c.intermediate_size = mlp_width(f, c.intermediate_size);
   if (const nlohmann::json* params = f.get("rope_parameters")) {
     const HfFields rope(*params, f.path());
     c.rope_theta = rope.number("rope_theta", 1000000.0);
@@ -100,6 +104,29 @@ void read_hf(const HfFields& f, std::string_view, ModelConfig& c) {
   read_layer_mixers(f, c);
 }
 
+void read_hf(const HfFields& f, std::string_view, ModelConfig& c) {
+  read_common_hf(f, c);
+  c.intermediate_size = mlp_width(f, c.intermediate_size);
+}
+
+// The first num_dense_layers keep the dense MLP (intermediate_size as given: no adjustment here).
+void set_dense_layers(ModelConfig& c, int64_t dense) {
+  c.layer_dense.assign(static_cast<size_t>(c.num_layers), false);
+  for (int64_t i = 0; i < std::min(dense, c.num_layers); ++i) c.layer_dense[static_cast<size_t>(i)] = true;
+}
+
+void read_moe_hf(const HfFields& f, std::string_view, ModelConfig& c) {
+  read_common_hf(f, c);
+  c.num_experts = f.integer("num_experts");
+  c.num_experts_per_tok = f.integer("num_experts_per_tok");
+  c.moe_intermediate_size = f.integer("moe_intermediate_size");
+  c.norm_topk_prob = f.boolean("norm_topk_prob", true);
+  c.moe_gating = kernels::MoeGating::kSigmoid;
+  c.moe_selection_bias = f.boolean("use_expert_bias", true);
+  c.routed_scaling_factor = f.number("routed_scaling_factor", 1.0);
+  set_dense_layers(c, f.integer("num_dense_layers", 2));
+}
+
 void read_gguf(const GgufFile& g, const std::string& arch, ModelConfig& c) {
   c.qk_norm = true;
   c.short_conv_kernel = g.get_int(arch + ".shortconv.l_cache");
@@ -110,6 +137,21 @@ void read_gguf(const GgufFile& g, const std::string& arch, ModelConfig& c) {
     fail_load(g.path(), "metadata '{}' must list each layer's KV heads (0 for a convolution layer)", kv_key);
   for (int64_t n : g.get_int_array(kv_key))
     c.layer_mixers.push_back(n == 0 ? LayerMixer::kShortConv : LayerMixer::kAttention);
+}
+
+// llama.cpp's lfm2moe: the router's function must be the sigmoid (expert_gating_func 2); it always renormalises and
+// scales only where expert_weights_scale says so.
+void read_moe_gguf(const GgufFile& g, const std::string& arch, ModelConfig& c) {
+  read_gguf(g, arch, c);
+  const std::string gating = arch + ".expert_gating_func";
+  if (const int64_t f = g.get_int(gating); f != 2)
+    fail_load(g.path(), "unsupported metadata: {} = {} (LFM2-MoE routes by sigmoid, 2)", gating, f);
+  c.moe_gating = kernels::MoeGating::kSigmoid;
+  c.moe_selection_bias = true;
+  c.norm_topk_prob = g.find_int(arch + ".expert_weights_norm").value_or(1) != 0;
+  const double scale = g.find_float(arch + ".expert_weights_scale").value_or(0.0);
+  c.routed_scaling_factor = scale != 0.0 ? scale : 1.0;
+  set_dense_layers(c, g.find_int(arch + ".leading_dense_block_count").value_or(0));
 }
 
 // in_proj holds the B, C and x rows, one hidden_size each (split at load, adapt_weights below).
@@ -152,14 +194,37 @@ constexpr WeightNameRow kNames[] = {
     {"conv_in_c", "conv.in_proj_c.weight", ""},
     {"conv_in_x", "conv.in_proj_x.weight", ""},
 };
+// LFM2-MoE's router, its selection bias and the experts (HF: one tensor per expert, or transformers 5's stacked
+// gate_up_proj / down_proj; GGUF: stacked per projection).
+constexpr WeightNameRow kMoeRows[] = {
+    {"router", "feed_forward.gate.weight", "ffn_gate_inp.weight"},
+    {"expert_bias", "feed_forward.expert_bias", "exp_probs_b.bias"},
+    {"experts.w_gate", "", "ffn_gate_exps.weight"},
+    {"experts.w_up", "", "ffn_up_exps.weight"},
+    {"experts.w_down", "feed_forward.experts.down_proj", "ffn_down_exps.weight"},
+    {"experts.w_gate_up", "feed_forward.experts.gate_up_proj", ""},
+};
+constexpr auto kMoeNames = concat_names(kNames, kMoeRows);
+constexpr HfExpertNames kExperts = {"feed_forward.experts.", "w1.weight", "w3.weight", "w2.weight"};
+
 constexpr WeightNameRow kGlobalNames[] = {{"final_norm", "model.embedding_norm.weight", "token_embd_norm.weight"}};
 
 constexpr HfModelType kTypes[] = {{"lfm2", "Lfm2ForCausalLM"}};
+constexpr HfModelType kMoeTypes[] = {{"lfm2_moe", "Lfm2MoeForCausalLM"}};
+
+// in_proj's B | C | x rows; transformers 5's stacked experts.
+void adapt_moe_weights(ModelWeights& w) {
+  split_in_proj(w);
+  for (int64_t i = 0; i < w.config.num_layers; ++i)
+    if (w.config.is_moe(i))
+      split_stacked_gate_up(w, "layers." + std::to_string(i) + ".", "feed_forward.experts.gate_up_proj");
+}
 
 }  // namespace
 
-extern const std::span<const TestPreset> kLfm2Presets;
+extern const std::span<const TestPreset> kLfm2Presets, kLfm2MoePresets;
 nlohmann::json lfm2_test_config(const TestPreset& p, const TestConfigContext& x);
+nlohmann::json lfm2_moe_test_config(const TestPreset& p, const TestConfigContext& x);
 void lfm2_test_hf_weights(const ModelConfig& c, std::vector<HfTestWeight>& weights);
 
 // clang-format off
@@ -169,6 +234,14 @@ extern const Family kLfm2Family = {
     .gguf_export = {.arch = nullptr, .refusal = "writing LFM2 as GGUF is not supported yet"},
     .test_presets = kLfm2Presets, .test_config = lfm2_test_config, .test_hf_weights = lfm2_test_hf_weights,
     .adapt_weights = split_in_proj};
+
+extern const Family kLfm2MoeFamily = {
+    .name = "lfm2moe", .hf_model_types = kMoeTypes, .read_hf = read_moe_hf, .gguf_arch = "lfm2moe",
+    .read_gguf = read_moe_gguf, .layer_names = kMoeNames, .global_names = kGlobalNames, .hf_experts = &kExperts,
+    .build_graph = build_graph,
+    .gguf_export = {.arch = nullptr, .refusal = "writing LFM2-MoE as GGUF is not supported yet"},
+    .test_presets = kLfm2MoePresets, .test_config = lfm2_moe_test_config, .test_hf_weights = lfm2_test_hf_weights,
+    .adapt_weights = adapt_moe_weights};
 // clang-format on
 
 }  // namespace minfer

@@ -8,14 +8,16 @@ namespace minfer {
 
 extern const Family kLlamaFamily, kMistralFamily, kMixtralFamily, kQwen2Family, kQwen3Family, kQwen3MoeFamily,
     kGemma2Family, kGemma3Family, kPhi3Family, kSmolLM3Family, kOlmo2Family, kGraniteFamily, kGptOssFamily,
-    kQwen35Family, kQwen35MoeFamily, kLfm2Family, kGraniteHybridFamily, kQwen3NextFamily;
+    kQwen35Family, kQwen35MoeFamily, kLfm2Family, kGraniteHybridFamily, kQwen3NextFamily, kLfm2MoeFamily,
+    kNemotronHFamily;
 
 namespace {
 
-const Family* const kFamilies[] = {
-    &kLlamaFamily,  &kMistralFamily, &kMixtralFamily,   &kQwen2Family,   &kQwen3Family,         &kQwen3MoeFamily,
-    &kGemma2Family, &kGemma3Family,  &kPhi3Family,      &kSmolLM3Family, &kOlmo2Family,         &kGraniteFamily,
-    &kGptOssFamily, &kQwen35Family,  &kQwen35MoeFamily, &kLfm2Family,    &kGraniteHybridFamily, &kQwen3NextFamily};
+const Family* const kFamilies[] = {&kLlamaFamily,         &kMistralFamily,   &kMixtralFamily,   &kQwen2Family,
+                                   &kQwen3Family,         &kQwen3MoeFamily,  &kGemma2Family,    &kGemma3Family,
+                                   &kPhi3Family,          &kSmolLM3Family,   &kOlmo2Family,     &kGraniteFamily,
+                                   &kGptOssFamily,        &kQwen35Family,    &kQwen35MoeFamily, &kLfm2Family,
+                                   &kGraniteHybridFamily, &kQwen3NextFamily, &kLfm2MoeFamily,   &kNemotronHFamily};
 
 }  // namespace
 
