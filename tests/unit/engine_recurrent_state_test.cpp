@@ -81,7 +81,8 @@ TEST_P(RecurrentHistory, KeptDraftStateContinuesAsPlainDecoding) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Hybrids, RecurrentHistory,
-                         ::testing::Values("tiny-qwen3.5", "tiny-lfm2", "tiny-granite-4.0-h"));
+                         ::testing::Values("tiny-qwen3.5", "tiny-lfm2", "tiny-granite-4.0-h", "tiny-qwen3-next",
+                                           "tiny-lfm2-moe", "tiny-nemotron-h"));
 
 }  // namespace
 }  // namespace minfer

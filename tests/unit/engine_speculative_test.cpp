@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -113,9 +114,11 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
   std::vector<Variant> variants = {{"k=4", spec_config(base)}, {"k=1", spec_config(base, 1)}};
   // A model with recurrent layers drafts with an attention sibling of the same generated vocabulary (a draft model
   // with recurrent layers is refused); the target's own recurrent state rolls back to the last accepted draft.
-  const bool hybrid = GetParam() == "tiny-qwen3.5" || GetParam() == "tiny-lfm2" || GetParam() == "tiny-granite-4.0-h";
-  const std::string draft =
-      !hybrid ? model() : testing::tiny_model_dir(GetParam() == "tiny-qwen3.5" ? "tiny-qwen3" : "tiny-llama");
+  const std::set<std::string> hybrids = {"tiny-qwen3.5",    "tiny-lfm2",     "tiny-granite-4.0-h",
+                                         "tiny-qwen3-next", "tiny-lfm2-moe", "tiny-nemotron-h"};
+  const bool hybrid = hybrids.count(GetParam()) > 0;
+  const bool qwen_vocab = GetParam() == "tiny-qwen3.5" || GetParam() == "tiny-qwen3-next";
+  const std::string draft = !hybrid ? model() : testing::tiny_model_dir(qwen_vocab ? "tiny-qwen3" : "tiny-llama");
   variants.push_back({hybrid ? "draft model: an attention sibling" : "draft model: the target itself",
                       draft_config(base, draft), hybrid});
   if (GetParam() != "stories260K" && !hybrid)
@@ -188,7 +191,8 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
 
 INSTANTIATE_TEST_SUITE_P(Models, SpeculativeTest,
                          ::testing::Values("stories260K", "tiny-llama", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3.5",
-                                           "tiny-lfm2", "tiny-granite-4.0-h"));
+                                           "tiny-lfm2", "tiny-granite-4.0-h", "tiny-qwen3-next", "tiny-lfm2-moe",
+                                           "tiny-nemotron-h"));
 
 // disable_by_batch_size: no drafts while that many sequences run; drafting resumes as the batch drains.
 TEST(Speculative, DisableByBatchSizeTurnsDraftingOffInLargeSteps) {
