@@ -50,7 +50,7 @@ Granite 4.0-H (GraniteMoeHybridConfig's defaults in brackets): vocab_size [32000
 Nemotron-H (NemotronHConfig's defaults): layers_block_type (alias layer_types; else hybrid_override_pattern, M =
   mamba, E = moe, * = attention, - = mlp) with one mixer per block: "linear_attention" (mamba), "full_attention",
   "mlp", "moe"; vocab_size [131072], hidden_size [4096], num_attention_heads [32], num_key_value_heads [8], head_dim
-  [128], layer_norm_epsilon [1e-5], mamba_num_heads [128], mamba_head_dim [64] (d_inner = heads * head_dim),
+  (attention_head_dim) [128], layer_norm_epsilon [1e-5], mamba_num_heads [128], mamba_head_dim [64] (d_inner = heads * head_dim),
   ssm_state_size [128], n_groups (mamba_n_groups) [8], conv_kernel (mamba_d_conv) [4], use_conv_bias (mamba_conv_bias)
   [true], use_bias [false] (in_proj / out_proj), time_step_limit (mamba_dt_limit) [(0, inf)], intermediate_size
   [21504], mlp_bias [false], mlp_hidden_act [relu2], n_routed_experts (num_local_experts) [8], num_experts_per_tok [2],
@@ -387,7 +387,8 @@ class NemotronHConfig:
         self.vocab, self.hidden = int(g("vocab_size", 131072)), int(g("hidden_size", 4096))
         self.heads = int(g("num_attention_heads", 32))
         self.kv_heads = int(g("num_key_value_heads", 8) or self.heads)
-        self.head_dim, self.eps = int(g("head_dim", 128)), float(g("layer_norm_epsilon", 1e-5))
+        self.head_dim = int(g("head_dim") or g("attention_head_dim") or 128)  # the older configs' name
+        self.eps = float(g("layer_norm_epsilon", 1e-5))
         if g("mlp_hidden_act", "relu2") != "relu2" or g("mamba_hidden_act", "silu") != "silu":
             raise ValueError("only mlp_hidden_act relu2 and mamba_hidden_act silu are supported")
         self.intermediate, self.mlp_bias = int(g("intermediate_size", 21504)), bool(g("mlp_bias", False))
