@@ -76,7 +76,9 @@ Qwen3-Next, checked the same way against transformers 5.25.0 (torch 2.15 CPU, ea
 save_pretrained, per-expert tensors): hidden 64, 4 layers linear, full, linear, full, heads 4 / kv 2 / head_dim 32,
 Hk 2 / Hv 4 / dk = dv = 16, 8 experts top 2 (32 wide), shared 48, vocab 320, a 40-token prompt: within 4.4e-6 of its
 whole-prompt logits and 9.4e-6 of its cached ones (its own two paths differ by 7.1e-6); with mlp_only_layers [1],
-norm_topk_prob false, Hv = Hk and tied embeddings within 3.8e-6; one call vs token by token within 5.2e-6.
+norm_topk_prob false, Hv = Hk and tied embeddings within 3.8e-6; one call vs token by token within 5.2e-6; llama.cpp's
+qwen3next on gguf_py_hybrids.py's GGUF of the first: within 9.5e-6 (max |diff| 4.7e-5), argmax identical at every
+position (the second is refused: llama.cpp's qwen3next has MoE in every layer and always renormalises).
 """
 
 from __future__ import annotations

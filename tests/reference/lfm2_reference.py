@@ -76,7 +76,9 @@ LFM2-MoE, checked against transformers 5.25.0 (Lfm2MoeForCausalLM, eager, saved 
 tensors): hidden 64, 5 layers conv, attn, conv, conv, attn, heads 4 / kv 2, L 3, intermediate 96, 8 experts top 2
 (32 wide), expert_bias ~ 0.2 N(0, 1), vocab 320, a 40-token prompt: (d) 2 dense layers, tied, norm_topk_prob true,
 scale 1: within 1.5e-6 of its whole-prompt logits, 2.2e-6 of its cached ones; (e) 1 dense layer, untied,
-norm_topk_prob false, routed_scaling_factor 2.5: within 2.0e-6 / 2.6e-6; one call vs token by token within 1.5e-6.
+norm_topk_prob false, routed_scaling_factor 2.5: within 2.0e-6 / 2.6e-6; one call vs token by token within 1.5e-6;
+llama.cpp's lfm2moe on gguf_py_hybrids.py's GGUF of (d): within 3.9e-6 (max |diff| 1.4e-5), argmax identical at every
+position ((e) is refused: llama.cpp's lfm2moe always renormalises and reads no routed scaling).
 """
 
 from __future__ import annotations
