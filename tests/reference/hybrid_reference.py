@@ -109,6 +109,7 @@ def ids_and_rope(ids: Sequence[int], vocab: int, pos: int, inv_freq: torch.Tenso
     emb = torch.cat((freqs, freqs), dim=-1)
     return ids_t, emb.cos()[:, None, :], emb.sin()[:, None, :]
 
+
 def split_qkvz_ba(w_qkvz: torch.Tensor, w_ba: torch.Tensor, c: "HybridConfig") -> tuple:
     """Qwen3-Next's fused projections into Qwen3.5's in_proj_qkv (rows q | k | v), in_proj_z, in_proj_b, in_proj_a.
     in_proj_qkvz's rows are grouped per key head g: [q_g (dk) | k_g (dk) | v of value heads g*r .. g*r+r-1 (r dv) |
