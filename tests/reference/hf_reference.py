@@ -59,9 +59,10 @@ Semantics followed (HF eager attention path):
         and rotate with rope_local_base_freq (default RoPE), the global ones with rope_theta and rope_scaling
         (default or linear); logits soft-capped by final_logit_softcapping when set
 
-Qwen3.5 / Qwen3.6, dense and MoE (model_type qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text): Reference.from_dir
-and the CLI hand them to hybrid_reference.HybridReference (hybrid_reference.py beside this file), which has this
-interface. LFM2 (model_type lfm2) likewise goes to lfm2_reference.Lfm2Reference (lfm2_reference.py), and the Mamba-2
+Qwen3.5 / Qwen3.6, dense and MoE (model_type qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text), and Qwen3-Next
+(qwen3_next): Reference.from_dir and the CLI hand them to hybrid_reference.HybridReference (hybrid_reference.py beside
+this file), which has this interface. LFM2 and LFM2-MoE (model_type lfm2, lfm2_moe) likewise go to
+lfm2_reference.Lfm2Reference (lfm2_reference.py), and the Mamba-2
 hybrids Granite 4.0-H (granitemoehybrid) and Nemotron-H (nemotron_h) to mamba2_reference.py's GraniteHybridReference
 and NemotronHReference.
 
@@ -244,10 +245,11 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------------------
 # The model
 
-# Qwen3.5 / Qwen3.6 (Gated DeltaNet + gated attention hybrids): hybrid_reference.py, which Reference.from_dir returns.
-HYBRID_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text")
-# LFM2 (gated short convolutions + GQA attention): lfm2_reference.py, which Reference.from_dir returns.
-LFM2_MODEL_TYPES = ("lfm2",)
+# Qwen3.5 / Qwen3.6 and Qwen3-Next (Gated DeltaNet + gated attention hybrids): hybrid_reference.py, which
+# Reference.from_dir returns.
+HYBRID_MODEL_TYPES = ("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next")
+# LFM2 and LFM2-MoE (gated short convolutions + GQA attention): lfm2_reference.py, which Reference.from_dir returns.
+LFM2_MODEL_TYPES = ("lfm2", "lfm2_moe")
 # The Mamba-2 hybrids, Granite 4.0-H and Nemotron-H: mamba2_reference.py, which Reference.from_dir returns.
 MAMBA2_MODEL_TYPES = ("granitemoehybrid", "nemotron_h")
 
@@ -509,10 +511,10 @@ class Reference:
     def from_dir(cls, model_dir: str) -> "Reference":
         with open(os.path.join(model_dir, "config.json")) as f:
             raw = json.load(f)
-        if raw.get("model_type") in HYBRID_MODEL_TYPES:  # Qwen3.5 / 3.6: their own file, same interface
+        if raw.get("model_type") in HYBRID_MODEL_TYPES:  # Qwen3.5 / 3.6 / Qwen3-Next: their own file, same interface
             import hybrid_reference
             return hybrid_reference.HybridReference.from_dir(model_dir)
-        if raw.get("model_type") in LFM2_MODEL_TYPES:  # LFM2: its own file, same interface
+        if raw.get("model_type") in LFM2_MODEL_TYPES:  # LFM2 / LFM2-MoE: their own file, same interface
             import lfm2_reference
             return lfm2_reference.Lfm2Reference.from_dir(model_dir)
         if raw.get("model_type") in MAMBA2_MODEL_TYPES:  # Granite 4.0-H / Nemotron-H: their own file, same interface

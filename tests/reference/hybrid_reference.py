@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """An independent PyTorch oracle for Hugging Face Qwen3.5 / Qwen3.6 text models, dense and MoE (model_type qwen3_5,
-qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text): a hybrid of Gated DeltaNet ("linear_attention") layers and gated full
-attention layers. Written from the equations of transformers 5.25's modeling_qwen3_5.py / modeling_qwen3_5_moe.py
-(not their code); hf_reference.Reference.from_dir (and its CLI) hands these model types to HybridReference here,
-which has the same interface: forward(ids) appends at the current position (attention KV cache, convolution and
-recurrent states carried between calls), reset(), prompt_logits(), greedy(), a long_context attribute (unused).
+qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text), and Qwen3-Next (qwen3_next): a hybrid of Gated DeltaNet
+("linear_attention") layers and gated full attention layers. Written from the equations of transformers 5.25's
+modeling_qwen3_5.py / modeling_qwen3_5_moe.py / modeling_qwen3_next.py (not their code); hf_reference.Reference.from_dir
+(and its CLI) hands these model types to HybridReference here, which has the same interface: forward(ids) appends at
+the current position (attention KV cache, convolution and recurrent states carried between calls), reset(),
+prompt_logits(), greedy(), a long_context attribute (unused).
 
 Config: for qwen3_5 / qwen3_5_moe (the ConditionalGeneration checkpoint) the text model's fields are under
 "text_config" (tie_word_embeddings is read at the top level, as transformers does, else from text_config); for the
@@ -46,6 +47,17 @@ Semantics:
       sigmoid(shared_expert_gate(x)) * shared_expert(x).
   Numerics: weights upcast to f32, everything f32 except the delta-rule recurrence (float64 state and products).
 
+Qwen3-Next (Qwen3NextConfig, flat config.json) is the same model with these differences:
+  * fused projections: linear_attn.in_proj_qkvz.weight [2*Hk*dk + 2*Hv*dv, H], its rows grouped per key head g as
+    [q_g (dk) | k_g (dk) | v of value heads g*r .. g*r+r-1 (r*dv) | z of those heads (r*dv)], r = Hv / Hk, and
+    linear_attn.in_proj_ba.weight [2*Hv, H] grouped per key head as [b of its r value heads | a of them]; split at
+    load time (split_qkvz_ba) into Qwen3.5's in_proj_qkv / in_proj_z / in_proj_b / in_proj_a, after which the maths is
+    the above (its conv1d, A_log, dt_bias, norm and out_proj are laid out as Qwen3.5's);
+  * MoE per layer: layer i is MoE when num_experts > 0, i not in mlp_only_layers and (i + 1) % decoder_sparse_step
+    == 0, else a dense MLP of intermediate_size (P.layers.i.mlp.{gate,up,down}_proj); norm_topk_prob (default true)
+    switches the renormalisation of the top-k softmax weights;
+  * defaults as Qwen3NextConfig's (which are Qwen3.5's for every field read here); mtp.* tensors ignored.
+
 Checked (in a scratch folder, not in the repository) on random tiny checkpoints: hidden 64, 4 layers (3 linear + 1
 full), heads 4 / kv 2 / head_dim 32 (8 rotary dims), Hk 2 / Hv 4 / dk = dv = 16, conv kernel 4, vocab 256; dense
 (intermediate 128, untied and tied) and MoE (8 experts, top 2, moe_intermediate 32, shared 48; stacked and per
@@ -60,6 +72,13 @@ expert), each also in the nested qwen3_5 / qwen3_5_moe layout under model.langua
     experts): within 3.5e-14 dense, 7.2e-14 MoE, so the semantics agree and the f32 gaps are rounding;
   * this f32 reference vs the same maths in float64: about 1e-6 at a typical position, 1.7e-5 to 3e-5 at the worst
     (random weights; the tied model's logits reach 35).
+Qwen3-Next, checked the same way against transformers 5.25.0 (torch 2.15 CPU, eager; Qwen3NextForCausalLM saved by
+save_pretrained, per-expert tensors): hidden 64, 4 layers linear, full, linear, full, heads 4 / kv 2 / head_dim 32,
+Hk 2 / Hv 4 / dk = dv = 16, 8 experts top 2 (32 wide), shared 48, vocab 320, a 40-token prompt: within 4.4e-6 of its
+whole-prompt logits and 9.4e-6 of its cached ones (its own two paths differ by 7.1e-6); with mlp_only_layers [1],
+norm_topk_prob false, Hv = Hk and tied embeddings within 3.8e-6; one call vs token by token within 5.2e-6; llama.cpp's
+qwen3next on gguf_py_hybrids.py's GGUF of the first: within 9.5e-6 (max |diff| 4.7e-5), argmax identical at every
+position (the second is refused: llama.cpp's qwen3next has MoE in every layer and always renormalises).
 """
 
 from __future__ import annotations
@@ -74,7 +93,7 @@ import torch.nn.functional as F
 
 import hf_reference  # tests/reference is on sys.path (the CLI's own folder, or conftest)
 
-MODEL_TYPES = hf_reference.HYBRID_MODEL_TYPES  # qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text
+MODEL_TYPES = hf_reference.HYBRID_MODEL_TYPES  # qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3_next
 
 
 
@@ -90,16 +109,32 @@ def ids_and_rope(ids: Sequence[int], vocab: int, pos: int, inv_freq: torch.Tenso
     emb = torch.cat((freqs, freqs), dim=-1)
     return ids_t, emb.cos()[:, None, :], emb.sin()[:, None, :]
 
+
+def split_qkvz_ba(w_qkvz: torch.Tensor, w_ba: torch.Tensor, c: "HybridConfig") -> tuple:
+    """Qwen3-Next's fused projections into Qwen3.5's in_proj_qkv (rows q | k | v), in_proj_z, in_proj_b, in_proj_a.
+    in_proj_qkvz's rows are grouped per key head g: [q_g (dk) | k_g (dk) | v of value heads g*r .. g*r+r-1 (r dv) |
+    z of the same heads (r dv)], r = Hv / Hk; in_proj_ba's per key head [b of its r value heads | a of them]
+    (Qwen3NextGatedDeltaNet.fix_query_key_value_ordering)."""
+    r, h = c.hv // c.hk, w_qkvz.shape[1]
+    q, k, v, z = w_qkvz.view(c.hk, 2 * c.dk + 2 * r * c.dv, h).split([c.dk, c.dk, r * c.dv, r * c.dv], dim=1)
+    b, a = w_ba.view(c.hk, 2 * r, h).split([r, r], dim=1)
+    w_qkv = torch.cat([q.reshape(-1, h), k.reshape(-1, h), v.reshape(-1, h)])
+    return w_qkv, z.reshape(-1, h), b.reshape(-1, h), a.reshape(-1, h)
+
+
 class HybridConfig:
-    """The text model's hyper-parameters, with Qwen3_5TextConfig's / Qwen3_5MoeTextConfig's defaults."""
+    """The text model's hyper-parameters, with Qwen3_5TextConfig's / Qwen3_5MoeTextConfig's / Qwen3NextConfig's
+    defaults."""
 
     def __init__(self, raw: dict):
         self.model_type = raw.get("model_type")
         if self.model_type not in MODEL_TYPES:
-            raise ValueError(f"model_type {self.model_type!r} is not a Qwen3.5 type ({', '.join(MODEL_TYPES)})")
+            raise ValueError(f"model_type {self.model_type!r} is not a Qwen3.5 / Qwen3-Next type "
+                             f"({', '.join(MODEL_TYPES)})")
         nested = self.model_type in ("qwen3_5", "qwen3_5_moe")
         t = (raw.get("text_config") or {}) if nested else raw
-        self.moe = self.model_type.startswith("qwen3_5_moe")
+        self.qwen3_next = self.model_type == "qwen3_next"
+        self.moe = self.model_type.startswith("qwen3_5_moe") or (self.qwen3_next and int(t.get("num_experts", 512)) > 0)
         self.hidden, self.layers = int(t["hidden_size"]), int(t["num_hidden_layers"])
         self.vocab = int(t["vocab_size"])
         self.heads = int(t["num_attention_heads"])
@@ -129,11 +164,17 @@ class HybridConfig:
         self.rot_dim = int(self.head_dim * float(rp.get("partial_rotary_factor", t.get("partial_rotary_factor", 0.25))))
         # ConditionalGeneration ties per the top-level config (PreTrainedModel reads self.config there).
         self.tied = bool(raw.get("tie_word_embeddings", t.get("tie_word_embeddings", False)))
+        # Which layers are MoE: all of Qwen3.5-MoE's, none of Qwen3.5's; Qwen3-Next's but those in mlp_only_layers
+        # and off the decoder_sparse_step grid (Qwen3NextDecoderLayer), the others a dense MLP of intermediate_size.
+        only, step = set(t.get("mlp_only_layers") or []), int(t.get("decoder_sparse_step", 1))
+        self.moe_layers = [self.moe and not (self.qwen3_next and (i in only or (i + 1) % step))
+                           for i in range(self.layers)]
+        self.norm_topk = bool(t.get("norm_topk_prob", True)) if self.qwen3_next else True
         if self.moe:
             self.experts, self.top_k = int(t["num_experts"]), int(t["num_experts_per_tok"])
             self.moe_inter = int(t["moe_intermediate_size"])
             self.shared_inter = int(t["shared_expert_intermediate_size"])
-        else:
+        if not all(self.moe_layers):
             self.intermediate = int(t["intermediate_size"])
 
 
@@ -186,7 +227,8 @@ class HybridReference:
                      "ln2": get(lp + "post_attention_layernorm.weight", (c.hidden,))}
             layer.update(self._load_attention(get, lp + "self_attn.") if kind == "full_attention"
                          else self._load_linear(get, lp + "linear_attn."))
-            layer["mlp"] = self._load_moe(get, lp + "mlp.") if c.moe else self._load_mlp(
+            layer["moe"] = c.moe_layers[i]
+            layer["mlp"] = self._load_moe(get, lp + "mlp.") if c.moe_layers[i] else self._load_mlp(
                 get, lp + "mlp.", c.intermediate)
             self.layers.append(layer)
         self.norm = get(p + "norm.weight", (c.hidden,))
@@ -212,10 +254,14 @@ class HybridReference:
     def _load_linear(self, get, a: str) -> dict:
         c = self.cfg
         conv_dim, v_dim = 2 * c.hk * c.dk + c.hv * c.dv, c.hv * c.dv
-        return {"w_qkv": get(a + "in_proj_qkv.weight", (conv_dim, c.hidden)),
-                "w_z": get(a + "in_proj_z.weight", (v_dim, c.hidden)),
-                "w_b": get(a + "in_proj_b.weight", (c.hv, c.hidden)),
-                "w_a": get(a + "in_proj_a.weight", (c.hv, c.hidden)),
+        if c.qwen3_next:  # fused projections, un-interleaved into Qwen3.5's four
+            w_qkv, w_z, w_b, w_a = split_qkvz_ba(get(a + "in_proj_qkvz.weight", (conv_dim + v_dim, c.hidden)),
+                                                 get(a + "in_proj_ba.weight", (2 * c.hv, c.hidden)), c)
+        else:
+            w_qkv, w_z = get(a + "in_proj_qkv.weight", (conv_dim, c.hidden)), get(a + "in_proj_z.weight",
+                                                                                   (v_dim, c.hidden))
+            w_b, w_a = get(a + "in_proj_b.weight", (c.hv, c.hidden)), get(a + "in_proj_a.weight", (c.hv, c.hidden))
+        return {"w_qkv": w_qkv, "w_z": w_z, "w_b": w_b, "w_a": w_a,
                 "conv": get(a + "conv1d.weight", (conv_dim, 1, c.conv_k))[:, 0, :],  # [channels, K]
                 "A_log": get(a + "A_log", (c.hv,)), "dt_bias": get(a + "dt_bias", (c.hv,)),
                 "norm": get(a + "norm.weight", (c.dv,)),
@@ -341,7 +387,8 @@ class HybridReference:
         c = self.cfg
         probs = torch.softmax(x @ M["router"].t(), dim=-1, dtype=torch.float32)
         weights, chosen = torch.topk(probs, c.top_k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+        if c.norm_topk:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
         out = torch.zeros_like(x)
         for e in range(c.experts):
             rows, slot = torch.where(chosen == e)
@@ -364,7 +411,7 @@ class HybridReference:
             h = h + (self._attention(i, L, x, cos, sin) if L["kind"] == "full_attention"
                      else self._gated_delta_net(i, L, x))
             x = zc_rms_norm(h, L["ln2"], c.eps)
-            h = h + (self._moe(L["mlp"], x) if c.moe else self._mlp(x, *L["mlp"]))
+            h = h + (self._moe(L["mlp"], x) if L["moe"] else self._mlp(x, *L["mlp"]))
         self.pos += n
         return zc_rms_norm(h, self.norm, c.eps) @ self.lm_head.t()
 

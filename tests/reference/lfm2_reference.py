@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""An independent PyTorch oracle for Liquid AI's LFM2 text models (model_type "lfm2", Lfm2ForCausalLM): a hybrid of
-gated short-convolution layers ("conv") and GQA attention layers ("full_attention"). Written from the equations of
-transformers 5.25's modeling_lfm2.py / configuration_lfm2.py (not their code); hf_reference.Reference.from_dir (and
-its CLI) hands model_type "lfm2" to Lfm2Reference here, which has the same interface: forward(ids) appends at the
+"""An independent PyTorch oracle for Liquid AI's LFM2 text models (model_type "lfm2", Lfm2ForCausalLM) and LFM2-MoE
+("lfm2_moe", Lfm2MoeForCausalLM): a hybrid of gated short-convolution layers ("conv") and GQA attention layers
+("full_attention"). Written from the equations of transformers 5.25's modeling_lfm2.py / configuration_lfm2.py /
+modeling_lfm2_moe.py (not their code); hf_reference.Reference.from_dir (and its CLI) hands both model types to
+Lfm2Reference here, which has the same interface: forward(ids) appends at the
 current position (attention KV cache and convolution windows carried between calls), reset(), prompt_logits(),
 greedy(), a long_context attribute (unused).
 
@@ -43,6 +44,20 @@ Semantics:
       KV head h // (heads / kv)); out_proj.
   Numerics: weights upcast to f32, everything in f32.
 
+LFM2-MoE (Lfm2MoeConfig) is LFM2 with these differences:
+  * the dense MLP is intermediate_size wide as stated (no block_* width rule) and only in the first num_dense_layers
+    [2] layers; every later layer has a sparse MoE block instead (feed_forward.*);
+  * MoE: P.layers.i.feed_forward.gate.weight [E, H] (router), feed_forward.expert_bias [E] (with use_expert_bias
+    [true]), experts per expert feed_forward.experts.j.w1 / w3 [Im, H] (gate / up), w2 [H, Im] (the checkpoints',
+    and what save_pretrained writes), or stacked experts.gate_up_proj [E, 2 Im, H] (rows gate | up) and
+    experts.down_proj [E, H, Im] (transformers 5's in-memory form); num_experts [32], num_experts_per_tok [4],
+    moe_intermediate_size [1792], norm_topk_prob [true], routed_scaling_factor [1.0];
+    s = sigmoid(router x) (f32); the top-k experts chosen by s + expert_bias (the bias selects only); weights = s of
+    the chosen, divided by (their sum + 1e-6) when norm_topk_prob, times routed_scaling_factor; out = sum of weight_e
+    * w2_e(silu(w1_e x) * w3_e x) in expert order;
+  * Lfm2MoeConfig's defaults: hidden_size [2048], intermediate_size [7168], the rest as Lfm2Config's (tie_embedding
+    included).
+
 Checked (in a scratch folder, not in the repository) on random tiny checkpoints made by transformers 5.25.0's
 Lfm2ForCausalLM (weights ~ N(0, 1.5^2 / fan_in), norms 1 + 0.3 N(0, 1)): (a) hidden 64, 6 layers conv, conv, attn, conv,
 attn, conv, heads 4 / kv 2, L 3, intermediate 192 -> 128 (multiple_of 16), tied, theta 1e6; (b) 4 layers from
@@ -57,6 +72,13 @@ conv_bias true, no auto-adjust (80), MHA; and (a) rewritten with the legacy keys
     within 3.1e-15, so the semantics agree and the f32 gaps are rounding;
   * llama.cpp (llama-cpp-python 0.3.36) on gguf_py_writer.py's GGUF of (a), (b) and the legacy (a): within 2.8e-6 of
     this file's logits, 16 greedy ids identical ((c) is refused: llama.cpp's lfm2 has no conv biases).
+LFM2-MoE, checked against transformers 5.25.0 (Lfm2MoeForCausalLM, eager, saved by save_pretrained with per-expert
+tensors): hidden 64, 5 layers conv, attn, conv, conv, attn, heads 4 / kv 2, L 3, intermediate 96, 8 experts top 2
+(32 wide), expert_bias ~ 0.2 N(0, 1), vocab 320, a 40-token prompt: (d) 2 dense layers, tied, norm_topk_prob true,
+scale 1: within 1.5e-6 of its whole-prompt logits, 2.2e-6 of its cached ones; (e) 1 dense layer, untied,
+norm_topk_prob false, routed_scaling_factor 2.5: within 2.0e-6 / 2.6e-6; one call vs token by token within 1.5e-6;
+llama.cpp's lfm2moe on gguf_py_hybrids.py's GGUF of (d): within 3.9e-6 (max |diff| 1.4e-5), argmax identical at every
+position ((e) is refused: llama.cpp's lfm2moe always renormalises and reads no routed scaling).
 """
 
 from __future__ import annotations
@@ -72,7 +94,7 @@ import torch.nn.functional as F
 import hf_reference  # tests/reference is on sys.path (the CLI's own folder, or conftest)
 from hybrid_reference import _Weights, ids_and_rope
 
-MODEL_TYPES = hf_reference.LFM2_MODEL_TYPES  # lfm2
+MODEL_TYPES = hf_reference.LFM2_MODEL_TYPES  # lfm2, lfm2_moe
 
 
 def lfm2_mlp_width(intermediate: int, auto_adjust: bool, multiplier: Optional[float], multiple_of: int) -> int:
@@ -86,15 +108,21 @@ def lfm2_mlp_width(intermediate: int, auto_adjust: bool, multiplier: Optional[fl
     return width
 
 
+def _mlp(x: torch.Tensor, w1: torch.Tensor, w3: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+    return (F.silu(x @ w1.t()) * (x @ w3.t())) @ w2.t()
+
+
 class Lfm2Config:
-    """The model's hyper-parameters with Lfm2Config's defaults and its legacy-key handling."""
+    """The model's hyper-parameters with Lfm2Config's / Lfm2MoeConfig's defaults and the legacy-key handling."""
 
     def __init__(self, raw: dict):
         self.model_type = raw.get("model_type")
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"model_type {self.model_type!r} is not an LFM2 type ({', '.join(MODEL_TYPES)})")
+        self.moe = self.model_type == "lfm2_moe"
         self.vocab = int(raw.get("vocab_size", 65536))
-        self.hidden, self.layers = int(raw.get("hidden_size", 2560)), int(raw.get("num_hidden_layers", 32))
+        self.hidden = int(raw.get("hidden_size", 2048 if self.moe else 2560))
+        self.layers = int(raw.get("num_hidden_layers", 32))
         self.heads = int(raw.get("num_attention_heads", 32))
         self.kv_heads = int(raw.get("num_key_value_heads", 8))
         self.head_dim = int(raw.get("head_dim") or self.hidden // self.heads)
@@ -102,13 +130,18 @@ class Lfm2Config:
         self.conv_l = int(raw.get("conv_L_cache", 3))
         self.conv_bias = bool(raw.get("conv_bias", False))
         self.tied = bool(raw.get("tie_embedding", raw.get("tie_word_embeddings", True)))
-        self.intermediate_size = int(raw.get("block_ff_dim", raw.get("intermediate_size", 12288)))
-        self.auto_adjust = bool(raw.get("block_auto_adjust_ff_dim", True))
-        mult = raw.get("block_ffn_dim_multiplier", 1.0)
-        self.ffn_multiplier = None if mult is None else float(mult)
-        self.multiple_of = int(raw.get("block_multiple_of", 256))
-        self.intermediate = lfm2_mlp_width(self.intermediate_size, self.auto_adjust, self.ffn_multiplier,
-                                           self.multiple_of)
+        if self.moe:  # Lfm2MoeMLP takes intermediate_size as it is (no block_* width rule)
+            self.intermediate = int(raw.get("intermediate_size", 7168))
+            self._moe_fields(raw)
+        else:
+            self.intermediate_size = int(raw.get("block_ff_dim", raw.get("intermediate_size", 12288)))
+            self.auto_adjust = bool(raw.get("block_auto_adjust_ff_dim", True))
+            mult = raw.get("block_ffn_dim_multiplier", 1.0)
+            self.ffn_multiplier = None if mult is None else float(mult)
+            self.multiple_of = int(raw.get("block_multiple_of", 256))
+            self.intermediate = lfm2_mlp_width(self.intermediate_size, self.auto_adjust, self.ffn_multiplier,
+                                               self.multiple_of)
+            self.dense_layers = self.layers
         if raw.get("layer_types") is not None:
             self.layer_types: List[str] = list(raw["layer_types"])
         else:
@@ -125,6 +158,15 @@ class Lfm2Config:
             raise ValueError(f"rope_type {rope_type!r} is not supported (default)")
         self.theta = float(rp.get("rope_theta", raw.get("rope_theta", 1e6)))
         self.max_positions = int(raw.get("max_position_embeddings", 128000))
+
+    def _moe_fields(self, raw: dict) -> None:
+        """Lfm2MoeConfig's MoE fields and defaults: the first num_dense_layers layers dense, the rest MoE."""
+        self.dense_layers = int(raw.get("num_dense_layers", 2))
+        self.experts, self.top_k = int(raw.get("num_experts", 32)), int(raw.get("num_experts_per_tok", 4))
+        self.moe_inter = int(raw.get("moe_intermediate_size", 1792))
+        self.expert_bias = bool(raw.get("use_expert_bias", True))
+        self.scaling = float(raw.get("routed_scaling_factor", 1.0))
+        self.norm_topk = bool(raw.get("norm_topk_prob", True))
 
 
 def rms_norm(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -143,10 +185,11 @@ class Lfm2Reference:
         for i, kind in enumerate(c.layer_types):
             lp = f"model.layers.{i}."
             layer = {"kind": kind, "ln1": get(lp + "operator_norm.weight", (c.hidden,)),
-                     "ln2": get(lp + "ffn_norm.weight", (c.hidden,)),
-                     "mlp": (get(lp + "feed_forward.w1.weight", (c.intermediate, c.hidden)),
-                             get(lp + "feed_forward.w3.weight", (c.intermediate, c.hidden)),
-                             get(lp + "feed_forward.w2.weight", (c.hidden, c.intermediate)))}
+                     "ln2": get(lp + "ffn_norm.weight", (c.hidden,))}
+            if i < c.dense_layers:
+                layer["mlp"] = self._load_mlp(get, lp + "feed_forward.", c.intermediate)
+            else:
+                layer["moe"] = self._load_moe(get, lp + "feed_forward.")
             layer.update(self._load_attention(get, lp + "self_attn.") if kind == "full_attention"
                          else self._load_conv(get, lp + "conv."))
             self.layers.append(layer)
@@ -166,6 +209,26 @@ class Lfm2Reference:
                 "wv": get(a + "v_proj.weight", (kv_out, c.hidden)), "wo": get(a + "out_proj.weight", (c.hidden, q_out)),
                 "q_norm": get(a + "q_layernorm.weight", (c.head_dim,)),
                 "k_norm": get(a + "k_layernorm.weight", (c.head_dim,))}
+
+    def _load_mlp(self, get, m: str, inter: int) -> tuple:
+        """(w1 gate [I, H], w3 up [I, H], w2 down [H, I])."""
+        h = self.cfg.hidden
+        return get(m + "w1.weight", (inter, h)), get(m + "w3.weight", (inter, h)), get(m + "w2.weight", (h, inter))
+
+    def _load_moe(self, get, m: str) -> dict:
+        """Router gate.weight [E, H], expert_bias [E] (use_expert_bias), experts per expert experts.j.w1 / w3 / w2 (the
+        checkpoints') or stacked experts.gate_up_proj [E, 2 Im, H] (rows gate | up) and experts.down_proj [E, H, Im]
+        (transformers 5's in-memory form)."""
+        c = self.cfg
+        e, im, h = c.experts, c.moe_inter, c.hidden
+        if m + "experts.gate_up_proj" in get.t:
+            gate_up, down = get(m + "experts.gate_up_proj", (e, 2 * im, h)), get(m + "experts.down_proj", (e, h, im))
+        else:
+            per = [self._load_mlp(get, f"{m}experts.{j}.", im) for j in range(e)]
+            gate_up = torch.stack([torch.cat((g, u)) for g, u, _ in per])
+            down = torch.stack([d for _, _, d in per])
+        return {"router": get(m + "gate.weight", (e, h)), "gate_up": gate_up, "down": down,
+                "bias": get(m + "expert_bias", (e,), c.expert_bias)}
 
     def _load_conv(self, get, a: str) -> dict:
         c, h, bias = self.cfg, self.cfg.hidden, self.cfg.conv_bias
@@ -226,6 +289,26 @@ class Lfm2Reference:
             conv = conv + L["b_conv"]
         return self._linear(cg * conv, L["w_out"], L["b_out"])
 
+    def _moe(self, M: dict, x: torch.Tensor) -> torch.Tensor:
+        """Lfm2MoeSparseMoeBlock: sigmoid scores; the top-k chosen by score + expert_bias (when used), weighted by
+        their scores, divided by (sum + 1e-6) when norm_topk_prob, times routed_scaling_factor; experts summed in
+        expert order (index_add)."""
+        c = self.cfg
+        scores = torch.sigmoid(x @ M["router"].t())
+        chosen = torch.topk(scores if M["bias"] is None else scores + M["bias"], c.top_k, dim=-1)[1]
+        weights = scores.gather(1, chosen)
+        if c.norm_topk:
+            weights = weights / (weights.sum(dim=-1, keepdim=True) + 1e-6)
+        weights = weights * c.scaling
+        out = torch.zeros_like(x)
+        for e in range(c.experts):
+            rows, slot = torch.where(chosen == e)
+            if rows.numel() == 0:
+                continue
+            gate, up = M["gate_up"][e].split(c.moe_inter)
+            out.index_add_(0, rows, _mlp(x[rows], gate, up, M["down"][e]) * weights[rows, slot, None])
+        return out
+
     @torch.no_grad()
     def forward(self, ids: Sequence[int]) -> torch.Tensor:
         """Appends ids at the current position; returns their logits [len(ids), vocab] (float32)."""
@@ -237,8 +320,7 @@ class Lfm2Reference:
             h = h + (self._attention(i, L, x, cos, sin) if L["kind"] == "full_attention"
                      else self._short_conv(i, L, x))
             x = rms_norm(h, L["ln2"], c.eps)
-            w1, w3, w2 = L["mlp"]
-            h = h + (F.silu(x @ w1.t()) * (x @ w3.t())) @ w2.t()
+            h = h + (self._moe(L["moe"], x) if "moe" in L else _mlp(x, *L["mlp"]))
         self.pos += n
         return rms_norm(h, self.norm, c.eps) @ self.lm_head.t()
 
