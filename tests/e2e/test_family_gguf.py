@@ -14,7 +14,11 @@ tiny-qwen3.5 (a Qwen3_5ForConditionalGeneration directory, its text fields under
 llama.cpp's qwen35: value heads tiled, ssm_a = -exp(A_log), norms but the delta rule's as 1 + w (gguf_py_writer.py);
 tiny-qwen3.5-moe likewise as llama.cpp's qwen35moe, its experts stacked per projection, the shared expert and its gate
 as *_shexp and ffn_gate_inp_shexp, and no feed_forward_length (its config has no intermediate_size, and llama.cpp's
-converter then writes none).
+converter then writes none). tiny-qwen3-next as llama.cpp's qwen3next: in_proj_qkvz split into attn_qkv and attn_gate,
+in_proj_ba kept grouped per key head as ssm_ba, value heads in HF's grouped order; tiny-lfm2-moe as lfm2moe (the
+expert bias as exp_probs_b, expert_gating_func sigmoid, leading_dense_block_count); tiny-nemotron-h as nemotron_h (the
+layer kinds in per-layer head_count_kv and feed_forward_length lists, q/k rows permuted per head as the converter
+does, which leaves a model without RoPE unchanged).
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ def gguf_matches_hf_directory(minfer, hf, config, tmp_path):
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
                                     "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3", "tiny-olmo2",
                                     "tiny-olmo3", "tiny-granite", "tiny-gpt-oss", "tiny-qwen3.5", "tiny-qwen3.5-moe",
-                                    "tiny-lfm2"])
+                                    "tiny-lfm2", "tiny-qwen3-next", "tiny-lfm2-moe", "tiny-nemotron-h"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)

@@ -38,7 +38,8 @@ TOLERANCE = {"f32": 1e-4, "bf16": 3e-2}
 # fifth of its 88 within 0.05 over its two layers): the engine's bf16 activation rounding routes some of them to the
 # other expert (errors up to 0.58 there, 3e-6 for the same weights upcast to f32), so only the typical error is
 # bounded: the median below half the tolerance (measured 0.010) and 75% of the positions within it (measured 86%).
-ROUTING_FLIPS_IN_BF16 = {"tiny-gpt-oss"}
+# tiny-lfm2-moe's sigmoid router flips at 3 of its 89 positions (errors 0.28, 0.16, 0.10; median 0.010).
+ROUTING_FLIPS_IN_BF16 = {"tiny-gpt-oss", "tiny-lfm2-moe"}
 # Presets whose bf16 logits move more under the engine's bf16-rounded activations than the tolerance allows, because
 # the model itself is that sensitive: tiny-qwen3.5's oracle, its linear layers' inputs rounded to bf16, moves by up to
 # 5.8% (median 1.3%; tiny-qwen3's by 1.2%): the delta rule carries every rounding into the state of later tokens. The
@@ -94,7 +95,8 @@ CASES = [("tiny-llama", "f32"), ("tiny-llama", "bf16"), ("tiny-qwen2", "f32"), (
          ("tiny-olmo3", "f32"), ("tiny-olmo3", "bf16"), ("tiny-granite", "f32"), ("tiny-granite", "bf16"),
          ("tiny-gpt-oss", "f32"), ("tiny-gpt-oss", "bf16"), ("tiny-qwen3.5", "f32"), ("tiny-qwen3.5", "bf16"),
          ("tiny-lfm2", "f32"), ("tiny-lfm2", "bf16"), ("tiny-qwen3.5-moe", "f32"),
-         ("tiny-granite-4.0-h", "f32"), ("tiny-granite-4.0-h", "bf16")]
+         ("tiny-granite-4.0-h", "f32"), ("tiny-granite-4.0-h", "bf16"), ("tiny-qwen3-next", "f32"),
+         ("tiny-lfm2-moe", "f32"), ("tiny-lfm2-moe", "bf16"), ("tiny-nemotron-h", "f32"), ("tiny-nemotron-h", "bf16")]
 # tiny-qwen3.5-moe in bf16 is not compared: bf16-rounded activations both flip near-tied routing decisions (as for
 # tiny-gpt-oss) and move the delta rule's state (as for tiny-qwen3.5), 1.15 at the worst position; its f32 case and
 # tiny-qwen3.5's bf16 case cover the kernels.

@@ -29,6 +29,9 @@ REFUSED = {
     "tiny-qwen3.5-moe": "Qwen3.5-MoE",
     "tiny-lfm2": "LFM2",
     "tiny-granite-4.0-h": "Granite 4.0-H",
+    "tiny-qwen3-next": "Qwen3-Next",
+    "tiny-lfm2-moe": "LFM2-MoE",
+    "tiny-nemotron-h": "Nemotron-H",
 }
 
 

@@ -204,14 +204,14 @@ void test_hf_weights(const ModelConfig& c, std::vector<HfTestWeight>& weights) {
 }
 
 // nemotron-nano-9b-v2: NVIDIA-Nemotron-Nano-9B-v2's shape (use --layers for a slice); tiny-nemotron-h: mamba, MLP,
-// attention, mamba, MLP.
+// attention, mamba, MLP, its vocabulary padded to 648 (llama.cpp's converter pads Nemotron-H's to a multiple of 8).
 // clang-format off
 const TestPreset kPresets[] = {
     {.name = "nemotron-nano-9b-v2", .model_type = "nemotron_h", .tiny = false, .hidden = 4480, .intermediate = 15680,
      .layers = 56, .heads = 40, .kv_heads = 8, .vocab = 131072, .max_position_embeddings = 131072, .tied = false,
      .embed_std = 0.02, .weight_std = 0.02, .head_dim = 128},
     {.name = "tiny-nemotron-h", .model_type = "nemotron_h", .tiny = true, .hidden = 64, .intermediate = 128,
-     .layers = 5, .heads = 4, .kv_heads = 2, .vocab = 0, .max_position_embeddings = 131072, .tied = false,
+     .layers = 5, .heads = 4, .kv_heads = 2, .vocab = 648, .max_position_embeddings = 131072, .tied = false,
      .embed_std = 0.08, .weight_std = 0.16, .head_dim = 16},
 };
 // clang-format on
