@@ -33,7 +33,6 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
       page_(PageGeometry::of(config.page_size)),
       weights_(std::move(weights)),
       pool_(config.num_threads) {
-  refuse_unsupported_hybrid_features();
   start_tensor_parallel();
   // int8 at load (issue 5); under tensor parallel, of this rank's shard.
   if (config_.quant.enabled()) quantize_model(shard_ ? *shard_ : weights_, config_.quant, pool_.size());
@@ -49,15 +48,6 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
 }
 
 EngineCore::~EngineCore() { end_tensor_parallel(); }
-
-// What a model with recurrent layers cannot do yet: split its recurrent heads across ranks.
-void EngineCore::refuse_unsupported_hybrid_features() const {
-  const ModelConfig& m = weights_.config;
-  if (!m.has_recurrent_layers()) return;
-  if (config_.tensor_parallel_size > 1)
-    fail("tensor_parallel_size {}: tensor parallel is not supported yet for {} (a model with recurrent layers)",
-         config_.tensor_parallel_size, m.arch);
-}
 
 void EngineCore::load_tokenizer_and_eos_ids() {
   try {

@@ -94,8 +94,6 @@ class EngineCore {
     Clock::time_point start, end;
   };
 
-  // Set-up (engine_core.cpp), the constructor's steps in their order.
-  void refuse_unsupported_hybrid_features() const;
   void load_tokenizer_and_eos_ids();
   void resolve_config();
   void start_runner();

@@ -49,7 +49,7 @@ KvPoolRequest EngineCore::kv_pool_request() const {
 // (max_num_seqs), unless that would take more than half the budget; at least one. With prefix caching, up to a
 // quarter of the budget (at most four per sequence) more for the snapshots its hits restore.
 void EngineCore::create_state_pool(KvPoolRequest& request) {
-  const ModelConfig& m = weights_.config;
+  const ModelConfig& m = runner_weights().config;  // this rank's heads under tensor parallel
   if (!m.has_recurrent_layers()) return;
   // Speculative decoding keeps the state after each token of a verification: 1 + k more per slot.
   const int64_t history = config_.speculative.enabled() ? config_.speculative.num_speculative_tokens + 1 : 0;
@@ -62,6 +62,7 @@ void EngineCore::create_state_pool(KvPoolRequest& request) {
   const int64_t left = room - slots * slot * (1 + history);
   const int64_t copies = snapshots ? std::clamp<int64_t>(std::min(budget / 4, left) / slot, 0, 4 * slots) : 0;
   states_ = std::make_unique<StatePool>(m, slots, copies, history);
+  if (channel_) states_->record_ops();  // the other ranks replay them (StepChannel::send_step)
   request.budget_bytes -= states_->bytes();
   request.budget_source +=
       fmt::format(", less {} MiB for {} state slots and {} snapshots", states_->bytes() >> 20, slots, copies);
@@ -141,7 +142,7 @@ void EngineCore::log_kv_pools() const {
         "state: {} slots of {} KiB for the {} recurrent layers, {} snapshots every {} tokens for prefix caching ({} "
         "MiB; "
         "a sequence holds a slot while it runs)",
-        states_->num_slots(), StatePool::slot_bytes(m) >> 10,
+        states_->num_slots(), StatePool::slot_bytes(runner_weights().config) >> 10,
         std::count_if(m.layer_mixers.begin(), m.layer_mixers.end(),
                       [](LayerMixer x) { return x != LayerMixer::kAttention && x != LayerMixer::kNone; }),
         states_->num_snapshots(), config_.state_snapshot_pages * page_.size(), states_->bytes() >> 20);

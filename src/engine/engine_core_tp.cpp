@@ -30,6 +30,11 @@ void EngineCore::send_worker_setup() {
   WorkerSetup setup{.config = config_, .window_layers = window_layers_};
   if (full_.cache) setup.full = full_.cache->shape();
   if (window_.cache) setup.window = window_.cache->shape();
+  if (states_) {
+    setup.state_slots = states_->num_slots();
+    setup.state_snapshots = states_->num_snapshots();
+    setup.state_history = states_->history_per_slot();
+  }
   channel_->send_setup(setup);
   spdlog::info("tensor parallel: rank 0 of {} ({} of {} heads, {} KV heads per rank{}); waiting for the other ranks",
                config_.tensor_parallel_size, runner_weights().config.num_heads, weights_.config.num_heads,
@@ -46,7 +51,9 @@ void EngineCore::share_kv_budget(KvPoolRequest& request) const {
 
 // The step's chunks to the other ranks, which run the same graph on their shards.
 void EngineCore::broadcast_step() {
-  if (channel_) channel_->send_step(chunks_);
+  if (!channel_) return;
+  const std::vector<StateOp> ops = states_ ? states_->take_ops() : std::vector<StateOp>{};
+  channel_->send_step(chunks_, ops);
 }
 
 void EngineCore::end_tensor_parallel() {

@@ -63,6 +63,7 @@ void StepChannel::send_setup(const WorkerSetup& setup) {
       {"full", shape_json(setup.full)},
       {"window", shape_json(setup.window)},
       {"window_layers", setup.window_layers},
+      {"states", {setup.state_slots, setup.state_snapshots, setup.state_history}},
   };
   const std::string text = j.dump();
   words_.assign(1 + (text.size() + 3) / 4, 0);
@@ -89,18 +90,27 @@ std::optional<WorkerSetup> StepChannel::receive_setup() {
   s.full = shape_of(j.at("full"));
   s.window = shape_of(j.at("window"));
   s.window_layers = j.at("window_layers").get<std::vector<uint8_t>>();
+  const auto& states = j.at("states");
+  s.state_slots = states[0];
+  s.state_snapshots = states[1];
+  s.state_history = states[2];
   return s;
 }
 
-// A step: kStep, the chunk count, then per chunk its start position, flags, tokens, page table and local page
-// table (each a count and its values).
-void StepChannel::send_step(std::span<const SequenceChunk> chunks) {
+// A step: kStep, the state operations (a count, then from and to of each), the chunk count, then per chunk its start
+// position, flags, state slot and history slot, tokens, page table and local page table (each a count and its
+// values).
+void StepChannel::send_step(std::span<const SequenceChunk> chunks, std::span<const StateOp> state_ops) {
   words_.clear();
   words_.push_back(kStep);
+  words_.push_back(static_cast<int32_t>(state_ops.size()));
+  for (const StateOp& op : state_ops) words_.insert(words_.end(), {op.from, op.to});
   words_.push_back(static_cast<int32_t>(chunks.size()));
   for (const SequenceChunk& c : chunks) {
     words_.push_back(c.start_position);
     words_.push_back((c.sample ? 1 : 0) | (c.sample_all ? 2 : 0));
+    words_.push_back(c.state_slot);
+    words_.push_back(c.state_history);
     append(words_, c.tokens);
     append(words_, c.page_table);
     append(words_, c.local_page_table);
@@ -131,13 +141,22 @@ bool StepChannel::receive_step(ReceivedStep& step) {
     at += 1 + n;
     return s;
   };
-  const int32_t count = w[at++];
+  const int32_t ops = w.at(at++);
+  MINFER_CHECK(ops >= 0 && at + 2 * static_cast<size_t>(ops) < w.size(), "a step message ends early");
+  step.state_ops.resize(static_cast<size_t>(ops));
+  for (StateOp& op : step.state_ops) {
+    op.from = w[at++];
+    op.to = w[at++];
+  }
+  const int32_t count = w.at(at++);
   step.chunks.resize(static_cast<size_t>(count));
   for (SequenceChunk& c : step.chunks) {
     c.start_position = w.at(at++);
     const int32_t flags = w.at(at++);
     c.sample = (flags & 1) != 0;
     c.sample_all = (flags & 2) != 0;
+    c.state_slot = w.at(at++);
+    c.state_history = w.at(at++);
     c.tokens = take();
     c.page_table = take();
     c.local_page_table = take();

@@ -14,6 +14,7 @@
 #include "dist/communicator.h"
 #include "engine/model_runner.h"
 #include "kv/kv_cache.h"
+#include "kv/state_pool.h"
 #include "minfer/config.h"
 
 namespace minfer {
@@ -22,12 +23,15 @@ struct WorkerSetup {
   EngineConfig config;  // model_path, fusion, quantization, task, max_model_len as rank 0 resolved them
   std::optional<KvCacheShape> full, window;  // the KV pools (num_pages included)
   std::vector<uint8_t> window_layers;        // ModelRunner's local_layers
+  // The recurrent layers' state pool (models with some): slots, snapshots and history slots per slot.
+  int64_t state_slots = 0, state_snapshots = 0, state_history = 0;
 };
 
 // One step as the other ranks receive it: the chunks view `storage`.
 struct ReceivedStep {
   std::vector<int32_t> storage;
   std::vector<SequenceChunk> chunks;
+  std::vector<StateOp> state_ops;  // to apply to the state pool before the step
 };
 
 class StepChannel {
@@ -36,7 +40,7 @@ class StepChannel {
 
   // Rank 0.
   void send_setup(const WorkerSetup& setup);
-  void send_step(std::span<const SequenceChunk> chunks);
+  void send_step(std::span<const SequenceChunk> chunks, std::span<const StateOp> state_ops = {});
   void send_end_engine();
   void send_end_run();
 

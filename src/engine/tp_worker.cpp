@@ -7,6 +7,7 @@
 #include "dist/communicator.h"
 #include "engine/model_runner.h"
 #include "engine/step_channel.h"
+#include "kv/state_pool.h"
 #include "model/quant/quantize_model.h"
 #include "model/shard_weights.h"
 
@@ -23,6 +24,10 @@ void serve_engine(const WorkerSetup& setup, const EngineConfig& own, dist::Commu
   if (c.quant.enabled()) quantize_model(shard, c.quant, pool.size());
   std::unique_ptr<KvCache> full_kv = setup.full ? std::make_unique<KvCache>(*setup.full) : nullptr;
   std::unique_ptr<KvCache> window_kv = setup.window ? std::make_unique<KvCache>(*setup.window) : nullptr;
+  std::unique_ptr<StatePool> states =
+      setup.state_slots > 0
+          ? std::make_unique<StatePool>(shard.config, setup.state_slots, setup.state_snapshots, setup.state_history)
+          : nullptr;
   ModelRunner runner(shard, pool, graph::FusionOptions{c.fusion_strategy, c.disabled_fusion_passes}, c.max_model_len,
                      setup.window_layers,
                      c.task == EngineTask::kEmbed ? DecoderHead::kHiddenStates : DecoderHead::kLogits, &comm);
@@ -33,7 +38,8 @@ void serve_engine(const WorkerSetup& setup, const EngineConfig& own, dist::Commu
   ReceivedStep step;
   int64_t steps = 0;
   while (channel.receive_step(step)) {
-    runner.execute(step.chunks, KvPools{full_kv.get(), window_kv.get()});
+    if (states) states->apply_ops(step.state_ops);
+    runner.execute(step.chunks, KvPools{full_kv.get(), window_kv.get(), states.get()});
     ++steps;
   }
   spdlog::debug("rank {}: {} steps, the engine ended", comm.rank(), steps);

@@ -47,6 +47,26 @@ StatePool::StatePool(const ModelConfig& config, int64_t num_slots, int64_t num_s
 void StatePool::copy_slot(int32_t from, int32_t to) {
   for (const kernels::StateLayerView& v : views_)
     if (v.base) std::copy(v.conv(from), v.conv(from) + v.slot_floats, v.conv(to));
+  if (recording_) ops_.push_back({from, to});
+}
+
+void StatePool::zero_slot(int32_t slot) {
+  for (const kernels::StateLayerView& v : views_)
+    if (v.base) std::fill(v.conv(slot), v.conv(slot) + v.slot_floats, 0.0f);
+  if (recording_) ops_.push_back({-1, slot});
+}
+
+void StatePool::apply_ops(std::span<const StateOp> ops) {
+  const int64_t all = num_slots_ * (1 + history_per_slot_) + num_snapshot_slots_;
+  for (const StateOp& op : ops) {
+    MINFER_CHECK(op.to >= 0 && op.to < all && op.from >= -1 && op.from < all, "state op {} -> {} of {} slots", op.from,
+                 op.to, all);
+    if (op.from < 0) {
+      zero_slot(op.to);
+    } else {
+      copy_slot(op.from, op.to);
+    }
+  }
 }
 
 int32_t StatePool::history_of(RequestId seq) const {
@@ -90,8 +110,7 @@ bool StatePool::acquire(RequestId seq) {
   const int32_t slot = free_.back();
   free_.pop_back();
   owner_[seq] = slot;
-  for (const kernels::StateLayerView& v : views_)
-    if (v.base) std::fill(v.conv(slot), v.conv(slot) + v.slot_floats, 0.0f);
+  zero_slot(slot);
   return true;
 }
 

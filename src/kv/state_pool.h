@@ -8,6 +8,7 @@
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels/mixers.h"
@@ -15,6 +16,13 @@
 #include "model/model_config.h"
 
 namespace minfer {
+
+// A slot operation, as the other ranks of a tensor-parallel group replay it on their pools (same slots, their shards
+// of the layers): copy slot `from` into slot `to`, or with from = -1 zero `to`.
+struct StateOp {
+  int32_t from = -1;
+  int32_t to = 0;
+};
 
 class StatePool {
  public:
@@ -50,9 +58,17 @@ class StatePool {
   int64_t num_slots() const { return num_slots_; }
   int64_t num_free() const { return static_cast<int64_t>(free_.size()); }
   int64_t bytes() const { return static_cast<int64_t>(floats_ * sizeof(float)); }
+  int64_t history_per_slot() const { return history_per_slot_; }
+
+  // Tensor parallel: rank 0's pool records every slot zeroing and copy (record_ops), sends them with the next step
+  // (take_ops), and the other ranks apply them in order before running it (apply_ops).
+  void record_ops() { recording_ = true; }
+  std::vector<StateOp> take_ops() { return std::exchange(ops_, {}); }
+  void apply_ops(std::span<const StateOp> ops);
 
  private:
   void copy_slot(int32_t from, int32_t to);
+  void zero_slot(int32_t slot);
 
   int64_t num_slots_;
   int64_t num_snapshot_slots_;
@@ -66,6 +82,8 @@ class StatePool {
   std::vector<kernels::StateLayerView> views_;
   std::vector<int32_t> free_;
   std::unordered_map<RequestId, int32_t> owner_;
+  bool recording_ = false;
+  std::vector<StateOp> ops_;
 };
 
 }  // namespace minfer

@@ -161,7 +161,7 @@ const char* layer_mixer_name(LayerMixer mixer) {
 
 int64_t ModelConfig::conv_state_floats(int64_t layer) const {
   if (mixer(layer) == LayerMixer::kGatedDeltaNet) return (linear.conv_kernel - 1) * linear.conv_channels();
-  if (mixer(layer) == LayerMixer::kShortConv) return (short_conv_kernel - 1) * hidden_size;
+  if (mixer(layer) == LayerMixer::kShortConv) return (short_conv_kernel - 1) * conv_channels();
   if (mixer(layer) == LayerMixer::kMamba2) return (mamba.conv_kernel - 1) * mamba.conv_channels();
   return 0;
 }

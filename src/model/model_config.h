@@ -154,6 +154,9 @@ struct ModelConfig {
   MambaShape mamba;
   // LFM2's gated short convolution layers: a causal depthwise conv of this many taps over hidden_size channels.
   int64_t short_conv_kernel = 0;
+  // Its channels: hidden_size, or under tensor parallel the rank's share of them (0: hidden_size).
+  int64_t short_conv_channels = 0;
+  int64_t conv_channels() const { return short_conv_channels > 0 ? short_conv_channels : hidden_size; }
   DType dtype = DType::F32;  // the dtype the weights are stored in
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "dist/expert_parallel.h"
+#include "model/shard_mixers.h"
 
 namespace minfer {
 namespace {
@@ -21,6 +22,7 @@ struct Split {
   int64_t ff = 0, moe_ff = 0;               // FFN columns per rank: dense MLP, each expert
   int64_t vocab_begin = 0, vocab_end = 0;
   dist::ExpertRange experts;
+  const MixerShard* mixers = nullptr;
 
   static Tensor rows(const Tensor& t, int64_t first, int64_t count) {
     if (t.rank() == 1) return vector_slice(t, first, first + count);
@@ -41,6 +43,9 @@ struct Split {
     if (name == "embed" || name == "lm_head") return row_slice(t, vocab_begin, vocab_end);
     if (!name.starts_with("layers.")) return t;  // final_norm
     const std::string_view rest = std::string_view(name).substr(name.find('.', 7) + 1);
+    const int64_t layer = std::stoll(name.substr(7, name.find('.', 7) - 7));
+    if (std::optional<Tensor> mixer = mixers->part(name, layer, rest, t)) return mixer;
+    if (rest == "wq_gate") return rows(t, first_head * head_dim, heads * head_dim);  // Qwen3.5's output gate
     if (rest == "wq" || rest == "bq") return rows(t, first_head * head_dim, heads * head_dim);
     if (rest == "wk" || rest == "bk" || rest == "wv" || rest == "bv")
       return rows(t, first_kv_head * head_dim, kv_heads * head_dim);
@@ -100,7 +105,9 @@ ModelWeights shard_weights(const ModelWeights& full, int rank, int ranks, bool e
   if (stride * (ranks - 1) >= c.vocab_size)
     fail("--tensor-parallel-size {}: the vocabulary of {} tokens is too small to split", ranks, c.vocab_size);
 
+  const MixerShard mixers(c, rank, ranks);
   Split s{.rank = rank, .ranks = ranks, .expert_parallel = expert_parallel, .head_dim = c.head_dim};
+  s.mixers = &mixers;
   s.heads = c.num_heads / ranks;
   s.first_head = rank * s.heads;
   s.kv_heads = std::max<int64_t>(1, c.num_kv_heads / ranks);
@@ -121,6 +128,7 @@ ModelWeights shard_weights(const ModelWeights& full, int rank, int ranks, bool e
   out.config.num_kv_heads = s.kv_heads;
   out.config.intermediate_size = s.ff;
   out.config.moe_intermediate_size = s.moe_ff;
+  mixers.shrink(out.config);
   out.shard = WeightShard{.rank = rank,
                           .size = ranks,
                           .expert_parallel = expert_parallel,

@@ -6,6 +6,7 @@
 //                       logits gathered on rank 0
 //   norms, router       replicated
 //   experts             sliced as the dense MLP, or with expert_parallel whole, a block of them per rank
+//   recurrent mixers    the rank's heads (or conv channels) and their state (model/shard_mixers.h)
 // Quantized (GGUF block) weights split on their block boundaries: a split that would cut a block is refused,
 // naming the tensor. The shard's config holds the rank's head, KV head and FFN counts.
 #pragma once

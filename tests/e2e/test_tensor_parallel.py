@@ -68,6 +68,32 @@ def test_greedy_ids_equal_one_process(preset, tiny_models, tmp_path):
             assert generate_ids(tmp_path, model, "--enable-expert-parallel", ranks=ranks) == want, f"EP={ranks}"
 
 
+HYBRIDS = ["tiny-qwen3.5", "tiny-qwen3.5-moe", "tiny-qwen3-next", "tiny-lfm2", "tiny-lfm2-moe", "tiny-nemotron-h"]
+
+
+@pytest.mark.parametrize("preset", HYBRIDS)
+def test_hybrid_greedy_ids_equal_one_process(preset, tiny_models, tmp_path):
+    """The recurrent layers' heads (delta rule, Mamba2) or channels (short conv) split over 2 ranks, each rank keeping
+    its heads' state: one process's greedy ids, with the prompt in one chunk and in 16-token chunks (the state carried
+    from chunk to chunk on every rank)."""
+    model = tiny_models(preset, "f32")
+    want = generate_ids(tmp_path, model)
+    assert generate_ids(tmp_path, model, ranks=2) == want
+    assert generate_ids(tmp_path, model, "--max-num-batched-tokens", "16", ranks=2, launch="self") == want
+    if preset in ("tiny-qwen3.5-moe", "tiny-qwen3-next"):
+        assert generate_ids(tmp_path, model, "--enable-expert-parallel", ranks=2) == want, "EP=2"
+
+
+def test_hybrid_refuses_what_does_not_split(tiny_models):
+    """Granite 4.0-H's one Mamba2 group normalises across every head: no rank can hold part of it."""
+    model = tiny_models("tiny-granite-4.0-h", "f32")
+    proc = subprocess.run([str(c) for c in [MINFER_BIN, "generate", "-m", model, "--prompt-ids", "1 2 3", "-n", "4",
+                                            "--tensor-parallel-size", "2"]], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode != 0
+    assert "Mamba2 layers have 1 group(s) (n_groups), which do not divide among 2 ranks" in proc.stderr
+
+
 def test_self_launch_unfused_and_batched_prefill(tiny_models, tmp_path):
     """minfer starts mpirun itself; the unfused graph and a prefill split in chunks (each step broadcast) agree."""
     model = tiny_models("tiny-qwen3", "f32")
@@ -145,6 +171,23 @@ def test_serve_answers_the_openai_client(tiny_models):
         chunks = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
                                                      max_tokens=8, temperature=0, stream=True))
         assert chunks[-1].choices == [] or chunks[-1].choices[0].finish_reason in ("length", "stop", None)
+
+
+def test_serve_hybrid_prefix_hits_and_speculation(tiny_models):
+    """A hybrid under TP=2 in the server: prompts sharing a 48-token prefix (state snapshots every page restored on
+    prefix hits) and n-gram speculation (the state after the last accepted draft kept) on every rank as on rank 0
+    (StatePool's slot operations replayed), with one process's text."""
+    model = tiny_models("tiny-qwen3.5", "f32")
+    shared = " ".join(f"word{i}" for i in range(24))
+    prompts = [f"{shared} request {i}" + " again" * i for i in range(6)]
+    common = ["--model", model, "--served-model-name", "m", "-t", "1", "--state-snapshot-pages", "1",
+              "--speculative", "ngram"]
+    with serve(MINFER_BIN, *common) as url:
+        completions(url, prompts[:1], stream=False)  # the prefix cached: the others hit it
+        want = completions(url, prompts, stream=False)
+    with serve(MINFER_BIN, *common, "--tensor-parallel-size", "2") as url:
+        completions(url, prompts[:1], stream=False)
+        assert completions(url, prompts, stream=False) == want
 
 
 def rank_pids(rank: int) -> List[int]:

@@ -27,7 +27,8 @@ ValueId feed_forward(DecoderBuilder& b, int64_t layer, ValueId h) {
   const ValueId up = b.matmul(h, p + "shared.w_up", "", p + "shared_up");
   const ValueId act = g.add_node(Node{
       .kind = OpKind::kSiluMul, .inputs = {gate, up}, .output = g.add_value(p + "shared_act", g.value(gate).width)});
-  return b.add(b.moe(layer, h), b.matmul(act, p + "shared.w_down", "", p + "shared"), p + "moe_sum");
+  const ValueId shared = b.all_reduce(b.matmul(act, p + "shared.w_down", "", p + b.shard_name("shared")), p + "shared");
+  return b.add(b.moe(layer, h), shared, p + "moe_sum");
 }
 
 graph::Graph build_graph(const ModelWeights& weights) {

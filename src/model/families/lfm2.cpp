@@ -31,11 +31,11 @@ ValueId short_conv(DecoderBuilder& b, int64_t layer, ValueId h) {
   const ValueId x = b.matmul(h, p + "conv_in_x", "", p + "conv_x");
   Node conv{.kind = OpKind::kConv1d,
             .inputs = {mul(b, gate_in, x, p + "conv_bx")},
-            .output = g.add_value(p + "conv", b.config().hidden_size)};
+            .output = g.add_value(p + "conv", b.config().conv_channels())};
   conv.weight = b.f32(p + "conv_kernel");
   conv.layer = static_cast<int32_t>(layer);
   const ValueId y = mul(b, gate_out, g.add_node(conv), p + "conv_y");
-  return b.matmul(y, p + "conv_out", "", p + "o");
+  return b.all_reduce(b.matmul(y, p + "conv_out", "", p + b.shard_name("o")), p + "o");
 }
 
 graph::Graph build_graph(const ModelWeights& weights) {

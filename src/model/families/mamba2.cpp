@@ -70,7 +70,7 @@ ValueId mamba2_mixer(DecoderBuilder& b, int64_t layer, ValueId h) {
   const ValueId gated =
       g.add_node(Node{.kind = OpKind::kSiluMul, .inputs = {z, y}, .output = g.add_value(p + "scan_gated", m.inner())});
   const ValueId normed = b.rmsnorm(gated, p + "ssm_norm_gated", p + "scan_normed", m.inner() / m.groups);
-  return b.matmul(normed, p + "ssm_out", "", p + "o");
+  return b.all_reduce(b.matmul(normed, p + "ssm_out", "", p + b.shard_name("o")), p + "o");
 }
 
 void adapt_mamba2_weights(ModelWeights& w, const std::string& p) {

@@ -47,7 +47,7 @@ ValueId linear_attention(DecoderBuilder& b, int64_t layer, ValueId h) {
   const ValueId normed = b.rmsnorm(g.add_node(delta), p + "ssm_norm_gated", p + "delta_normed", l.v_dim);
   const ValueId gated = g.add_node(Node{
       .kind = OpKind::kSiluMul, .inputs = {z, normed}, .output = g.add_value(p + "delta_gated", l.v_heads * l.v_dim)});
-  return b.matmul(gated, p + "ssm_out", "", p + "o");
+  return b.all_reduce(b.matmul(gated, p + "ssm_out", "", p + b.shard_name("o")), p + "o");
 }
 
 // Qwen3.5-MoE's feed-forward block: the routed experts, plus the shared expert on every token scaled by
@@ -63,9 +63,11 @@ ValueId experts_and_shared(DecoderBuilder& b, int64_t layer, ValueId h) {
       .kind = OpKind::kSiluMul, .inputs = {gate, up}, .output = g.add_value(p + "shared_act", g.value(gate).width)});
   const ValueId down = b.matmul(act, p + "shared.w_down", "", p + "shared_down");
   const ValueId scale = b.matmul(h, p + "shared_gate", "", p + "shared_scale");
-  const ValueId shared = g.add_node(Node{
-      .kind = OpKind::kSigmoidMul, .inputs = {scale, down}, .output = g.add_value(p + "shared", g.value(down).width)});
-  return b.add(routed, shared, p + "moe_sum");
+  // The gate scales the rank's partial sum under tensor parallel (it is linear), all-reduced after.
+  const ValueId shared = g.add_node(Node{.kind = OpKind::kSigmoidMul,
+                                         .inputs = {scale, down},
+                                         .output = g.add_value(p + b.shard_name("shared"), g.value(down).width)});
+  return b.add(routed, b.all_reduce(shared, p + "shared"), p + "moe_sum");
 }
 
 graph::Graph build_graph(const ModelWeights& weights) {
