@@ -158,13 +158,15 @@ void read_moe_gguf(const GgufFile& g, const std::string& arch, ModelConfig& c) {
 void split_in_proj(ModelWeights& w) {
   for (int64_t i = 0; i < w.config.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
+    if (!w.config.is_recurrent(i)) continue;
+    require_fused(w, p + "conv_in", p + "conv_in_b");
     auto it = w.tensors.find(p + "conv_in");
-    if (it == w.tensors.end()) continue;  // check_weights names what is missing
+    if (it == w.tensors.end()) continue;
     const Tensor in = it->second;
     const int64_t h = w.config.hidden_size;
     if (in.rank() != 2 || in.dim(0) != 3 * h || in.quant)
-      fail_load(w.path, "tensor '{}conv_in' has shape {}, expected [{}, {}] (B, C and x rows)", p, in.shape_string(),
-                3 * h, h);
+      fail_load(w.path, "tensor '{}' has shape {}, expected [{}, {}] (B, C and x rows)",
+                checkpoint_name(w, p + "conv_in"), in.shape_string(), 3 * h, h);
     w.tensors[p + "conv_in_b"] = row_slice(in, 0, h);
     w.tensors[p + "conv_in_c"] = row_slice(in, h, 2 * h);
     w.tensors[p + "conv_in_x"] = row_slice(in, 2 * h, 3 * h);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/families/family_file.h"
+#include "model/loaders/weight_check.h"
 
 namespace minfer {
 namespace {
@@ -14,14 +15,15 @@ using graph::ValueId;
 
 // in_proj [z | x B C | dt] into its three parts.
 void split_in_proj(ModelWeights& w, const std::string& p) {
+  require_fused(w, p + "ssm_in", p + "ssm_in_z");
   auto it = w.tensors.find(p + "ssm_in");
   if (it == w.tensors.end()) return;
   const MambaShape& m = w.config.mamba;
   const Tensor in = it->second;
   const int64_t rows = m.inner() + m.conv_channels() + m.heads;
   if (in.rank() != 2 || in.dim(0) != rows || in.quant)
-    fail_load(w.path, "tensor '{}ssm_in' has shape {}, expected [{}, {}] (z, x|B|C and dt rows)", p, in.shape_string(),
-              rows, w.config.hidden_size);
+    fail_load(w.path, "tensor '{}' has shape {}, expected [{}, {}] (z, x|B|C and dt rows)",
+              checkpoint_name(w, p + "ssm_in"), in.shape_string(), rows, w.config.hidden_size);
   w.tensors[p + "ssm_in_z"] = row_slice(in, 0, m.inner());
   w.tensors[p + "ssm_in_xbc"] = row_slice(in, m.inner(), m.inner() + m.conv_channels());
   w.tensors[p + "ssm_in_dt"] = row_slice(in, m.inner() + m.conv_channels(), m.inner() + m.conv_channels() + m.heads);

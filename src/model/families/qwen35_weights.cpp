@@ -23,8 +23,8 @@ void split_query_gate(ModelWeights& w, const std::string& p) {
   if (it == w.tensors.end()) return;  // check_weights names it
   const Tensor wq = it->second;
   if (wq.rank() != 2 || wq.dim(0) != 2 * c.num_heads * c.head_dim || wq.quant)
-    fail_load(w.path, "tensor '{}wq' has shape {}, expected [{}, {}] (query and gate rows per head)", p,
-              wq.shape_string(), 2 * c.num_heads * c.head_dim, c.hidden_size);
+    fail_load(w.path, "tensor '{}' has shape {}, expected [{}, {}] (query and gate rows per head)",
+              checkpoint_name(w, p + "wq"), wq.shape_string(), 2 * c.num_heads * c.head_dim, c.hidden_size);
   w.tensors[p + "wq"] = every_other_block(wq, c.head_dim, 0);
   w.tensors[p + "wq_gate"] = every_other_block(wq, c.head_dim, 1);
 }

@@ -29,18 +29,21 @@ std::vector<Ranges> grouped_parts(int64_t groups, const std::vector<int64_t>& pa
 
 // Takes `fused` (rows grouped per key head, `parts` rows each in every group) out of the weights and stores each
 // output: the rows of the parts it lists, each part over all groups in turn (q of every key head, then k, ...).
-void split_grouped(ModelWeights& w, const std::string& p, const char* fused, const char* hf_name,
-                   const std::vector<int64_t>& parts,
+void split_grouped(ModelWeights& w, const std::string& p, const char* fused, const std::vector<int64_t>& parts,
                    const std::vector<std::pair<const char*, std::vector<size_t>>>& outputs) {
+  // GGUF's in_proj_qkvz comes split (attn_qkv, attn_gate: check_weights names them); the rest must be there.
+  if (w.format == CheckpointFormat::kHuggingFace || std::string_view(fused) != "ssm_in_qkvz")
+    require_fused(w, p + fused, p + outputs[0].first);
   auto it = w.tensors.find(p + fused);
-  if (it == w.tensors.end()) return;  // check_weights names what is missing
+  if (it == w.tensors.end()) return;
   const Tensor t = it->second;
   const int64_t groups = w.config.linear.k_heads;
   int64_t group_rows = 0;
   for (int64_t n : parts) group_rows += n;
   if (t.rank() != 2 || t.dim(0) != groups * group_rows || t.quant)
-    fail_load(w.path, "tensor '{}{}' has shape {}, expected [{}, {}] ({} key-head groups of {} rows)", p, hf_name,
-              t.shape_string(), groups * group_rows, w.config.hidden_size, groups, group_rows);
+    fail_load(w.path, "tensor '{}' has shape {}, expected [{}, {}] ({} key-head groups of {} rows)",
+              checkpoint_name(w, p + fused), t.shape_string(), groups * group_rows, w.config.hidden_size, groups,
+              group_rows);
   const std::vector<Ranges> rows = grouped_parts(groups, parts);
   for (const auto& [name, indices] : outputs) {
     Ranges taken;
@@ -57,9 +60,9 @@ void adapt_weights(ModelWeights& w) {
     if (!w.config.is_recurrent(i)) continue;
     const std::string p = "layers." + std::to_string(i) + ".";
     // q | k | v of every key head in turn: the conv's channel order.
-    split_grouped(w, p, "ssm_in_qkvz", "in_proj_qkvz", {l.k_dim, l.k_dim, r * l.v_dim, r * l.v_dim},
+    split_grouped(w, p, "ssm_in_qkvz", {l.k_dim, l.k_dim, r * l.v_dim, r * l.v_dim},
                   {{"ssm_in_qkv", {0, 1, 2}}, {"ssm_in_z", {3}}});
-    split_grouped(w, p, "ssm_in_ba", "in_proj_ba", {r, r}, {{"ssm_in_b", {0}}, {"ssm_in_a", {1}}});
+    split_grouped(w, p, "ssm_in_ba", {r, r}, {{"ssm_in_b", {0}}, {"ssm_in_a", {1}}});
   }
   adapt_qwen35_weights(w);
 }

@@ -1,6 +1,7 @@
 #include "model/loaders/weight_check.h"
 
 #include "base/error.h"
+#include "model/loaders/loaders.h"
 
 namespace minfer {
 namespace {
@@ -245,6 +246,17 @@ void split_stacked_gate_up(ModelWeights& w, const std::string& p, const char* hf
     w.tensors[x + "w_up"] = row_slice(stacked, (2 * e + 1) * width, (2 * e + 2) * width);
   }
   w.tensors.erase(it);
+}
+
+std::string checkpoint_name(const ModelWeights& w, const std::string& canonical) {
+  if (w.format == CheckpointFormat::kHuggingFace) return canonical_to_hf(canonical, w.config.arch);
+  if (w.format == CheckpointFormat::kGguf) return canonical_to_gguf(canonical, w.config.arch);
+  return canonical;
+}
+
+void require_fused(const ModelWeights& w, const std::string& fused, const std::string& first_part) {
+  if (w.tensors.count(fused) == 0 && w.tensors.count(first_part) == 0)
+    fail_load(w.path, "missing tensor '{}'", checkpoint_name(w, fused));
 }
 
 Tensor gather_row_ranges(const Tensor& t, const std::vector<std::pair<int64_t, int64_t>>& ranges) {

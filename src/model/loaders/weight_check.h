@@ -43,9 +43,17 @@ void check_weights(ModelWeights& weights, const std::map<std::string, WeightOrig
 // w_up (views). `p` is the layer prefix; no-op when the layer has no such tensor.
 void split_stacked_gate_up(ModelWeights& w, const std::string& p, const char* hf_name);
 
+// Canonical weight `canonical`'s name in w's checkpoint (Hugging Face's or GGUF's), for errors raised while adapting
+// the weights.
+std::string checkpoint_name(const ModelWeights& w, const std::string& canonical);
+
+// A fused tensor the family splits at load (Mamba2's in_proj, ...): present, or already split into `first_part`;
+// else a LoadError naming the checkpoint's tensor (its parts have no names of their own to report).
+void require_fused(const ModelWeights& w, const std::string& fused, const std::string& first_part);
+
 // The rows [begin, end) of each range of `t` in turn, copied into one tensor (row bytes of any element or block
-// type): the parts of a projection whose checkpoint interleaves them (Qwen3.5's per-head query / gate rows, Qwen3-Next's
-// per-key-head q | k | v | z groups).
+// type): the parts of a projection whose checkpoint interleaves them (Qwen3.5's per-head query / gate rows,
+// Qwen3-Next's per-key-head q | k | v | z groups).
 Tensor gather_row_ranges(const Tensor& t, const std::vector<std::pair<int64_t, int64_t>>& ranges);
 
 }  // namespace minfer
