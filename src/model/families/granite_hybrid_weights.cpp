@@ -103,7 +103,7 @@ void read_granite_hybrid_gguf(const GgufFile& g, const std::string& a, ModelConf
 void adapt_granite_hybrid_weights(ModelWeights& w) {
   for (int64_t i = 0; i < w.config.num_layers; ++i) {
     const std::string p = "layers." + std::to_string(i) + ".";
-    adapt_mamba2_weights(w, p);
+    if (w.config.is_recurrent(i)) adapt_mamba2_weights(w, p);
     split_experts(w, p);
   }
 }
