@@ -1,5 +1,7 @@
 // Micro-benchmarks of the non-GEMM kernels at Qwen2.5-0.5B shapes, per ISA: paged attention (decode over a
-// long context and a prefill chunk), RMSNorm, SiLU*mul, softmax over the vocabulary.
+// long context and a prefill chunk), RMSNorm, SiLU*mul, softmax over the vocabulary; and Mamba2's scan of one head
+// over a 512-token prompt at Granite 4.0-H's (64 x 128) and Nemotron Nano's (80 x 128) head shapes, in the chunked
+// (SSD) form and in the recurrent one (the same leaf fed runs shorter than kSsmChunkedMin).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/mixers.h"
 #include "tensor/tensor.h"
 
 namespace minfer::kernels {
@@ -107,6 +110,42 @@ void BM_Softmax(benchmark::State& state, Isa isa) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
+void BM_SsmScan(benchmark::State& state, Isa isa, int64_t head_dim, bool chunked) {
+  const KernelTable* t = kernel_table(isa);
+  if (!t) return state.SkipWithError("ISA not supported on this CPU");
+  constexpr int64_t kTokens = 512, kState = 128;
+  const int64_t ld = head_dim + 2 * kState;
+  std::vector<float> xbc(static_cast<size_t>(kTokens * ld)), dt(kTokens), out(static_cast<size_t>(kTokens * head_dim));
+  for (size_t i = 0; i < xbc.size(); ++i) xbc[i] = static_cast<float>(i % 97) * 0.01f - 0.48f;
+  for (size_t i = 0; i < dt.size(); ++i) dt[i] = static_cast<float>(i % 7) * 0.3f - 2.0f;
+  std::vector<float> st(static_cast<size_t>(head_dim * kState)), scratch(size_t(ssm_scratch_floats(head_dim, kState)));
+  const int64_t run = chunked ? kTokens : kSsmChunkedMin - 1;
+  for (auto _ : state) {
+    std::fill(st.begin(), st.end(), 0.0f);
+    for (int64_t t0 = 0; t0 < kTokens; t0 += run) {
+      SsmHead h;
+      h.x = xbc.data() + t0 * ld;
+      h.b = h.x + head_dim;
+      h.c = h.b + kState;
+      h.ld_x = ld;
+      h.dt = dt.data() + t0;
+      h.ld_dt = 1;
+      h.a = -0.5f;
+      h.dt_bias = 0.1f;
+      h.d = 1.0f;
+      h.out = out.data() + t0 * head_dim;
+      h.ld_out = head_dim;
+      h.state = st.data();
+      h.ntok = std::min(run, kTokens - t0);
+      h.head_dim = head_dim;
+      h.state_size = kState;
+      t->mixers->ssm_head(h, scratch.data());
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kTokens);
+}
+
 int register_all() {
   for (Isa isa : kAllIsas) {
     const std::string s = isa_name(isa);
@@ -139,6 +178,12 @@ int register_all() {
     benchmark::RegisterBenchmark(("rmsnorm_896/" + s).c_str(), BM_Rmsnorm, isa)->Arg(1)->Arg(256)->MinTime(0.05);
     benchmark::RegisterBenchmark(("silu_mul/" + s).c_str(), BM_SiluMul, isa)->Arg(4864)->MinTime(0.05);
     benchmark::RegisterBenchmark(("softmax/" + s).c_str(), BM_Softmax, isa)->Arg(151936)->MinTime(0.05);
+    for (int64_t p : {64, 80})
+      for (bool chunked : {false, true})
+        benchmark::RegisterBenchmark(
+            ("ssm_scan_512/" + s + "/" + std::to_string(p) + "x128" + (chunked ? "_chunked" : "_recurrent")).c_str(),
+            BM_SsmScan, isa, p, chunked)
+            ->MinTime(0.2);
   }
   return 0;
 }

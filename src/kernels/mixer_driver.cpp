@@ -48,6 +48,12 @@ void conv_history(const Conv1dSpan& span, const StateLayerView& states, int32_t 
 
 }  // namespace
 
+// The chunk's dt and running decay, B transposed, C B^T masked and the chunk's outputs; last, the state transposed.
+int64_t ssm_scratch_floats(int64_t head_dim, int64_t state_size) {
+  constexpr int64_t Q = kSsmChunk;
+  return 2 * Q + state_size * Q + Q * Q + Q * head_dim + 64 + state_size * head_dim;
+}
+
 int64_t delta_net_scratch_floats(int64_t k_dim, int64_t v_dim) {
   return kDeltaNetChunk * (3 * k_dim + v_dim + 2) + 2 * k_dim + v_dim + 64;
 }
@@ -119,7 +125,10 @@ void ssm_scan(const MixerLeaves& leaves, const float* xbc, const float* dt, floa
   MINFER_CHECK(p.groups > 0 && p.heads % p.groups == 0, "ssm scan: {} heads over {} groups", p.heads, p.groups);
   const int64_t inner = p.heads * p.head_dim, ld_x = inner + 2 * p.groups * p.state_size;
   const int64_t per_group = p.heads / p.groups;
+  const auto scratch_floats = static_cast<size_t>(ssm_scratch_floats(p.head_dim, p.state_size));
   for_each_unit(batch, p.heads, pool, [&](int64_t s, int64_t h) {
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
     const int64_t row = batch.q_start[s], g = h / per_group;
     SsmHead head;
     head.x = xbc + row * ld_x + h * p.head_dim;
@@ -141,7 +150,7 @@ void ssm_scan(const MixerLeaves& leaves, const float* xbc, const float* dt, floa
       head.history = states.ssm(batch.history[s]) + h * p.head_dim * p.state_size;
       head.history_stride = states.slot_floats;
     }
-    leaves.ssm_head(head);
+    leaves.ssm_head(head, scratch.data());
   });
 }
 

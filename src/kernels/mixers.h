@@ -93,8 +93,10 @@ using DeltaNetHeadFn = void (*)(const DeltaNetHead& head, float* scratch);
 // group's B and C ([state] each, same stride) and dt (one raw value per token at stride ld_dt) are the convolved
 // projections; per token, with dt = softplus(dt + dt_bias) and the state S [head_dim, state]:
 //   S = exp(dt a) S + dt x B^T;  y = S C + d x
-// written to out ([head_dim] at stride ld_out). The recurrent form throughout: a head's state (head_dim x state
-// floats, 32 KiB for 64 x 128) stays in L1 across the tokens, so a prefill is bound by the projections' GEMMs.
+// written to out ([head_dim] at stride ld_out). Long runs take the chunked (SSD) form, which computes the same thing
+// kSsmChunk tokens at a time as small matrix products: with l_t = dt_t a summed over the chunk into L_t,
+//   y_t = exp(L_t) S0 C_t + sum_{s<=t} exp(L_t - L_s) dt_s (C_t . B_s) x_s + d x_t
+//   S   = exp(L_end) S0 + sum_s exp(L_end - L_s) dt_s x_s B_s^T
 struct SsmHead {
   const float* x = nullptr;
   const float* b = nullptr;
@@ -110,7 +112,12 @@ struct SsmHead {
   float* history = nullptr;  // as DeltaNetHead::history
   int64_t history_stride = 0;
 };
-using SsmHeadFn = void (*)(const SsmHead& head);
+// Scratch floats a leaf needs for one head (chunked form included).
+int64_t ssm_scratch_floats(int64_t head_dim, int64_t state_size);
+inline constexpr int64_t kSsmChunk = 32;
+// Runs of at least this many tokens take the chunked form (docs/BENCHMARKS.md measures where it pays).
+inline constexpr int64_t kSsmChunkedMin = 16;
+using SsmHeadFn = void (*)(const SsmHead& head, float* scratch);
 
 struct MixerLeaves {
   Conv1dFn conv1d;

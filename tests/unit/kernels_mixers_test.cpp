@@ -134,13 +134,14 @@ TEST(KernelsMixers, Conv1dLeavesMatchReferenceAndCarryState) {
       }
 }
 
-// Mamba2's scan: every ISA's leaf against the reference on awkward head and state widths, and a run in two pieces
-// against one.
+// Mamba2's scan: the reference's chunked (SSD) form and every ISA's leaf (chunked from kSsmChunkedMin tokens on)
+// against the reference's recurrence on awkward head and state widths and token counts (chunks whole and partial),
+// and a run in two pieces against one.
 TEST(KernelsMixers, SsmScanLeavesMatchReferenceAndCarryState) {
   std::mt19937 rng(15);
   for (int64_t P : {1, 7, 16, 64})
     for (int64_t N : {1, 9, 16, 128})
-      for (int64_t ntok : {1, 5, 37}) {
+      for (int64_t ntok : {1, 5, 17, 37, 64, 101}) {
         const int64_t ld = P + 2 * N;
         const auto xbc = random_floats(rng, static_cast<size_t>(ntok * ld));
         const auto dt = random_floats(rng, static_cast<size_t>(ntok), -3.0f, 2.0f);
@@ -164,12 +165,19 @@ TEST(KernelsMixers, SsmScanLeavesMatchReferenceAndCarryState) {
           return h;
         };
         std::vector<float> want_state = state0, want(static_cast<size_t>(ntok * P));
-        ref::ssm_head(head(want_state, want, 0, ntok));
+        ref::ssm_head_recurrent(head(want_state, want, 0, ntok));
+        {  // the reference's chunked form against its recurrence
+          std::vector<float> state = state0, out(want.size(), NAN);
+          ref::ssm_head(head(state, out, 0, ntok), nullptr);
+          expect_close(out, want, 1e-4f, 1e-5f, "ref chunked ssm out");
+          expect_close(state, want_state, 1e-4f, 1e-5f, "ref chunked ssm state");
+        }
+        std::vector<float> scratch(static_cast<size_t>(ssm_scratch_floats(P, N)));
         for (const KernelTable* t : available_tables()) {
           std::vector<float> state = state0, out(want.size(), NAN);
-          const int64_t cut = ntok / 2;
-          if (cut > 0) t->mixers->ssm_head(head(state, out, 0, cut));
-          t->mixers->ssm_head(head(state, out, cut, ntok));
+          const int64_t cut = ntok / 3;
+          if (cut > 0) t->mixers->ssm_head(head(state, out, 0, cut), scratch.data());
+          t->mixers->ssm_head(head(state, out, cut, ntok), scratch.data());
           const std::string what = std::string(t->name) + " P " + std::to_string(P) + " N " + std::to_string(N) +
                                    " tokens " + std::to_string(ntok);
           expect_close(out, want, 1e-4f, 1e-5f, "ssm out " + what);

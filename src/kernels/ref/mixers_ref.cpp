@@ -158,7 +158,7 @@ void delta_net_head(const DeltaNetHead& h, float*) {
 
 void conv1d_leaf(const Conv1dSpan& span, int64_t c0, int64_t c1) { conv1d(span, c0, c1); }
 
-void ssm_head(const SsmHead& h) {
+void ssm_head_recurrent(const SsmHead& h) {
   const int64_t P = h.head_dim, N = h.state_size;
   for (int64_t t = 0; t < h.ntok; ++t) {
     const float dt = softplus(h.dt[t * h.ld_dt] + h.dt_bias);
@@ -175,6 +175,43 @@ void ssm_head(const SsmHead& h) {
     }
     if (h.history) std::copy(h.state, h.state + P * N, h.history + t * h.history_stride);
   }
+}
+
+// Tokens [t0, t0 + q) in the chunked (SSD) form, written as kernels/mixers.h states it.
+void ssd_chunk(const SsmHead& h, int64_t t0, int64_t q) {
+  const int64_t P = h.head_dim, N = h.state_size;
+  std::vector<double> dt(static_cast<size_t>(q)), L(static_cast<size_t>(q));
+  for (int64_t t = 0; t < q; ++t) {
+    dt[size_t(t)] = softplus(h.dt[(t0 + t) * h.ld_dt] + h.dt_bias);
+    L[size_t(t)] = dt[size_t(t)] * h.a + (t > 0 ? L[size_t(t - 1)] : 0.0);
+  }
+  const auto row = [&](const float* base, int64_t t) { return base + (t0 + t) * h.ld_x; };
+  for (int64_t t = 0; t < q; ++t) {
+    const float *C = row(h.c, t), *x = row(h.x, t);
+    for (int64_t p = 0; p < P; ++p) {
+      double y = 0.0;
+      for (int64_t n = 0; n < N; ++n) y += std::exp(L[size_t(t)]) * h.state[p * N + n] * C[n];
+      for (int64_t s = 0; s <= t; ++s) {
+        double cb = 0.0;
+        for (int64_t n = 0; n < N; ++n) cb += C[n] * row(h.b, s)[n];
+        y += std::exp(L[size_t(t)] - L[size_t(s)]) * dt[size_t(s)] * cb * row(h.x, s)[p];
+      }
+      h.out[(t0 + t) * h.ld_out + p] = static_cast<float>(y + h.d * x[p]);
+    }
+  }
+  const double end = L[size_t(q - 1)];
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t n = 0; n < N; ++n) {
+      double s = std::exp(end) * h.state[p * N + n];
+      for (int64_t u = 0; u < q; ++u)
+        s += std::exp(end - L[size_t(u)]) * dt[size_t(u)] * row(h.x, u)[p] * row(h.b, u)[n];
+      h.state[p * N + n] = static_cast<float>(s);
+    }
+}
+
+void ssm_head(const SsmHead& h, float*) {
+  if (h.ntok < kSsmChunkedMin || h.history) return ssm_head_recurrent(h);
+  for (int64_t t = 0; t < h.ntok; t += kSsmChunk) ssd_chunk(h, t, std::min(kSsmChunk, h.ntok - t));
 }
 
 }  // namespace minfer::kernels::ref

@@ -46,6 +46,8 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
 void conv1d_leaf(const Conv1dSpan& span, int64_t c0, int64_t c1);
 void delta_net_head(const DeltaNetHead& head, float* scratch);
 void delta_net_head_recurrent(const DeltaNetHead& head);
-void ssm_head(const SsmHead& head);
+// ssm_head takes the chunked (SSD) form for long runs, ssm_head_recurrent the per-token recurrence alone.
+void ssm_head(const SsmHead& head, float* scratch);
+void ssm_head_recurrent(const SsmHead& head);
 
 }  // namespace minfer::kernels::ref

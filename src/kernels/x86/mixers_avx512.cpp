@@ -7,7 +7,7 @@ namespace {
 
 void conv1d(const Conv1dSpan& span, int64_t c0, int64_t c1) { x86::conv1d<Vec>(span, c0, c1); }
 void delta_net_head(const DeltaNetHead& head, float* scratch) { x86::delta_net_head<Vec>(head, scratch); }
-void ssm_head(const SsmHead& head) { x86::ssm_head<Vec>(head); }
+void ssm_head(const SsmHead& head, float* scratch) { x86::ssm_head<Vec>(head, scratch); }
 
 }  // namespace
 }  // namespace minfer::kernels::avx512

@@ -177,7 +177,7 @@ void delta_chunk(const DeltaNetHead& h, int64_t t0, int64_t c, float* scratch) {
 // Mamba2's scan, a row of the state (one of head_dim) at a time: its decay-and-update and its dot with C in one pass
 // over the state vector.
 template <class V>
-void ssm_head(const SsmHead& h) {
+void ssm_recurrent(const SsmHead& h) {
   constexpr int64_t L = V::kWidth;
   const int64_t P = h.head_dim, N = h.state_size;
   for (int64_t t = 0; t < h.ntok; ++t) {
@@ -198,6 +198,93 @@ void ssm_head(const SsmHead& h) {
     }
     if (h.history) std::copy(h.state, h.state + P * N, h.history + t * h.history_stride);
   }
+}
+
+// out[m, :] (+)= sum_k a[m, k] b[k, :] for m < rows, k < depth, `cols` columns: a small GEMM register-tiled 4 rows by
+// U vectors of columns, the chunked scan's products (all of them a few dozen rows deep).
+template <class V>
+void small_gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* out, int64_t ldo, int64_t rows,
+                int64_t depth, int64_t cols, bool accumulate) {
+  constexpr int64_t L = V::kWidth, U = L >= 16 ? 4 : 2;
+  using Reg = typename V::Reg;
+  for (int64_t m0 = 0; m0 < rows; m0 += 4) {
+    const int64_t mr = std::min<int64_t>(4, rows - m0);
+    for (int64_t c0 = 0; c0 < cols; c0 += U * L) {
+      const int64_t w = std::min(U * L, cols - c0);
+      Reg acc[4][U];
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t u = 0; u < U; ++u) {
+          const int64_t n = std::clamp<int64_t>(w - u * L, 0, L);
+          acc[r][u] = accumulate && r < mr && n > 0 ? V::load_tail(out + (m0 + r) * ldo + c0 + u * L, n) : V::zero();
+        }
+      const bool full = w == U * L;
+      for (int64_t k = 0; k < depth; ++k) {
+        Reg bv[U];
+        const float* bk = b + k * ldb + c0;
+        for (int64_t u = 0; u < U; ++u)
+          bv[u] = full || (u + 1) * L <= w ? V::load(bk + u * L)
+                                           : V::load_tail(bk + u * L, std::clamp<int64_t>(w - u * L, 0, L));
+        for (int64_t r = 0; r < mr; ++r) {
+          const Reg av = V::set1(a[(m0 + r) * lda + k]);
+          for (int64_t u = 0; u < U; ++u) acc[r][u] = V::fmadd(av, bv[u], acc[r][u]);
+        }
+      }
+      for (int64_t r = 0; r < mr; ++r)
+        for (int64_t u = 0; u * L < w; ++u)
+          V::store_tail(out + (m0 + r) * ldo + c0 + u * L, std::min(L, w - u * L), acc[r][u]);
+    }
+  }
+}
+
+// Tokens [t0, t0 + q) in the chunked (SSD) form (kernels/mixers.h), as small GEMMs over the chunk: G = C B^T masked
+// by the decays, Y = exp(L) C S0^T + G X, and the state S^T = exp(L_end) S0^T + (w B)^T X, with the state kept
+// transposed ([state, head_dim], ST) across the chunks of a run.
+template <class V>
+void ssd_chunk(const SsmHead& h, int64_t t0, int64_t q, float* ST, float* scratch) {
+  constexpr int64_t Q = kSsmChunk, L = V::kWidth;
+  const int64_t P = h.head_dim, N = h.state_size;
+  float *dt = scratch, *Lc = dt + Q, *BT = Lc + Q, *G = BT + N * Q, *Y = G + Q * Q;
+  const float *x = h.x + t0 * h.ld_x, *B = h.b + t0 * h.ld_x, *C = h.c + t0 * h.ld_x;
+  for (int64_t t = 0; t < q; ++t) {
+    dt[t] = softplus1(h.dt[(t0 + t) * h.ld_dt] + h.dt_bias);
+    Lc[t] = dt[t] * h.a + (t > 0 ? Lc[t - 1] : 0.0f);
+    for (int64_t n = 0; n < N; ++n) BT[n * Q + t] = B[t * h.ld_x + n];
+  }
+  small_gemm<V>(C, h.ld_x, BT, Q, G, Q, q, N, q, false);  // G = C B^T
+  for (int64_t t = 0; t < q; ++t) {                       // G[t, s] *= exp(L_t - L_s) dt_s for s <= t, 0 after
+    for (int64_t s = 0; s <= t; s += L) {
+      const int64_t n = std::min(L, t + 1 - s);
+      const typename V::Reg decay = V::exp(V::sub(V::set1(Lc[t]), V::load_tail(Lc + s, n)));
+      V::store_tail(G + t * Q + s, n, V::mul(V::load_tail(G + t * Q + s, n), V::mul(decay, V::load_tail(dt + s, n))));
+    }
+    std::fill(G + t * Q + t + 1, G + t * Q + q, 0.0f);
+  }
+  small_gemm<V>(C, h.ld_x, ST, P, Y, P, q, N, P, false);  // Y = C S0^T, then each row times exp(L_t)
+  for (int64_t t = 0; t < q; ++t) scale_axpy<V>(Y + t * P, std::exp(Lc[t]), 0.0f, Y + t * P, P);
+  small_gemm<V>(G, Q, x, h.ld_x, Y, P, q, q, P, true);  // Y += G X
+  for (int64_t t = 0; t < q; ++t) {
+    float* o = h.out + (t0 + t) * h.ld_out;
+    std::copy(Y + t * P, Y + (t + 1) * P, o);
+    axpy<V>(o, h.d, x + t * h.ld_x, P);
+  }
+  const float end = Lc[q - 1];
+  for (int64_t t = 0; t < q; ++t) dt[t] *= std::exp(end - Lc[t]);  // each token's weight at the chunk's end
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t t = 0; t < q; ++t) BT[n * Q + t] *= dt[t];
+  scale_axpy<V>(ST, std::exp(end), 0.0f, ST, N * P);
+  small_gemm<V>(BT, Q, x, h.ld_x, ST, P, N, q, P, true);  // S^T += (w B)^T X
+}
+
+template <class V>
+void ssm_head(const SsmHead& h, float* scratch) {
+  if (h.ntok < kSsmChunkedMin || h.history) return ssm_recurrent<V>(h);
+  const int64_t P = h.head_dim, N = h.state_size;
+  float* ST = scratch + ssm_scratch_floats(P, N) - N * P;
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t n = 0; n < N; ++n) ST[n * P + p] = h.state[p * N + n];
+  for (int64_t t = 0; t < h.ntok; t += kSsmChunk) ssd_chunk<V>(h, t, std::min(kSsmChunk, h.ntok - t), ST, scratch);
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t n = 0; n < N; ++n) h.state[p * N + n] = ST[n * P + p];
 }
 
 template <class V>
