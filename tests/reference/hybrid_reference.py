@@ -188,6 +188,16 @@ def l2_normalize(x: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + 1e-6)
 
 
+def stacked_experts(get, m: str, e: int, im: int, h: int, load_mlp):
+    """The experts of MoE block `m` as [E, 2 Im, H] gate|up and [E, H, Im] down: transformers 5's stacked tensors, or
+    the checkpoint's per-expert ones (load_mlp(get, prefix, width) -> gate, up, down) stacked the way its conversion
+    merges them."""
+    if m + "experts.gate_up_proj" in get.t:
+        return get(m + "experts.gate_up_proj", (e, 2 * im, h)), get(m + "experts.down_proj", (e, h, im))
+    per = [load_mlp(get, f"{m}experts.{j}.", im) for j in range(e)]
+    return torch.stack([torch.cat((g, u), dim=0) for g, u, _ in per]), torch.stack([d for _, _, d in per])
+
+
 class _Weights:
     """Tensor lookup with shape checks that remembers what was read (so unread tensors can be reported)."""
 
@@ -277,12 +287,7 @@ class HybridReference:
         transformers' conversion merges them), shared expert and its gate."""
         c = self.cfg
         e, im, h = c.experts, c.moe_inter, c.hidden
-        if m + "experts.gate_up_proj" in get.t:
-            gate_up, down = get(m + "experts.gate_up_proj", (e, 2 * im, h)), get(m + "experts.down_proj", (e, h, im))
-        else:
-            per = [self._load_mlp(get, f"{m}experts.{j}.", im) for j in range(e)]
-            gate_up = torch.stack([torch.cat((g, u), dim=0) for g, u, _ in per])
-            down = torch.stack([d for _, _, d in per])
+        gate_up, down = stacked_experts(get, m, e, im, h, self._load_mlp)
         return {"router": get(m + "gate.weight", (e, h)), "gate_up": gate_up, "down": down,
                 "shared": self._load_mlp(get, m + "shared_expert.", c.shared_inter),
                 "shared_gate": get(m + "shared_expert_gate.weight", (1, h))}

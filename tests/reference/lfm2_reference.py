@@ -92,7 +92,7 @@ import torch
 import torch.nn.functional as F
 
 import hf_reference  # tests/reference is on sys.path (the CLI's own folder, or conftest)
-from hybrid_reference import _Weights, ids_and_rope
+from hybrid_reference import _Weights, ids_and_rope, stacked_experts
 
 MODEL_TYPES = hf_reference.LFM2_MODEL_TYPES  # lfm2, lfm2_moe
 
@@ -221,12 +221,7 @@ class Lfm2Reference:
         (transformers 5's in-memory form)."""
         c = self.cfg
         e, im, h = c.experts, c.moe_inter, c.hidden
-        if m + "experts.gate_up_proj" in get.t:
-            gate_up, down = get(m + "experts.gate_up_proj", (e, 2 * im, h)), get(m + "experts.down_proj", (e, h, im))
-        else:
-            per = [self._load_mlp(get, f"{m}experts.{j}.", im) for j in range(e)]
-            gate_up = torch.stack([torch.cat((g, u)) for g, u, _ in per])
-            down = torch.stack([d for _, _, d in per])
+        gate_up, down = stacked_experts(get, m, e, im, h, self._load_mlp)
         return {"router": get(m + "gate.weight", (e, h)), "gate_up": gate_up, "down": down,
                 "bias": get(m + "expert_bias", (e,), c.expert_bias)}
 

@@ -94,6 +94,19 @@ class SpeculativeTest : public ::testing::TestWithParam<std::string> {
   }
 };
 
+bool is_hybrid(const std::string& preset) {
+  static const std::set<std::string> hybrids = {"tiny-qwen3.5",    "tiny-lfm2",     "tiny-granite-4.0-h",
+                                                "tiny-qwen3-next", "tiny-lfm2-moe", "tiny-nemotron-h"};
+  return hybrids.count(preset) > 0;
+}
+
+// A model with recurrent layers drafts with an attention sibling of the same generated vocabulary (a draft model with
+// recurrent layers is refused); the target's own recurrent state rolls back to the last accepted draft.
+std::string attention_sibling(const std::string& preset) {
+  const bool qwen_vocab = preset == "tiny-qwen3.5" || preset == "tiny-qwen3-next";
+  return testing::tiny_model_dir(qwen_vocab ? "tiny-qwen3" : "tiny-llama");
+}
+
 TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
   const EngineConfig base = testing::small_engine_config(model(), 1, 160);
   int32_t vocab = 0;
@@ -112,13 +125,8 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
     bool rejects = true;  // some drafts are wrong (not so when the draft model is the target itself)
   };
   std::vector<Variant> variants = {{"k=4", spec_config(base)}, {"k=1", spec_config(base, 1)}};
-  // A model with recurrent layers drafts with an attention sibling of the same generated vocabulary (a draft model
-  // with recurrent layers is refused); the target's own recurrent state rolls back to the last accepted draft.
-  const std::set<std::string> hybrids = {"tiny-qwen3.5",    "tiny-lfm2",     "tiny-granite-4.0-h",
-                                         "tiny-qwen3-next", "tiny-lfm2-moe", "tiny-nemotron-h"};
-  const bool hybrid = hybrids.count(GetParam()) > 0;
-  const bool qwen_vocab = GetParam() == "tiny-qwen3.5" || GetParam() == "tiny-qwen3-next";
-  const std::string draft = !hybrid ? model() : testing::tiny_model_dir(qwen_vocab ? "tiny-qwen3" : "tiny-llama");
+  const bool hybrid = is_hybrid(GetParam());
+  const std::string draft = hybrid ? attention_sibling(GetParam()) : model();
   variants.push_back({hybrid ? "draft model: an attention sibling" : "draft model: the target itself",
                       draft_config(base, draft), hybrid});
   if (GetParam() != "stories260K" && !hybrid)

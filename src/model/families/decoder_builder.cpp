@@ -156,6 +156,16 @@ ValueId DecoderBuilder::moe(int64_t layer, ValueId h) {
   return ep ? g_.add_node(n) : all_reduce(g_.add_node(n), p + "moe");
 }
 
+ValueId DecoderBuilder::conv1d(int64_t layer, ValueId x, const std::string& weight, const std::string& bias,
+                               int64_t width, bool silu, const std::string& out) {
+  Node conv{.kind = OpKind::kConv1d, .inputs = {x}, .output = g_.add_value(out, width)};
+  conv.weight = f32(weight);
+  if (!bias.empty()) conv.bias = f32(bias);
+  conv.layer = static_cast<int32_t>(layer);
+  conv.silu = silu;
+  return g_.add_node(conv);
+}
+
 void DecoderBuilder::head(ValueId x) {
   // Only the rows that sample go through the final norm and the (large) lm_head.
   const ValueId last = g_.add_node(Node{.kind = OpKind::kGatherRows,

@@ -44,6 +44,10 @@ class DecoderBuilder {
   graph::ValueId moe(int64_t layer, graph::ValueId h);
   // The layer's feed-forward block: its experts on an MoE layer, else the gated MLP.
   graph::ValueId mlp(int64_t layer, graph::ValueId h) { return c_.is_moe(layer) ? moe(layer, h) : gated_mlp(layer, h); }
+  // The causal depthwise convolution of a recurrent layer (its state in the layer's slot): weight [channels, taps]
+  // and optional bias (empty name: none), SiLU-ed when `silu`; out `width` channels wide.
+  graph::ValueId conv1d(int64_t layer, graph::ValueId x, const std::string& weight, const std::string& bias,
+                        int64_t width, bool silu, const std::string& out);
   // Final norm over the sampled rows, lm_head (or the tied embedding), soft-capped when configured; sets the output.
   void head(graph::ValueId x);
 

@@ -25,16 +25,12 @@ ValueId mul(DecoderBuilder& b, ValueId x, ValueId y, const std::string& out) {
 
 ValueId short_conv(DecoderBuilder& b, int64_t layer, ValueId h) {
   const std::string p = DecoderBuilder::prefix(layer);
-  graph::Graph& g = b.graph();
   const ValueId gate_in = b.matmul(h, p + "conv_in_b", "", p + "conv_b");
   const ValueId gate_out = b.matmul(h, p + "conv_in_c", "", p + "conv_c");
   const ValueId x = b.matmul(h, p + "conv_in_x", "", p + "conv_x");
-  Node conv{.kind = OpKind::kConv1d,
-            .inputs = {mul(b, gate_in, x, p + "conv_bx")},
-            .output = g.add_value(p + "conv", b.config().conv_channels())};
-  conv.weight = b.f32(p + "conv_kernel");
-  conv.layer = static_cast<int32_t>(layer);
-  const ValueId y = mul(b, gate_out, g.add_node(conv), p + "conv_y");
+  const ValueId conv = b.conv1d(layer, mul(b, gate_in, x, p + "conv_bx"), p + "conv_kernel", "",
+                                b.config().conv_channels(), false, p + "conv");
+  const ValueId y = mul(b, gate_out, conv, p + "conv_y");
   return b.all_reduce(b.matmul(y, p + "conv_out", "", p + b.shard_name("o")), p + "o");
 }
 

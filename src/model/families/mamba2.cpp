@@ -52,13 +52,10 @@ ValueId mamba2_mixer(DecoderBuilder& b, int64_t layer, ValueId h) {
   const ValueId xbc = b.matmul(h, p + "ssm_in_xbc", "", p + "xbc");
   const ValueId dt = b.matmul(h, p + "ssm_in_dt", "", p + "dt");
   const auto index = static_cast<int32_t>(layer);
-  Node conv{.kind = OpKind::kConv1d, .inputs = {xbc}, .output = g.add_value(p + "xbc_conv", m.conv_channels())};
-  conv.weight = b.f32(p + "ssm_conv");
-  if (m.conv_bias) conv.bias = b.f32(p + "ssm_conv_bias");
-  conv.layer = index;
-  conv.silu = true;
+  const ValueId conv = b.conv1d(layer, xbc, p + "ssm_conv", m.conv_bias ? p + "ssm_conv_bias" : "", m.conv_channels(),
+                                true, p + "xbc_conv");
   Node scan{.kind = OpKind::kSsmScan,
-            .inputs = {g.add_node(conv), dt},
+            .inputs = {conv, dt},
             .output = g.add_value(p + "scan", m.inner()),
             .layer = index,
             .heads = m.heads,

@@ -28,11 +28,7 @@ ValueId linear_attention(DecoderBuilder& b, int64_t layer, ValueId h) {
   const ValueId beta = b.matmul(h, p + "ssm_in_b", "", p + "beta_in");
   const ValueId decay = b.matmul(h, p + "ssm_in_a", "", p + "decay_in");
   const auto index = static_cast<int32_t>(layer);
-  Node conv{.kind = OpKind::kConv1d, .inputs = {qkv}, .output = g.add_value(p + "qkv_conv", l.conv_channels())};
-  conv.weight = b.f32(p + "ssm_conv");
-  conv.layer = index;
-  conv.silu = true;
-  const ValueId mixed = g.add_node(conv);
+  const ValueId mixed = b.conv1d(layer, qkv, p + "ssm_conv", "", l.conv_channels(), true, p + "qkv_conv");
   Node delta{.kind = OpKind::kDeltaNet,
              .inputs = {mixed, beta, decay},
              .output = g.add_value(p + "delta", l.v_heads * l.v_dim),
