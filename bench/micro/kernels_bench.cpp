@@ -146,6 +146,44 @@ void BM_SsmScan(benchmark::State& state, Isa isa, int64_t head_dim, bool chunked
   state.SetItemsProcessed(state.iterations() * kTokens);
 }
 
+// One delta-rule head (Qwen3.5's 128 x 128) over a 512-token prompt: the chunked form, or the recurrent one (runs
+// shorter than kDeltaNetChunkedMin).
+void BM_DeltaNet(benchmark::State& state, Isa isa, bool chunked) {
+  const KernelTable* t = kernel_table(isa);
+  if (!t) return state.SkipWithError("ISA not supported on this CPU");
+  constexpr int64_t kTokens = 512, kDim = 128, ld = 3 * kDim;
+  std::vector<float> qkv(static_cast<size_t>(kTokens * ld)), ab(static_cast<size_t>(2 * kTokens));
+  std::vector<float> out(static_cast<size_t>(kTokens * kDim)), st(static_cast<size_t>(kDim * kDim));
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = static_cast<float>(i % 89) * 0.01f - 0.44f;
+  for (size_t i = 0; i < ab.size(); ++i) ab[i] = static_cast<float>(i % 5) * 0.4f - 1.0f;
+  std::vector<float> scratch(static_cast<size_t>(delta_net_scratch_floats(kDim, kDim)));
+  const int64_t run = chunked ? kTokens : kDeltaNetChunkedMin - 1;
+  for (auto _ : state) {
+    std::fill(st.begin(), st.end(), 0.0f);
+    for (int64_t t0 = 0; t0 < kTokens; t0 += run) {
+      DeltaNetHead h;
+      h.q = qkv.data() + t0 * ld;
+      h.k = h.q + kDim;
+      h.v = h.k + kDim;
+      h.ld_qkv = ld;
+      h.b = ab.data() + 2 * t0;
+      h.a = h.b + 1;
+      h.ld_ab = 2;
+      h.a_coef = -0.5f;
+      h.dt_bias = 0.1f;
+      h.out = out.data() + t0 * kDim;
+      h.ld_out = kDim;
+      h.state = st.data();
+      h.ntok = std::min(run, kTokens - t0);
+      h.k_dim = kDim;
+      h.v_dim = kDim;
+      t->mixers->delta_net_head(h, scratch.data());
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kTokens);
+}
+
 int register_all() {
   for (Isa isa : kAllIsas) {
     const std::string s = isa_name(isa);
@@ -178,6 +216,10 @@ int register_all() {
     benchmark::RegisterBenchmark(("rmsnorm_896/" + s).c_str(), BM_Rmsnorm, isa)->Arg(1)->Arg(256)->MinTime(0.05);
     benchmark::RegisterBenchmark(("silu_mul/" + s).c_str(), BM_SiluMul, isa)->Arg(4864)->MinTime(0.05);
     benchmark::RegisterBenchmark(("softmax/" + s).c_str(), BM_Softmax, isa)->Arg(151936)->MinTime(0.05);
+    for (bool chunked : {false, true})
+      benchmark::RegisterBenchmark(("delta_net_512/" + s + "/128x128" + (chunked ? "_chunked" : "_recurrent")).c_str(),
+                                   BM_DeltaNet, isa, chunked)
+          ->MinTime(0.2);
     for (int64_t p : {64, 80})
       for (bool chunked : {false, true})
         benchmark::RegisterBenchmark(

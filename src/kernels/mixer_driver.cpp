@@ -54,8 +54,11 @@ int64_t ssm_scratch_floats(int64_t head_dim, int64_t state_size) {
   return 2 * Q + state_size * Q + Q * Q + Q * head_dim + 64 + state_size * head_dim;
 }
 
+// The chunk's q, k, k^T, beta exp(gc) k, W, beta v, U (5 k_dim + 2 v_dim rows), T and A (chunk x chunk), gc and
+// beta; the recurrent form's q, k and delta fit in the same space.
 int64_t delta_net_scratch_floats(int64_t k_dim, int64_t v_dim) {
-  return kDeltaNetChunk * (3 * k_dim + v_dim + 2) + 2 * k_dim + v_dim + 64;
+  constexpr int64_t C = kDeltaNetChunk;
+  return C * (5 * k_dim + 2 * v_dim + 2 * C + 2) + 2 * k_dim + v_dim + 64;
 }
 
 void causal_conv1d(const MixerLeaves& leaves, const float* x, int64_t ldx, float* y, int64_t channels, const float* w,

@@ -84,7 +84,7 @@ struct DeltaNetHead {
 };
 // Scratch floats a leaf needs for one head (chunked form included).
 int64_t delta_net_scratch_floats(int64_t k_dim, int64_t v_dim);
-inline constexpr int64_t kDeltaNetChunk = 64;
+inline constexpr int64_t kDeltaNetChunk = 16;
 // Runs of at least this many tokens take the chunked form.
 inline constexpr int64_t kDeltaNetChunkedMin = 8;
 using DeltaNetHeadFn = void (*)(const DeltaNetHead& head, float* scratch);

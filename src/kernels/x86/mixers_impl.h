@@ -41,6 +41,42 @@ void axpy(float* y, float a, const float* x, int64_t n) {
   scale_axpy<V>(y, 1.0f, a, x, n);
 }
 
+// out[m, :] (+)= sum_k a[m, k] b[k, :] for m < rows, k < depth, `cols` columns: a small GEMM register-tiled 4 rows by
+// U vectors of columns, the chunked scan's products (all of them a few dozen rows deep).
+template <class V>
+void small_gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* out, int64_t ldo, int64_t rows,
+                int64_t depth, int64_t cols, bool accumulate) {
+  constexpr int64_t L = V::kWidth, U = L >= 16 ? 4 : 2;
+  using Reg = typename V::Reg;
+  for (int64_t m0 = 0; m0 < rows; m0 += 4) {
+    const int64_t mr = std::min<int64_t>(4, rows - m0);
+    for (int64_t c0 = 0; c0 < cols; c0 += U * L) {
+      const int64_t w = std::min(U * L, cols - c0);
+      Reg acc[4][U];
+      for (int64_t r = 0; r < 4; ++r)
+        for (int64_t u = 0; u < U; ++u) {
+          const int64_t n = std::clamp<int64_t>(w - u * L, 0, L);
+          acc[r][u] = accumulate && r < mr && n > 0 ? V::load_tail(out + (m0 + r) * ldo + c0 + u * L, n) : V::zero();
+        }
+      const bool full = w == U * L;
+      for (int64_t k = 0; k < depth; ++k) {
+        Reg bv[U];
+        const float* bk = b + k * ldb + c0;
+        for (int64_t u = 0; u < U; ++u)
+          bv[u] = full || (u + 1) * L <= w ? V::load(bk + u * L)
+                                           : V::load_tail(bk + u * L, std::clamp<int64_t>(w - u * L, 0, L));
+        for (int64_t r = 0; r < mr; ++r) {
+          const Reg av = V::set1(a[(m0 + r) * lda + k]);
+          for (int64_t u = 0; u < U; ++u) acc[r][u] = V::fmadd(av, bv[u], acc[r][u]);
+        }
+      }
+      for (int64_t r = 0; r < mr; ++r)
+        for (int64_t u = 0; u * L < w; ++u)
+          V::store_tail(out + (m0 + r) * ldo + c0 + u * L, std::min(L, w - u * L), acc[r][u]);
+    }
+  }
+}
+
 inline float sigmoid1(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float softplus1(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 
@@ -131,47 +167,53 @@ void recurrent_token(const DeltaNetHead& h, int64_t t, float* scratch) {
   if (h.history) std::copy(S, S + dk * dv, h.history + t * h.history_stride);
 }
 
-// The chunked form of tokens [t0, t0 + c), as ref::chunk (kernels/ref/mixers_ref.cpp) states it.
+// The chunked form of tokens [t0, t0 + c), as ref::chunk (kernels/ref/mixers_ref.cpp) states it, with its products
+// as small GEMMs: the intra-chunk system solved once as T = (I + A)^-1 (A = beta K K^T o decay, strictly lower), then
+// U = T beta V and W = T beta exp(gc) K, v_new = U - W S, out = exp(gc) Q S + (Q K^T o decay) v_new and
+// S = exp(gc_last) S + (exp(gc_last - gc) K)^T v_new.
 template <class V>
 void delta_chunk(const DeltaNetHead& h, int64_t t0, int64_t c, float* scratch) {
   constexpr int64_t C = kDeltaNetChunk;
   const int64_t dk = h.k_dim, dv = h.v_dim;
-  float *Q = scratch, *K = Q + C * dk, *W = K + C * dk, *U = W + C * dk, *gc = U + C * dv, *beta = gc + C;
+  float *Q = scratch, *K = Q + C * dk, *KT = K + C * dk, *BK = KT + dk * C, *W = BK + C * dk;
+  float *BV = W + C * dk, *U = BV + C * dv, *T = U + C * dv, *A = T + C * C, *gc = A + C * C, *beta = gc + C;
   float* S = h.state;
+  float* out = h.out + t0 * h.ld_out;
   for (int64_t i = 0; i < c; ++i) {
     float g;
     token_inputs<V>(h, t0 + i, Q + i * dk, K + i * dk, beta[i], g);
     gc[i] = g + (i > 0 ? gc[i - 1] : 0.0f);
-  }
-  for (int64_t i = 0; i < c; ++i) {  // U = (I + A)^-1 beta V and W = (I + A)^-1 beta exp(gc) K
+    for (int64_t r = 0; r < dk; ++r) KT[r * C + i] = K[i * dk + r];
     const float* v = h.v + (t0 + i) * h.ld_qkv;
-    float *u = U + i * dv, *w = W + i * dk;
-    for (int64_t j = 0; j < dv; ++j) u[j] = beta[i] * v[j];
     const float e = beta[i] * std::exp(gc[i]);
-    for (int64_t j = 0; j < dk; ++j) w[j] = e * K[i * dk + j];
-    for (int64_t p = 0; p < i; ++p) {
-      const float A = beta[i] * dot<V>(K + i * dk, K + p * dk, dk) * std::exp(gc[i] - gc[p]);
-      axpy<V>(u, -A, U + p * dv, dv);
-      axpy<V>(w, -A, W + p * dk, dk);
-    }
+    for (int64_t j = 0; j < dv; ++j) BV[i * dv + j] = beta[i] * v[j];
+    for (int64_t j = 0; j < dk; ++j) BK[i * dk + j] = e * K[i * dk + j];
   }
-  for (int64_t i = 0; i < c; ++i)  // v_new = U - W S, into U
-    for (int64_t r = 0; r < dk; ++r) axpy<V>(U + i * dv, -W[i * dk + r], S + r * dv, dv);
-  for (int64_t i = 0; i < c; ++i) {  // out = exp(gc) Q S + (Q K^T o decay) v_new
-    float* o = h.out + (t0 + i) * h.ld_out;
-    std::fill(o, o + dv, 0.0f);
-    for (int64_t r = 0; r < dk; ++r) axpy<V>(o, Q[i * dk + r], S + r * dv, dv);
-    scale_axpy<V>(o, std::exp(gc[i]), 0.0f, o, dv);
-    for (int64_t p = 0; p <= i; ++p)
-      axpy<V>(o, dot<V>(Q + i * dk, K + p * dk, dk) * std::exp(gc[i] - gc[p]), U + p * dv, dv);
+  small_gemm<V>(K, dk, KT, C, A, C, c, dk, c, false);  // K K^T, then A and T = (I + A)^-1 row by row
+  for (int64_t i = 0; i < c; ++i) {
+    float* t = T + i * C;
+    std::fill(t, t + c, 0.0f);
+    t[i] = 1.0f;
+    for (int64_t p = 0; p < i; ++p) axpy<V>(t, -beta[i] * A[i * C + p] * std::exp(gc[i] - gc[p]), T + p * C, p + 1);
   }
+  small_gemm<V>(T, C, BV, dv, U, dv, c, c, dv, false);  // U = T beta V
+  small_gemm<V>(T, C, BK, dk, W, dk, c, c, dk, false);  // W = T beta exp(gc) K
+  for (int64_t i = 0; i < c * dk; ++i) W[i] = -W[i];
+  small_gemm<V>(W, dk, S, dv, U, dv, c, dk, dv, true);           // v_new = U - W S
+  small_gemm<V>(Q, dk, S, dv, out, h.ld_out, c, dk, dv, false);  // exp(gc) Q S
+  for (int64_t i = 0; i < c; ++i) scale_axpy<V>(out + i * h.ld_out, std::exp(gc[i]), 0.0f, out + i * h.ld_out, dv);
+  small_gemm<V>(Q, dk, KT, C, A, C, c, dk, c, false);  // Q K^T o decay, causal with the diagonal
+  for (int64_t i = 0; i < c; ++i) {
+    for (int64_t p = 0; p <= i; ++p) A[i * C + p] *= std::exp(gc[i] - gc[p]);
+    std::fill(A + i * C + i + 1, A + i * C + c, 0.0f);
+  }
+  small_gemm<V>(A, C, U, dv, out, h.ld_out, c, c, dv, true);
   const float last = gc[c - 1];
   for (int64_t p = 0; p < c; ++p) gc[p] = std::exp(last - gc[p]);  // each token's decay to the chunk's end
-  for (int64_t r = 0; r < dk; ++r) {
-    float* s = S + r * dv;
-    scale_axpy<V>(s, std::exp(last), 0.0f, s, dv);
-    for (int64_t p = 0; p < c; ++p) axpy<V>(s, gc[p] * K[p * dk + r], U + p * dv, dv);
-  }
+  for (int64_t r = 0; r < dk; ++r)
+    for (int64_t p = 0; p < c; ++p) KT[r * C + p] *= gc[p];
+  scale_axpy<V>(S, std::exp(last), 0.0f, S, dk * dv);
+  small_gemm<V>(KT, C, U, dv, S, dv, dk, c, dv, true);
 }
 
 // Mamba2's scan, a row of the state (one of head_dim) at a time: its decay-and-update and its dot with C in one pass
@@ -197,42 +239,6 @@ void ssm_recurrent(const SsmHead& h) {
       h.out[t * h.ld_out + p] = V::reduce_add(y) + h.d * x[p];
     }
     if (h.history) std::copy(h.state, h.state + P * N, h.history + t * h.history_stride);
-  }
-}
-
-// out[m, :] (+)= sum_k a[m, k] b[k, :] for m < rows, k < depth, `cols` columns: a small GEMM register-tiled 4 rows by
-// U vectors of columns, the chunked scan's products (all of them a few dozen rows deep).
-template <class V>
-void small_gemm(const float* a, int64_t lda, const float* b, int64_t ldb, float* out, int64_t ldo, int64_t rows,
-                int64_t depth, int64_t cols, bool accumulate) {
-  constexpr int64_t L = V::kWidth, U = L >= 16 ? 4 : 2;
-  using Reg = typename V::Reg;
-  for (int64_t m0 = 0; m0 < rows; m0 += 4) {
-    const int64_t mr = std::min<int64_t>(4, rows - m0);
-    for (int64_t c0 = 0; c0 < cols; c0 += U * L) {
-      const int64_t w = std::min(U * L, cols - c0);
-      Reg acc[4][U];
-      for (int64_t r = 0; r < 4; ++r)
-        for (int64_t u = 0; u < U; ++u) {
-          const int64_t n = std::clamp<int64_t>(w - u * L, 0, L);
-          acc[r][u] = accumulate && r < mr && n > 0 ? V::load_tail(out + (m0 + r) * ldo + c0 + u * L, n) : V::zero();
-        }
-      const bool full = w == U * L;
-      for (int64_t k = 0; k < depth; ++k) {
-        Reg bv[U];
-        const float* bk = b + k * ldb + c0;
-        for (int64_t u = 0; u < U; ++u)
-          bv[u] = full || (u + 1) * L <= w ? V::load(bk + u * L)
-                                           : V::load_tail(bk + u * L, std::clamp<int64_t>(w - u * L, 0, L));
-        for (int64_t r = 0; r < mr; ++r) {
-          const Reg av = V::set1(a[(m0 + r) * lda + k]);
-          for (int64_t u = 0; u < U; ++u) acc[r][u] = V::fmadd(av, bv[u], acc[r][u]);
-        }
-      }
-      for (int64_t r = 0; r < mr; ++r)
-        for (int64_t u = 0; u * L < w; ++u)
-          V::store_tail(out + (m0 + r) * ldo + c0 + u * L, std::min(L, w - u * L), acc[r][u]);
-    }
   }
 }
 
