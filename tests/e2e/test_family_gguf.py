@@ -18,7 +18,9 @@ converter then writes none). tiny-qwen3-next as llama.cpp's qwen3next: in_proj_q
 in_proj_ba kept grouped per key head as ssm_ba, value heads in HF's grouped order; tiny-lfm2-moe as lfm2moe (the
 expert bias as exp_probs_b, expert_gating_func sigmoid, leading_dense_block_count); tiny-nemotron-h as nemotron_h (the
 layer kinds in per-layer head_count_kv and feed_forward_length lists, q/k rows permuted per head as the converter
-does, which leaves a model without RoPE unchanged).
+does, which leaves a model without RoPE unchanged); tiny-granite-4.0-h as granitehybrid (in_proj whole, the
+multipliers as keys, stacked experts and the shared MLP). Both Mamba2 presets have a vocabulary padded to a multiple
+of 8, as llama.cpp's converter pads theirs.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def gguf_matches_hf_directory(minfer, hf, config, tmp_path):
 @pytest.mark.parametrize("preset", ["tiny-llama", "tiny-mistral", "tiny-qwen2", "tiny-qwen3", "tiny-gemma2", "tiny-gemma3",
                                     "tiny-phi3", "tiny-qwen3-moe", "tiny-mixtral", "tiny-smollm3", "tiny-olmo2",
                                     "tiny-olmo3", "tiny-granite", "tiny-gpt-oss", "tiny-qwen3.5", "tiny-qwen3.5-moe",
-                                    "tiny-lfm2", "tiny-qwen3-next", "tiny-lfm2-moe", "tiny-nemotron-h"])
+                                    "tiny-lfm2", "tiny-qwen3-next", "tiny-lfm2-moe", "tiny-nemotron-h",
+                                    "tiny-granite-4.0-h"])
 def test_gguf_from_gguf_py_matches_hf_directory(minfer, tiny_models, preset, tmp_path):
     hf = tmp_path / "hf"
     shutil.copytree(tiny_models(preset, "f32"), hf)

@@ -38,16 +38,16 @@ TOLERANCE = {"f32": 1e-4, "bf16": 3e-2}
 # fifth of its 88 within 0.05 over its two layers): the engine's bf16 activation rounding routes some of them to the
 # other expert (errors up to 0.58 there, 3e-6 for the same weights upcast to f32), so only the typical error is
 # bounded: the median below half the tolerance (measured 0.010) and 75% of the positions within it (measured 86%).
-# tiny-lfm2-moe's sigmoid router flips at 3 of its 89 positions (errors 0.28, 0.16, 0.10; median 0.010).
-ROUTING_FLIPS_IN_BF16 = {"tiny-gpt-oss", "tiny-lfm2-moe"}
+# tiny-lfm2-moe's sigmoid router flips at 3 of its 89 positions (errors 0.28, 0.16, 0.10; median 0.010), and
+# tiny-granite-4.0-h's (4 experts, top 2) at a few (0.13, 0.09, 0.08; median 0.013).
+ROUTING_FLIPS_IN_BF16 = {"tiny-gpt-oss", "tiny-lfm2-moe", "tiny-granite-4.0-h"}
 # Presets whose bf16 logits move more under the engine's bf16-rounded activations than the tolerance allows, because
 # the model itself is that sensitive: tiny-qwen3.5's oracle, its linear layers' inputs rounded to bf16, moves by up to
 # 5.8% (median 1.3%; tiny-qwen3's by 1.2%): the delta rule carries every rounding into the state of later tokens. The
 # engine measured 7.5% max, 1.8% median. tiny-lfm2's oracle with every weight product's input rounded to bf16 moves by
 # 3.14% max (median 0.95%), and so does the engine (3.14%): its two multiplicative gates around the convolution.
-# tiny-granite-4.0-h's oracle so rounded moves by 10.4% max (median 1.3%; routing near-ties and the scan's state), the
-# engine by 5.3% max. Bounded here: max below the value, median below the usual tolerance.
-SENSITIVE_IN_BF16 = {"tiny-qwen3.5": 0.12, "tiny-lfm2": 0.05, "tiny-granite-4.0-h": 0.12}
+# Bounded here: max below the value, median below the usual tolerance.
+SENSITIVE_IN_BF16 = {"tiny-qwen3.5": 0.12, "tiny-lfm2": 0.05}
 GREEDY_TOKENS = 32
 
 _oracles = {}

@@ -32,6 +32,7 @@ void split_experts(ModelWeights& w, const std::string& p) {
   }
 }
 
+// tiny-granite-4.0-h's vocabulary is padded to 648 (llama.cpp's converter pads Granite 4.0-H's to a multiple of 8).
 // clang-format off
 const TestPreset kPresets[] = {
     {.name = "granite-4.0-h-tiny", .model_type = "granitemoehybrid", .tiny = false, .hidden = 1536,
@@ -40,7 +41,7 @@ const TestPreset kPresets[] = {
      .experts_per_tok = 6, .moe_intermediate = 512, .bos = 100257, .config_eos = {100257},
      .generation_eos = {100257}},
     {.name = "tiny-granite-4.0-h", .model_type = "granitemoehybrid", .tiny = true, .hidden = 64, .intermediate = 32,
-     .layers = 4, .heads = 4, .kv_heads = 2, .vocab = 0, .max_position_embeddings = 131072, .tied = true,
+     .layers = 4, .heads = 4, .kv_heads = 2, .vocab = 648, .max_position_embeddings = 131072, .tied = true,
      .embed_std = 0.08, .weight_std = 0.16, .experts = 4, .experts_per_tok = 2, .moe_intermediate = 48},
 };
 // clang-format on
