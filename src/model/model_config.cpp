@@ -173,6 +173,8 @@ int64_t ModelConfig::ssm_state_floats(int64_t layer) const {
 }
 
 void ModelConfig::validate(const std::string& source) const {
+  if (mtp_layers < 0 || mtp_layers > 16)
+    fail_load(source, "invalid config: mtp_num_hidden_layers = {} (must be in 0..16)", mtp_layers);
   auto positive = [&](const char* field, int64_t v, int64_t max) {
     if (v <= 0 || v > max) fail_load(source, "invalid config: {} = {} (must be in 1..{})", field, v, max);
   };

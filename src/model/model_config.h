@@ -157,6 +157,9 @@ struct ModelConfig {
   // Its channels: hidden_size, or under tensor parallel the rank's share of them (0: hidden_size).
   int64_t short_conv_channels = 0;
   int64_t conv_channels() const { return short_conv_channels > 0 ? short_conv_channels : hidden_size; }
+  // Multi-token-prediction blocks after the trunk (Qwen3.5 / Qwen3-Next: mtp_num_hidden_layers, GGUF's
+  // nextn_predict_layers): loaded and checked as mtp.{j}.* (loaders/weight_names.cpp), not run by the decoder.
+  int64_t mtp_layers = 0;
   DType dtype = DType::F32;  // the dtype the weights are stored in
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;

@@ -363,5 +363,25 @@ TEST(WeightNames, MapBothWays) {
   EXPECT_EQ(canonical_to_gguf("embed"), "token_embd.weight");
 }
 
+// Qwen3.5's multi-token-prediction block: mtp.layers.0.* and mtp.fc / norms in HF, the blocks after the trunk and
+// their nextn.* tensors in GGUF; both as mtp.{j}.*.
+TEST(WeightNames, MtpBlocksMapBothWays) {
+  EXPECT_EQ(hf_to_canonical("mtp.layers.0.self_attn.k_proj.weight", "qwen35"), "mtp.0.wk");
+  EXPECT_EQ(hf_to_canonical("mtp.layers.0.post_attention_layernorm.weight", "qwen35"), "mtp.0.ffn_norm");
+  EXPECT_EQ(hf_to_canonical("mtp.fc.weight", "qwen35"), "mtp.0.fc");
+  EXPECT_EQ(hf_to_canonical("mtp.pre_fc_norm_hidden.weight", "qwen35"), "mtp.0.hidden_norm");
+  EXPECT_EQ(hf_to_canonical("mtp.norm.weight", "qwen35"), "mtp.0.final_norm");
+  EXPECT_EQ(hf_to_canonical("mtp.layers.0.mlp.experts.3.up_proj.weight", "qwen35moe"), "mtp.0.experts.3.w_up");
+  EXPECT_EQ(canonical_to_hf("mtp.0.wk", "qwen35"), "mtp.layers.0.self_attn.k_proj.weight");
+  EXPECT_EQ(canonical_to_hf("mtp.0.embed_norm", "qwen35"), "mtp.pre_fc_norm_embedding.weight");
+  EXPECT_EQ(gguf_to_canonical("blk.24.attn_q.weight", "qwen35", 24), "mtp.0.wq");
+  EXPECT_EQ(gguf_to_canonical("blk.24.nextn.eh_proj.weight", "qwen35", 24), "mtp.0.fc");
+  EXPECT_EQ(gguf_to_canonical("blk.25.nextn.shared_head_norm.weight", "qwen35", 24), "mtp.1.final_norm");
+  EXPECT_EQ(gguf_to_canonical("blk.23.attn_q.weight", "qwen35", 24), "layers.23.wq");
+  EXPECT_EQ(gguf_to_canonical("blk.23.nextn.eh_proj.weight", "qwen35", 24), std::nullopt);
+  EXPECT_EQ(canonical_to_gguf("mtp.0.wo", "qwen35", 24), "blk.24.attn_output.weight");
+  EXPECT_EQ(canonical_to_gguf("mtp.0.hidden_norm", "qwen35", 24), "blk.24.nextn.hnorm.weight");
+}
+
 }  // namespace
 }  // namespace minfer

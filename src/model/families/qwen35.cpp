@@ -122,6 +122,7 @@ void read_hf(const HfFields& f, std::string_view, ModelConfig& c) {
   c.linear.k_dim = f.integer("linear_key_head_dim");
   c.linear.v_dim = f.integer("linear_value_head_dim");
   c.linear.conv_kernel = f.integer("linear_conv_kernel_dim", 4);
+  c.mtp_layers = f.integer("mtp_num_hidden_layers", 0);
 }
 
 // Qwen3.5-MoE: every layer's MLP is num_experts experts (softmax router, top num_experts_per_tok, always
@@ -140,8 +141,9 @@ void read_gguf(const GgufFile& g, const std::string& arch, ModelConfig& c) {
   c.qk_norm = true;
   c.attn_output_gate = true;
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
-  // block_count counts the MTP layers after the trunk; they are not run here.
-  c.num_layers -= g.find_int(key("nextn_predict_layers")).value_or(0);
+  // block_count counts the MTP layers after the trunk (loaded as mtp.{j}.*, not run here).
+  c.mtp_layers = g.find_int(key("nextn_predict_layers")).value_or(0);
+  c.num_layers -= c.mtp_layers;
   LinearAttentionShape& l = c.linear;
   l.k_dim = g.get_int(key("ssm.state_size"));
   l.k_heads = g.get_int(key("ssm.group_count"));

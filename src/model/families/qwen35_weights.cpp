@@ -169,6 +169,11 @@ void adapt_qwen35_weights(ModelWeights& w) {
     if (w.format == CheckpointFormat::kHuggingFace) adapt_hf_delta_rule(w, p);
     if (w.config.is_moe(i)) adapt_moe(w, p);
   }
+  for (int64_t j = 0; j < w.config.mtp_layers; ++j) {  // the MTP blocks: gated attention and the model's FFN
+    const std::string p = "mtp." + std::to_string(j) + ".";
+    if (w.config.attn_output_gate) split_query_gate(w, p);
+    if (w.config.num_experts > 0) adapt_moe(w, p);
+  }
 }
 
 }  // namespace minfer

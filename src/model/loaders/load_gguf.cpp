@@ -30,7 +30,7 @@ ModelWeights load_gguf_checkpoint(const std::string& path) {
     }
     // Phi-3's longrope divisors, read with the config (read_gguf_config).
     if (info.name == "rope_factors_long.weight" || info.name == "rope_factors_short.weight") continue;
-    const auto canonical = gguf_to_canonical(info.name, w.config.arch);
+    const auto canonical = gguf_to_canonical(info.name, w.config.arch, w.config.num_layers);
     if (!canonical)
       fail_load(path, "unexpected tensor '{}' (not a weight of a {} model)", info.name, w.config.arch_name());
     if (w.tensors.count(*canonical)) fail_load(path, "duplicate tensor '{}'", info.name);
@@ -40,7 +40,8 @@ ModelWeights load_gguf_checkpoint(const std::string& path) {
   w.config.validate(path);
   split_fused_projections(w, origins);
   if (const auto adapt = family_of(w.config).adapt_weights) adapt(w);
-  check_weights(w, origins, path, [arch = w.config.arch](const std::string& c) { return canonical_to_gguf(c, arch); });
+  check_weights(w, origins, path,
+                [&c = w.config](const std::string& n) { return canonical_to_gguf(n, c.arch, c.num_layers); });
   if (gguf->has("tokenizer.ggml.model")) w.tokenizer.gguf_path = path;
   return w;
 }

@@ -20,10 +20,11 @@ namespace {
 namespace fs = std::filesystem;
 
 // Old transformers versions saved RoPE's buffer with the weights; it is recomputed from the config.
-// A multimodal checkpoint's vision tower and the multi-token-prediction layers: not run by the text decoder (the
-// images and MTP issues will read them).
-bool beside_text_model(std::string_view hf_name) {
-  return hf_name.starts_with("model.visual.") || hf_name.starts_with("mtp.") || hf_name.starts_with("model.mtp.");
+// A multimodal checkpoint's vision tower (the images issue will read it), and multi-token-prediction layers a config
+// does not declare (mtp_num_hidden_layers 0); declared ones are loaded as mtp.{j}.*.
+bool beside_text_model(std::string_view hf_name, const ModelConfig& c) {
+  return hf_name.starts_with("model.visual.") ||
+         (c.mtp_layers == 0 && (hf_name.starts_with("mtp.") || hf_name.starts_with("model.mtp.")));
 }
 
 bool ignorable(std::string_view hf_name) {
@@ -87,9 +88,9 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
   const auto hf_name_of = [arch = w.config.arch](const std::string& c) { return canonical_to_hf(c, arch); };
   std::map<std::string, WeightOrigin> origins;
   const auto skipped = std::count_if(placement.begin(), placement.end(),
-                                     [](const auto& placed) { return beside_text_model(placed.first); });
+                                     [&](const auto& placed) { return beside_text_model(placed.first, w.config); });
   for (const auto& [name, file] : placement) {
-    if (beside_text_model(name) || ignorable(name) || (quant && is_quantization_companion(name))) continue;
+    if (beside_text_model(name, w.config) || ignorable(name) || (quant && is_quantization_companion(name))) continue;
     const auto canonical = hf_to_canonical(name, w.config.arch);
     if (!canonical)
       fail_load(file->path(), "unexpected tensor '{}' (not a weight of a {} model)", name, w.config.arch_name());
@@ -99,8 +100,9 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
     origins[*canonical] = {file->path(), name};
   }
   if (skipped > 0)
-    spdlog::info("{}: {} tensors of the vision tower / MTP layers skipped (the text model runs without them)",
-                 checkpoint, skipped);
+    spdlog::info(
+        "{}: {} tensors of the vision tower / undeclared MTP layers skipped (the text model runs without them)",
+        checkpoint, skipped);
   if (quant) {
     auto find = [&](const std::string& hf_name) -> std::optional<Tensor> {
       auto it = placement.find(hf_name);

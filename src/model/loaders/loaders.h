@@ -25,7 +25,10 @@ void fold_output_scales(ModelWeights& w);
 // Most families share one table; a family's own rows come first (hence the architecture: ModelConfig::arch).
 std::optional<std::string> hf_to_canonical(std::string_view hf_name, std::string_view arch = "llama");
 std::string canonical_to_hf(const std::string& canonical, std::string_view arch = "llama");
-std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, std::string_view arch = "llama");
-std::string canonical_to_gguf(const std::string& canonical, std::string_view arch = "llama");
+// trunk_layers >= 0: blk.{trunk_layers + j}.* are multi-token-prediction block j's, mtp.{j}.*
+// (ModelConfig::mtp_layers).
+std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, std::string_view arch = "llama",
+                                             int64_t trunk_layers = -1);
+std::string canonical_to_gguf(const std::string& canonical, std::string_view arch = "llama", int64_t trunk_layers = -1);
 
 }  // namespace minfer

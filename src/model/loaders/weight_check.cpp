@@ -68,55 +68,77 @@ void attention_shapes(const ModelConfig& c, const std::string& p, std::map<std::
 
 }  // namespace
 
-std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelConfig& c) {
-  std::map<std::string, std::vector<int64_t>> out;
-  out["embed"] = {c.vocab_size, c.hidden_size};
-  out["final_norm"] = {c.hidden_size};
-  if (!c.tie_word_embeddings) out["lm_head"] = {c.vocab_size, c.hidden_size};
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    const std::string p = "layers." + std::to_string(i) + ".";
-    if (!c.post_norms_only && c.mixer(i) != LayerMixer::kNone) out[p + "attn_norm"] = {c.hidden_size};
-    if (c.mixer(i) == LayerMixer::kGatedDeltaNet) {
-      delta_rule_shapes(c, p, out);
-    } else if (c.mixer(i) == LayerMixer::kShortConv) {
-      short_conv_shapes(c, p, out);
-    } else if (c.mixer(i) == LayerMixer::kMamba2) {
-      mamba_shapes(c, p, out);
-    } else if (c.mixer(i) == LayerMixer::kAttention) {
-      attention_shapes(c, p, out);
-    }
-    if (!c.has_mlp(i)) continue;
-    if (!c.post_norms_only) out[p + "ffn_norm"] = {c.hidden_size};
-    if (c.sandwich_norms || c.post_norms_only) {
-      out[p + "post_attn_norm"] = {c.hidden_size};
-      out[p + "post_ffn_norm"] = {c.hidden_size};
-    }
-    if (c.is_moe(i) && c.shared_expert_intermediate_size > 0) {
-      const int64_t s = c.shared_expert_intermediate_size;
-      out[p + "shared.w_gate"] = {s, c.hidden_size};
-      out[p + "shared.w_up"] = {s, c.hidden_size};
-      out[p + "shared.w_down"] = {c.hidden_size, s};
-      if (c.shared_expert_gated) out[p + "shared_gate"] = {1, c.hidden_size};
-    }
-    if (c.is_moe(i)) {
-      out[p + "router"] = {c.num_experts, c.hidden_size};
-      if (c.moe_bias) out[p + "router_bias"] = {c.num_experts};
-      if (c.moe_selection_bias) out[p + "expert_bias"] = {c.num_experts};
-      for (int64_t e = 0; e < c.num_experts; ++e) {
-        const std::string x = p + "experts." + std::to_string(e) + ".";
-        out[x + "w_gate"] = {c.moe_intermediate_size, c.hidden_size};
-        out[x + "w_up"] = {c.moe_intermediate_size, c.hidden_size};
-        out[x + "w_down"] = {c.hidden_size, c.moe_intermediate_size};
-        if (!c.moe_bias) continue;
-        out[x + "b_gate"] = {c.moe_intermediate_size};
-        out[x + "b_up"] = {c.moe_intermediate_size};
-        out[x + "b_down"] = {c.hidden_size};
-      }
-      continue;
-    }
+namespace {
+
+using Shapes = std::map<std::string, std::vector<int64_t>>;
+
+// A layer's feed-forward weights: its experts (with their router, biases and shared expert) or its MLP.
+void feed_forward_shapes(const ModelConfig& c, const std::string& p, bool moe, Shapes& out) {
+  if (moe && c.shared_expert_intermediate_size > 0) {
+    const int64_t s = c.shared_expert_intermediate_size;
+    out[p + "shared.w_gate"] = {s, c.hidden_size};
+    out[p + "shared.w_up"] = {s, c.hidden_size};
+    out[p + "shared.w_down"] = {c.hidden_size, s};
+    if (c.shared_expert_gated) out[p + "shared_gate"] = {1, c.hidden_size};
+  }
+  if (!moe) {
     if (c.mlp_gated) out[p + "w_gate"] = {c.intermediate_size, c.hidden_size};
     out[p + "w_up"] = {c.intermediate_size, c.hidden_size};
     out[p + "w_down"] = {c.hidden_size, c.intermediate_size};
+    return;
+  }
+  out[p + "router"] = {c.num_experts, c.hidden_size};
+  if (c.moe_bias) out[p + "router_bias"] = {c.num_experts};
+  if (c.moe_selection_bias) out[p + "expert_bias"] = {c.num_experts};
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const std::string x = p + "experts." + std::to_string(e) + ".";
+    out[x + "w_gate"] = {c.moe_intermediate_size, c.hidden_size};
+    out[x + "w_up"] = {c.moe_intermediate_size, c.hidden_size};
+    out[x + "w_down"] = {c.hidden_size, c.moe_intermediate_size};
+    if (!c.moe_bias) continue;
+    out[x + "b_gate"] = {c.moe_intermediate_size};
+    out[x + "b_up"] = {c.moe_intermediate_size};
+    out[x + "b_down"] = {c.hidden_size};
+  }
+}
+
+// One layer under prefix p: its mixer's weights and norms, then (with an MLP) its feed-forward block's.
+void layer_shapes(const ModelConfig& c, const std::string& p, LayerMixer mixer, bool mlp, bool moe, Shapes& out) {
+  if (!c.post_norms_only && mixer != LayerMixer::kNone) out[p + "attn_norm"] = {c.hidden_size};
+  if (mixer == LayerMixer::kGatedDeltaNet) {
+    delta_rule_shapes(c, p, out);
+  } else if (mixer == LayerMixer::kShortConv) {
+    short_conv_shapes(c, p, out);
+  } else if (mixer == LayerMixer::kMamba2) {
+    mamba_shapes(c, p, out);
+  } else if (mixer == LayerMixer::kAttention) {
+    attention_shapes(c, p, out);
+  }
+  if (!mlp) return;
+  if (!c.post_norms_only) out[p + "ffn_norm"] = {c.hidden_size};
+  if (c.sandwich_norms || c.post_norms_only) {
+    out[p + "post_attn_norm"] = {c.hidden_size};
+    out[p + "post_ffn_norm"] = {c.hidden_size};
+  }
+  feed_forward_shapes(c, p, moe, out);
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<int64_t>> expected_weight_shapes(const ModelConfig& c) {
+  Shapes out;
+  out["embed"] = {c.vocab_size, c.hidden_size};
+  out["final_norm"] = {c.hidden_size};
+  if (!c.tie_word_embeddings) out["lm_head"] = {c.vocab_size, c.hidden_size};
+  for (int64_t i = 0; i < c.num_layers; ++i)
+    layer_shapes(c, "layers." + std::to_string(i) + ".", c.mixer(i), c.has_mlp(i), c.is_moe(i), out);
+  // The multi-token-prediction blocks: an attention layer with the model's feed-forward kind, its input projection
+  // of [embedding | hidden] and three norms.
+  for (int64_t j = 0; j < c.mtp_layers; ++j) {
+    const std::string p = "mtp." + std::to_string(j) + ".";
+    layer_shapes(c, p, LayerMixer::kAttention, true, c.num_experts > 0, out);
+    out[p + "fc"] = {c.hidden_size, 2 * c.hidden_size};
+    for (const char* norm : {"embed_norm", "hidden_norm", "final_norm"}) out[p + norm] = {c.hidden_size};
   }
   return out;
 }
@@ -250,7 +272,7 @@ void split_stacked_gate_up(ModelWeights& w, const std::string& p, const char* hf
 
 std::string checkpoint_name(const ModelWeights& w, const std::string& canonical) {
   if (w.format == CheckpointFormat::kHuggingFace) return canonical_to_hf(canonical, w.config.arch);
-  if (w.format == CheckpointFormat::kGguf) return canonical_to_gguf(canonical, w.config.arch);
+  if (w.format == CheckpointFormat::kGguf) return canonical_to_gguf(canonical, w.config.arch, w.config.num_layers);
   return canonical;
 }
 

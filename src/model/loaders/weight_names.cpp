@@ -121,10 +121,45 @@ std::string from_canonical(const std::string& canonical, std::string_view layer_
 const char* hf_of(const NameRow& r) { return r.hf; }
 const char* gguf_of(const NameRow& r) { return r.gguf; }
 
+// Multi-token-prediction blocks (ModelConfig::mtp_layers): block j's weights are "mtp.{j}." and a layer's canonical
+// name, or one of these rows (its input projection and norms). Hugging Face stores one block, as mtp.layers.0.*
+// beside mtp.fc / mtp.pre_fc_norm_* / mtp.norm; GGUF stores block j as blk.{trunk + j}.*, beside blk.{..}.nextn.*.
+constexpr NameRow kMtpRows[] = {
+    {"fc", "fc.weight", "nextn.eh_proj.weight"},
+    {"embed_norm", "pre_fc_norm_embedding.weight", "nextn.enorm.weight"},
+    {"hidden_norm", "pre_fc_norm_hidden.weight", "nextn.hnorm.weight"},
+    {"final_norm", "norm.weight", "nextn.shared_head_norm.weight"},
+};
+
+// "layers.{i}.x" as "mtp.{i - offset}.x", or nullopt.
+std::optional<std::string> as_mtp(const std::optional<std::string>& layer_name, int64_t offset) {
+  std::string_view index, rest;
+  if (!layer_name || !split_layer(*layer_name, "layers.", &index, &rest)) return std::nullopt;
+  const int64_t j = std::stoll(std::string(index)) - offset;
+  if (j < 0) return std::nullopt;
+  return "mtp." + std::to_string(j) + "." + std::string(rest);
+}
+
+// "mtp.{j}.x" -> j and x.
+bool split_mtp(std::string_view canonical, int64_t* j, std::string_view* rest) {
+  std::string_view index;
+  if (!split_layer(canonical, "mtp.", &index, rest)) return false;
+  *j = std::stoll(std::string(index));
+  return true;
+}
+
+std::optional<std::string> hf_mtp_to_canonical(std::string_view hf_name, std::string_view arch) {
+  const std::string_view rest = hf_name.substr(4);
+  for (const NameRow& r : kMtpRows)
+    if (rest == r.hf) return "mtp.0." + std::string(r.canonical);
+  return as_mtp(to_canonical("model." + std::string(rest), "model.layers.", arch, hf_of), 0);
+}
+
 }  // namespace
 
 // A multimodal checkpoint's text model sits under its own prefix (Family::hf_text_prefix) instead of "model.".
 std::optional<std::string> hf_to_canonical(std::string_view hf_name, std::string_view arch) {
+  if (hf_name.starts_with("mtp.")) return hf_mtp_to_canonical(hf_name, arch);
   const char* text = family_named(arch).hf_text_prefix;
   if (text != nullptr && hf_name.starts_with(text))
     return to_canonical("model." + std::string(hf_name.substr(std::string_view(text).size())), "model.layers.", arch,
@@ -132,15 +167,38 @@ std::optional<std::string> hf_to_canonical(std::string_view hf_name, std::string
   return to_canonical(hf_name, "model.layers.", arch, hf_of);
 }
 std::string canonical_to_hf(const std::string& canonical, std::string_view arch) {
+  int64_t j = 0;
+  if (std::string_view rest; split_mtp(canonical, &j, &rest)) {
+    for (const NameRow& r : kMtpRows)
+      if (rest == r.canonical) return "mtp." + std::string(r.hf);
+    return "mtp." +
+           from_canonical("layers." + std::to_string(j) + "." + std::string(rest), "model.layers.", arch, hf_of)
+               .substr(6);
+  }
   std::string name = from_canonical(canonical, "model.layers.", arch, hf_of);
   const char* text = family_named(arch).hf_text_prefix;
   if (text != nullptr && name.starts_with("model.")) name = text + name.substr(6);
   return name;
 }
-std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, std::string_view arch) {
+std::optional<std::string> gguf_to_canonical(std::string_view gguf_name, std::string_view arch, int64_t trunk_layers) {
+  std::string_view index, rest;
+  if (trunk_layers >= 0 && split_layer(gguf_name, "blk.", &index, &rest) &&
+      std::stoll(std::string(index)) >= trunk_layers) {
+    const std::string layer = "layers." + std::string(index) + ".";
+    for (const NameRow& r : kMtpRows)
+      if (rest == r.gguf) return as_mtp(layer + r.canonical, trunk_layers);
+    return as_mtp(to_canonical(gguf_name, "blk.", arch, gguf_of), trunk_layers);
+  }
   return to_canonical(gguf_name, "blk.", arch, gguf_of);
 }
-std::string canonical_to_gguf(const std::string& canonical, std::string_view arch) {
+std::string canonical_to_gguf(const std::string& canonical, std::string_view arch, int64_t trunk_layers) {
+  int64_t j = 0;
+  if (std::string_view rest; split_mtp(canonical, &j, &rest)) {
+    const std::string block = std::to_string(std::max<int64_t>(trunk_layers, 0) + j);
+    for (const NameRow& r : kMtpRows)
+      if (rest == r.canonical) return "blk." + block + "." + r.gguf;
+    return from_canonical("layers." + block + "." + std::string(rest), "blk.", arch, gguf_of);
+  }
   return from_canonical(canonical, "blk.", arch, gguf_of);
 }
 

@@ -63,8 +63,9 @@ void quantize_model(ModelWeights& weights, const QuantConfig& q, int threads, co
   if (!q.enabled()) return;
   validate_quant_config(q);
   std::vector<std::string> names;
+  // The MTP blocks (mtp.*) are not run yet: they stay as the checkpoint stores them, mapped, not quantized copies.
   for (const auto& [name, t] : weights.tensors)
-    if (is_matrix_weight(name, t)) names.push_back(name);
+    if (is_matrix_weight(name, t) && !name.starts_with("mtp.")) names.push_back(name);
   std::vector<Tensor> out(names.size());
   std::atomic<size_t> done{0};
   std::mutex progress_mutex;
