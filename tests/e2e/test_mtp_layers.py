@@ -1,7 +1,7 @@
 """Qwen3.5's multi-token-prediction layers are loaded and checked (mtp.layers.0.*, mtp.fc and its norms, as the
 checkpoints ship them and config.json's mtp_num_hidden_layers declares them), for the speculative issue that will
 run them: a checkpoint with them computes exactly what one without does, a missing or misshapen MTP tensor is refused
-naming it, and undeclared ones are skipped as before."""
+naming it, and undeclared ones are skipped as before; likewise llama.cpp's nextn block in a GGUF file."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import shutil
 import struct
 
 import numpy as np
+import pytest
 
-from conftest import ids_arg
+from conftest import REFERENCE_DIR, ids_arg  # noqa: F401 (puts tests/reference on sys.path)
 
 PROMPT_IDS = list(range(5, 45))
 DTYPES = {"F32": np.float32}
@@ -92,3 +93,30 @@ def test_missing_or_misshapen_mtp_tensor_is_refused(minfer, tiny_models, tmp_pat
         model = with_mtp(plain, tmp_path / case, **kwargs)
         proc = minfer.run("generate", "--model", model, "--prompt-ids", "1 2 3", "-n", 1, check=False)
         assert proc.returncode == 1 and message in proc.stderr, proc.stderr[-2000:]
+
+
+def test_gguf_nextn_block_is_loaded_and_changes_nothing(minfer, tiny_models, tmp_path, monkeypatch):
+    """The same block in llama.cpp's layout: blk.{trunk}.* with nextn.eh_proj / enorm / hnorm / shared_head_norm,
+    block_count counting it and nextn_predict_layers = 1."""
+    gguf = pytest.importorskip("gguf", reason="gguf is in the project venv (scripts/setup-venv.sh)")
+    gguf_py_writer = pytest.importorskip("gguf_py_writer")
+    plain = tiny_models("tiny-qwen3.5", "f32")
+    hidden = json.loads((plain / "config.json").read_text())["text_config"]["hidden_size"]
+    write_tensors = gguf_py_writer.write_tensors
+    rng = np.random.default_rng(4)
+
+    def with_nextn(w, arch, cfg, tensors, *rest):
+        extra = {"blk.4." + k[len("blk.3."):]: v for k, v in tensors.items() if k.startswith("blk.3.")}
+        extra["blk.4.nextn.eh_proj.weight"] = lambda: rng.normal(0, 0.1, (hidden, 2 * hidden)).astype(np.float32)
+        for norm in ("enorm", "hnorm", "shared_head_norm"):
+            extra[f"blk.4.nextn.{norm}.weight"] = lambda: np.ones(hidden, np.float32)
+        w.add_uint32(f"{arch}.nextn_predict_layers", 1)
+        write_tensors(w, arch, cfg, {**tensors, **extra}, *rest)
+
+    gguf_py_writer.write(str(plain), str(tmp_path / "plain.gguf"))
+    add_block_count = gguf.GGUFWriter.add_block_count
+    monkeypatch.setattr(gguf.GGUFWriter, "add_block_count", lambda self, n: add_block_count(self, n + 1))
+    monkeypatch.setattr(gguf_py_writer, "write_tensors", with_nextn)
+    gguf_py_writer.write(str(plain), str(tmp_path / "mtp.gguf"))
+    assert np.array_equal(logits(minfer, tmp_path / "mtp.gguf", tmp_path), logits(minfer, tmp_path / "plain.gguf",
+                                                                                   tmp_path))
