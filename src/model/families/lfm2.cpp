@@ -167,11 +167,7 @@ void split_in_proj(ModelWeights& w) {
     w.tensors[p + "conv_in_c"] = row_slice(in, h, 2 * h);
     w.tensors[p + "conv_in_x"] = row_slice(in, 2 * h, 3 * h);
     w.tensors.erase(it);
-    if (auto k = w.tensors.find(p + "conv_kernel"); k != w.tensors.end() && k->second.rank() == 3) {
-      Tensor kernel = to_f32(k->second);  // HF's [hidden, 1, taps]
-      kernel.shape = {kernel.dim(0), kernel.dim(2)};
-      k->second = std::move(kernel);
-    }
+    squeeze_conv_kernel(w, p + "conv_kernel");
   }
 }
 

@@ -35,11 +35,7 @@ void reshape_vectors(ModelWeights& w, const std::string& p) {
   for (const char* name : {"ssm_a", "ssm_d", "ssm_norm_gated", "ssm_dt_bias", "ssm_conv_bias"})
     if (auto it = w.tensors.find(p + name); it != w.tensors.end() && it->second.rank() == 2)
       it->second.shape = {it->second.numel()};
-  if (auto it = w.tensors.find(p + "ssm_conv"); it != w.tensors.end() && it->second.rank() == 3) {
-    Tensor conv = to_f32(it->second);
-    conv.shape = {conv.dim(0), conv.dim(2)};
-    it->second = std::move(conv);
-  }
+  squeeze_conv_kernel(w, p + "ssm_conv");
 }
 
 }  // namespace
@@ -75,12 +71,7 @@ ValueId mamba2_mixer(DecoderBuilder& b, int64_t layer, ValueId h) {
 void adapt_mamba2_weights(ModelWeights& w, const std::string& p) {
   split_in_proj(w, p);
   reshape_vectors(w, p);
-  if (w.format != CheckpointFormat::kHuggingFace) return;
-  if (auto it = w.tensors.find(p + "ssm_a"); it != w.tensors.end()) {  // HF stores A_log
-    Tensor a = to_f32(it->second);
-    for (int64_t j = 0; j < a.numel(); ++j) a.mutable_as<float>()[j] = -std::exp(a.as<float>()[j]);
-    it->second = std::move(a);
-  }
+  if (w.format == CheckpointFormat::kHuggingFace) decay_from_a_log(w, p + "ssm_a");  // GGUF stores -exp(A_log)
 }
 
 void read_mamba2_gguf(const GgufFile& g, const std::string& a, MambaShape& m) {

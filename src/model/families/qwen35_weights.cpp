@@ -1,6 +1,5 @@
 // Qwen3.5's weights at load (the gate rows of q_proj, the delta rule's conv kernel and decay) and its test-model
 // presets.
-#include <cmath>
 
 #include "model/families/family_file.h"
 #include "model/families/qwen35.h"
@@ -30,16 +29,8 @@ void split_query_gate(ModelWeights& w, const std::string& p) {
 }
 
 void adapt_hf_delta_rule(ModelWeights& w, const std::string& p) {
-  if (auto it = w.tensors.find(p + "ssm_conv"); it != w.tensors.end() && it->second.rank() == 3) {
-    Tensor conv = to_f32(it->second);
-    conv.shape = {conv.dim(0), conv.dim(2)};
-    it->second = std::move(conv);
-  }
-  if (auto it = w.tensors.find(p + "ssm_a"); it != w.tensors.end()) {
-    Tensor a = to_f32(it->second);
-    for (int64_t i = 0; i < a.numel(); ++i) a.mutable_as<float>()[i] = -std::exp(a.as<float>()[i]);
-    it->second = std::move(a);
-  }
+  squeeze_conv_kernel(w, p + "ssm_conv");
+  decay_from_a_log(w, p + "ssm_a");
 }
 
 // transformers 5's stacked experts.gate_up_proj [experts, 2 width, hidden] (each expert's gate rows, then its up rows)

@@ -1,5 +1,8 @@
 #include "model/loaders/weight_check.h"
 
+#include <cmath>
+#include <cstring>
+
 #include "base/error.h"
 #include "model/loaders/loaders.h"
 
@@ -274,6 +277,22 @@ std::string checkpoint_name(const ModelWeights& w, const std::string& canonical)
   if (w.format == CheckpointFormat::kHuggingFace) return canonical_to_hf(canonical, w.config.arch);
   if (w.format == CheckpointFormat::kGguf) return canonical_to_gguf(canonical, w.config.arch, w.config.num_layers);
   return canonical;
+}
+
+void squeeze_conv_kernel(ModelWeights& w, const std::string& name) {
+  auto it = w.tensors.find(name);
+  if (it == w.tensors.end() || it->second.rank() != 3) return;
+  Tensor kernel = to_f32(it->second);
+  kernel.shape = {kernel.dim(0), kernel.dim(2)};
+  it->second = std::move(kernel);
+}
+
+void decay_from_a_log(ModelWeights& w, const std::string& name) {
+  auto it = w.tensors.find(name);
+  if (it == w.tensors.end()) return;
+  Tensor a = to_f32(it->second);
+  for (int64_t i = 0; i < a.numel(); ++i) a.mutable_as<float>()[i] = -std::exp(a.as<float>()[i]);
+  it->second = std::move(a);
 }
 
 void require_fused(const ModelWeights& w, const std::string& fused, const std::string& first_part) {

@@ -51,6 +51,12 @@ std::string checkpoint_name(const ModelWeights& w, const std::string& canonical)
 // else a LoadError naming the checkpoint's tensor (its parts have no names of their own to report).
 void require_fused(const ModelWeights& w, const std::string& fused, const std::string& first_part);
 
+// The recurrent mixers' forms in a Hugging Face checkpoint, brought to the graph's (what GGUF stores): a depthwise
+// conv kernel [channels, 1, taps] as f32 [channels, taps], and A_log as the decay coefficients -exp(A_log) in f32.
+// No-ops for a tensor that is absent or already in that form (the conv).
+void squeeze_conv_kernel(ModelWeights& w, const std::string& name);
+void decay_from_a_log(ModelWeights& w, const std::string& name);
+
 // The rows [begin, end) of each range of `t` in turn, copied into one tensor (row bytes of any element or block
 // type): the parts of a projection whose checkpoint interleaves them (Qwen3.5's per-head query / gate rows,
 // Qwen3-Next's per-key-head q | k | v | z groups).
