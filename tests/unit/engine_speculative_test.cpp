@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -102,9 +103,22 @@ bool is_hybrid(const std::string& preset) {
 
 // A model with recurrent layers drafts with an attention sibling of the same generated vocabulary (a draft model with
 // recurrent layers is refused); the target's own recurrent state rolls back to the last accepted draft.
+// The Mamba2 presets pad their vocabulary to 648 (as llama.cpp's converter does): their sibling is a tiny-llama written
+// with their tokenizer, so it takes that vocabulary.
 std::string attention_sibling(const std::string& preset) {
-  const bool qwen_vocab = preset == "tiny-qwen3.5" || preset == "tiny-qwen3-next";
-  return testing::tiny_model_dir(qwen_vocab ? "tiny-qwen3" : "tiny-llama");
+  if (preset == "tiny-qwen3.5" || preset == "tiny-qwen3-next") return testing::tiny_model_dir("tiny-qwen3");
+  if (preset != "tiny-granite-4.0-h" && preset != "tiny-nemotron-h") return testing::tiny_model_dir("tiny-llama");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "minfer_engine_test_tiny-llama-vocab648";
+  if (!std::filesystem::exists(dir / "config.json")) {
+    TestModelOptions o;
+    o.preset = "tiny-llama";
+    o.out_dir = dir.string();
+    o.dtype = DType::F32;
+    o.seed = 7;
+    o.tokenizer_json = (std::filesystem::path(testing::tiny_model_dir(preset)) / "tokenizer.json").string();
+    write_test_model(o);
+  }
+  return dir.string();
 }
 
 TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
