@@ -19,6 +19,7 @@
 #include "engine/model_runner.h"
 #include "kernels/kernels.h"
 #include "kv/kv_cache.h"
+#include "kv/state_pool.h"
 #include "model/model_weights.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
@@ -56,6 +57,8 @@ struct Mode {
   std::string name;
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<KvCache> cache;
+  std::unique_ptr<StatePool> states;  // models with recurrent layers: slot i for sequence i (null otherwise)
+  KvPools pools() const { return KvPools{cache.get(), nullptr, states.get()}; }
 };
 
 struct Scenario {
@@ -65,13 +68,17 @@ struct Scenario {
   bool last_uses_spare_table = false;
 };
 
-// Sequence i uses block table i; the mixed step's prefill (its last sequence) takes the spare last table so
-// that it does not overwrite a decoding sequence's context.
-std::vector<SequenceChunk> chunks_of(const Scenario& s, const std::vector<std::vector<int32_t>>& tables) {
+// Sequence i uses block table i (and state slot i); the mixed step's prefill (its last sequence) takes the spare
+// last table and slot so that it does not overwrite a decoding sequence's context.
+std::vector<SequenceChunk> chunks_of(const Scenario& s, const std::vector<std::vector<int32_t>>& tables,
+                                     bool recurrent) {
   std::vector<SequenceChunk> c;
   for (size_t i = 0; i < s.tokens.size(); ++i) {
     const bool spare = s.last_uses_spare_table && i + 1 == s.tokens.size();
-    c.push_back(SequenceChunk{s.tokens[i], s.start[i], spare ? tables.back() : tables[i], true});
+    const size_t table = spare ? tables.size() - 1 : i;
+    SequenceChunk chunk{s.tokens[i], s.start[i], tables[table], true};
+    if (recurrent) chunk.state_slot = static_cast<int32_t>(table);
+    c.push_back(chunk);
   }
   return c;
 }
@@ -80,7 +87,7 @@ std::vector<SequenceChunk> chunks_of(const Scenario& s, const std::vector<std::v
 std::map<std::string, double> profile_ops(Mode& mode, const std::vector<SequenceChunk>& chunks, int repeat) {
   graph::Executor& ex = mode.runner->executor();
   ex.set_profiling(true);
-  for (int r = 0; r < repeat; ++r) mode.runner->execute(chunks, *mode.cache);
+  for (int r = 0; r < repeat; ++r) mode.runner->execute(chunks, mode.pools());
   std::map<std::string, double> ms;
   const std::vector<graph::Node>& nodes = mode.runner->graph().nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -158,15 +165,24 @@ KvPlan plan_kv(const OpsArgs& a, const ModelConfig& m, int max_batch) {
   return plan;
 }
 
-std::vector<Mode> make_modes(const OpsArgs& a, const ModelWeights& weights, ThreadPool& pool,
-                             const KvCacheShape& shape) {
+// A state pool with a slot for each of the plan's page tables (recurrent models; null otherwise).
+std::unique_ptr<StatePool> make_states(const ModelConfig& m, size_t tables) {
+  if (!m.has_recurrent_layers()) return nullptr;
+  auto states = std::make_unique<StatePool>(m, static_cast<int64_t>(tables));
+  for (size_t i = 0; i < tables; ++i) states->acquire(static_cast<RequestId>(i));  // slot i
+  return states;
+}
+
+std::vector<Mode> make_modes(const OpsArgs& a, const ModelWeights& weights, ThreadPool& pool, const KvPlan& kv) {
+  const KvCacheShape& shape = kv.shape;
   graph::FusionOptions none;
   none.strategy = FusionStrategy::kNone;
   graph::FusionOptions fused = a.fusion;
   fused.strategy = FusionStrategy::kAuto;
   std::vector<Mode> modes;
-  modes.push_back(Mode{"none", std::make_unique<ModelRunner>(weights, pool, none), std::make_unique<KvCache>(shape)});
-  modes.push_back(Mode{"auto", std::make_unique<ModelRunner>(weights, pool, fused), std::make_unique<KvCache>(shape)});
+  for (const auto& [name, options] : {std::pair{"none", none}, std::pair{"auto", fused}})
+    modes.push_back(Mode{name, std::make_unique<ModelRunner>(weights, pool, options), std::make_unique<KvCache>(shape),
+                         make_states(weights.config, kv.tables.size())});
   return modes;
 }
 
@@ -236,13 +252,13 @@ void print_header(const OpsArgs& a, const ModelConfig& m, const std::vector<Mode
 void time_scenario(const Scenario& s, const std::vector<SequenceChunk>& chunks, std::vector<Mode>& modes, int repeat) {
   std::vector<std::vector<double>> times(modes.size());
   std::vector<int64_t> dispatches(modes.size());
-  for (Mode& mode : modes) mode.runner->execute(chunks, *mode.cache);  // warm-up (buffers grow here)
+  for (Mode& mode : modes) mode.runner->execute(chunks, mode.pools());  // warm-up (buffers grow here)
   for (int r = 0; r < repeat; ++r) {
     for (size_t i = 0; i < modes.size(); ++i) {
       const size_t k = r % 2 == 0 ? i : modes.size() - 1 - i;  // ABBA order
       const int64_t before = modes[k].runner->dispatches_total();
       const double t0 = now_s();
-      modes[k].runner->execute(chunks, *modes[k].cache);
+      modes[k].runner->execute(chunks, modes[k].pools());
       times[k].push_back(now_s() - t0);
       dispatches[k] = modes[k].runner->dispatches_total() - before;
     }
@@ -270,15 +286,15 @@ void run_ops(const OpsArgs& a) {
   ThreadPool pool(a.threads);
   const int max_batch = std::max({1, a.mix_decodes, *std::max_element(a.batches.begin(), a.batches.end())});
   const KvPlan kv = plan_kv(a, m, max_batch);
-  std::vector<Mode> modes = make_modes(a, weights, pool, kv.shape);
+  std::vector<Mode> modes = make_modes(a, weights, pool, kv);
   const Scenarios scenarios = make_scenarios(a, m.vocab_size, max_batch);
   // Fill the context every decode scenario attends to (same tokens for both modes).
-  for (Mode& mode : modes) mode.runner->execute(chunks_of(scenarios.context, kv.tables), *mode.cache);
+  for (Mode& mode : modes) mode.runner->execute(chunks_of(scenarios.context, kv.tables, m.has_recurrent_layers()), mode.pools());
 
   print_header(a, m, modes);
   std::vector<std::pair<std::string, std::vector<std::map<std::string, double>>>> profiles;
   for (const Scenario& s : scenarios.timed) {
-    const std::vector<SequenceChunk> chunks = chunks_of(s, kv.tables);
+    const std::vector<SequenceChunk> chunks = chunks_of(s, kv.tables, m.has_recurrent_layers());
     time_scenario(s, chunks, modes, a.repeat);
     if (a.profile) {
       std::vector<std::map<std::string, double>> per_mode;

@@ -20,9 +20,11 @@ const kernels::StateLayerView& state_of(const Node& node, const StepInputs& step
 
 void Executor::run_conv1d(const Node& node, const StepInputs& step) {
   const int64_t channels = graph_.value(node.output).width;
+  kernels::ConvGates gates;  // LFM2's, fused in by the conv-gates pass
+  if (node.inputs.size() == 3) gates = {input(node, 1), input(node, 2)};
   kernels::causal_conv1d(kernels::active_mixers(), input(node, 0), channels, buffer(node.output), channels,
                          node.weight->as<float>(), node.bias ? node.bias->as<float>() : nullptr, node.weight->dim(1),
-                         node.silu, state_of(node, step), step.recurrent(), pool_);
+                         node.silu, state_of(node, step), step.recurrent(), pool_, gates);
 }
 
 void Executor::run_delta_net(const Node& node, const StepInputs& step) {

@@ -50,22 +50,32 @@ void Executor::run_rmsnorm(const Node& node, int64_t rows) {
   const int64_t width = graph_.value(node.output).width;
   const int64_t dim = node.head_dim > 0 ? node.head_dim : width;
   const float* x = input(node, 0);
+  const float* gate = node.inputs.size() > 1 ? input(node, 1) : nullptr;  // fused gated norm (gated-norm pass)
   float* y = buffer(node.output);
-  if (node.head_dim > 0 && node.weight->numel() == width && width > dim) {
-    // Groups with a weight of their own each (Mamba2's gated norm: one weight over the row, normalised per group).
-    const int64_t groups = width / dim;
-    pool_.parallel_for(static_cast<size_t>(rows * groups), 1, [&](size_t b, size_t e) {
-      for (size_t u = b; u < e; ++u) {
-        const int64_t g = static_cast<int64_t>(u) % groups;
-        const Tensor w = vector_slice(*node.weight, g * dim, (g + 1) * dim);
-        kernels::rmsnorm(x + static_cast<int64_t>(u) * dim, w, node.eps, y + static_cast<int64_t>(u) * dim, 1, dim);
+  // Groups with a weight of their own each (Mamba2's gated norm: one weight over the row, normalised per group).
+  const bool group_weights = node.head_dim > 0 && node.weight->numel() == width && width > dim;
+  const int64_t groups = width / dim;
+  // Units [b, e) of dim floats each: the same leaves, in the same order, as the unfused rmsnorm and silu_mul nodes.
+  auto norm_units = [&](int64_t b, int64_t e) {
+    const int64_t n = (e - b) * dim;
+    const float* in = x + b * dim;
+    float* out = y + b * dim;
+    if (gate && node.gate_first) {
+      kernels::silu_mul(gate + b * dim, in, out, n);
+      in = out;  // the leaf reads a row completely before writing it
+    }
+    if (group_weights) {
+      for (int64_t u = b; u < e; ++u) {
+        const Tensor w = vector_slice(*node.weight, (u % groups) * dim, (u % groups + 1) * dim);
+        kernels::rmsnorm(in + (u - b) * dim, w, node.eps, out + (u - b) * dim, 1, dim);
       }
-    });
-    return;
-  }
-  pool_.parallel_for(static_cast<size_t>(rows * (width / dim)), 1, [&](size_t b, size_t e) {
-    kernels::rmsnorm(x + static_cast<int64_t>(b) * dim, *node.weight, node.eps, y + static_cast<int64_t>(b) * dim,
-                     static_cast<int64_t>(e - b), dim);
+    } else {
+      kernels::rmsnorm(in, *node.weight, node.eps, out, e - b, dim);
+    }
+    if (gate && !node.gate_first) kernels::silu_mul(gate + b * dim, out, out, n);
+  };
+  pool_.parallel_for(static_cast<size_t>(rows * groups), 1, [&](size_t b, size_t e) {
+    norm_units(static_cast<int64_t>(b), static_cast<int64_t>(e));
   });
 }
 

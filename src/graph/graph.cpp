@@ -35,6 +35,9 @@ const char* op_name(OpKind kind) {
 }
 
 std::string node_label(const Node& node) {
+  if (node.kind == OpKind::kRmsNorm && node.inputs.size() == 2)
+    return node.gate_first ? "fused_rmsnorm[silu_mul+rmsnorm]" : "fused_rmsnorm[rmsnorm+silu_mul]";
+  if (node.kind == OpKind::kConv1d && node.inputs.size() == 3) return "fused_conv1d[mul+conv1d+mul]";
   if (node.kind != OpKind::kFusedMatMul) return op_name(node.kind);
   std::string parts;
   if (node.gather) parts += "gather+";
@@ -116,9 +119,15 @@ void Graph::verify() const {
     }
     if (n.kind == OpKind::kConv1d)
       MINFER_CHECK(n.weight && n.weight->rank() == 2 && n.weight->dim(0) == value(n.inputs.at(0)).width &&
-                       value(n.output).width == n.weight->dim(0) && n.layer >= 0,
+                       value(n.output).width == n.weight->dim(0) && n.layer >= 0 &&
+                       (n.inputs.size() == 1 || n.inputs.size() == 3),
                    "conv1d node {}: weight {} for {} channels", i, n.weight ? n.weight->shape_string() : "none",
                    value(n.inputs.at(0)).width);
+    // Fused gates (gated norm, gated conv) are as wide as the node's output.
+    const bool gated = (n.kind == OpKind::kRmsNorm && n.inputs.size() >= 2) || (n.kind == OpKind::kConv1d);
+    for (size_t g = 1; gated && g < n.inputs.size(); ++g)
+      MINFER_CHECK(value(n.inputs[g]).width == value(n.output).width, "{} node {}: gate width {} for output {}",
+                   op_name(n.kind), i, value(n.inputs[g]).width, value(n.output).width);
     if (n.kind == OpKind::kDeltaNet)
       MINFER_CHECK(n.inputs.size() == 3 && n.kv_heads > 0 && n.heads % n.kv_heads == 0 &&
                        value(n.inputs[0]).width == 2 * n.kv_heads * n.head_dim + n.heads * n.value_dim &&

@@ -21,7 +21,8 @@ constexpr ValueId kNoValue = -1;
 
 enum class OpKind : uint8_t {
   kEmbedding,    // out[t] = weight[token[t]] (* scale when set: Gemma's sqrt(hidden))
-  kRmsNorm,      // out = rmsnorm(in0) * weight; with head_dim set, over each head of head_dim (Qwen3's q/k norms)
+  kRmsNorm,      // out = rmsnorm(in0) * weight; with head_dim set, over each head of head_dim (Qwen3's q/k norms);
+                 // with a gate in1 (fused), out * silu(in1), or with gate_first rmsnorm(in0 * silu(in1)) * weight
   kMatMul,       // out = in0 @ weight^T (+ bias)
   kRope,         // out = rope(in0) at the step's positions (heads x head_dim layout)
   kKvWrite,      // cache[layer] <- (in0 = k, in1 = v) at the step's slots; no output
@@ -36,7 +37,8 @@ enum class OpKind : uint8_t {
   kMul,          // out = in0 * in1 (LFM2's convolution gates)
   kRelu2,        // out = max(in0, 0)^2 (Nemotron-H's MLP)
   // Recurrent mixers (kernels/mixers.h), reading and updating each sequence's state slot of `layer`.
-  kConv1d,    // out = causal depthwise conv of in0 with weight [channels, taps] (+ bias), SiLU-ed when `silu`
+  kConv1d,    // out = causal depthwise conv of in0 with weight [channels, taps] (+ bias), SiLU-ed when `silu`;
+              // with gates in1, in2 (fused, LFM2): in2 * conv(in1 * in0)
   kDeltaNet,  // out = gated delta rule of in0 (conv'd q | k | v), in1 (beta logits), in2 (decay logits)
   kSsmScan,   // out = Mamba2's selective scan of in0 (conv'd x | B | C) with in1 (dt logits)
   // Collectives of a tensor-parallel group (dist/communicator.h).
@@ -80,6 +82,7 @@ struct Node {
   int64_t window = 0;    // Attention: sliding window (kernels::AttentionParams), 0 = whole context
   float softcap = 0.0f;  // Attention: score soft-capping, 0 = none; Softcap: the cap
   bool silu = false;     // Conv1d: SiLU on the output
+  bool gate_first = false;  // RmsNorm with a gate: the gate multiplies the input (Mamba2), not the output (Qwen3.5)
   // DeltaNet: heads = value heads, kv_heads = key heads, head_dim = key width, value_dim = value width, weight = the
   // decay coefficients -exp(A_log) and bias = dt_bias (f32 [value heads]); value heads tiled over key heads (GGUF).
   int64_t value_dim = 0;

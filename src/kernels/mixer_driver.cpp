@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/kernels.h"
 #include "kernels/mixers.h"
 
 namespace minfer::kernels {
@@ -63,15 +64,17 @@ int64_t delta_net_scratch_floats(int64_t k_dim, int64_t v_dim) {
 
 void causal_conv1d(const MixerLeaves& leaves, const float* x, int64_t ldx, float* y, int64_t channels, const float* w,
                    const float* bias, int64_t kernel, bool silu, const StateLayerView& states,
-                   const RecurrentBatch& batch, ThreadPool& pool) {
+                   const RecurrentBatch& batch, ThreadPool& pool, const ConvGates& gates) {
   MINFER_CHECK(kernel >= 1 && kernel <= 8, "conv1d kernel size {} (1 to 8)", kernel);
+  MINFER_CHECK(!gates.in == !gates.out, "conv1d: an input gate goes with an output gate");
   constexpr int64_t kBlock = 64;  // channels per work unit
   const int64_t parts = (channels + kBlock - 1) / kBlock;
   for_each_unit(batch, parts, pool, [&](int64_t s, int64_t part) {
+    const int64_t row = batch.q_start[s], c0 = part * kBlock, c1 = std::min(channels, (part + 1) * kBlock);
     Conv1dSpan span;
-    span.x = x + static_cast<int64_t>(batch.q_start[s]) * ldx;
+    span.x = x + row * ldx;
     span.ldx = ldx;
-    span.y = y + static_cast<int64_t>(batch.q_start[s]) * channels;
+    span.y = y + row * channels;
     span.ldy = channels;
     span.ntok = batch.q_len[s];
     span.w = w;
@@ -80,9 +83,20 @@ void causal_conv1d(const MixerLeaves& leaves, const float* x, int64_t ldx, float
     span.channels = channels;
     span.state = states.conv(batch.slots[s]);
     span.silu = silu;
-    const int64_t c0 = part * kBlock, c1 = std::min(channels, (part + 1) * kBlock);
+    thread_local std::vector<float> gated;  // the gated input of this unit's channels: row t at t * kBlock + c
+    if (gates.in) {
+      gated.resize(static_cast<size_t>(span.ntok * kBlock + c1));
+      for (int64_t t = 0; t < span.ntok; ++t)
+        mul(gates.in + (row + t) * channels + c0, span.x + t * ldx + c0, gated.data() + t * kBlock + c0, c1 - c0);
+      span.x = gated.data();
+      span.ldx = kBlock;
+    }
     if (batch.history && batch.history[s] >= 0) conv_history(span, states, batch.history[s], c0, c1);
     leaves.conv1d(span, c0, c1);
+    for (int64_t t = 0; gates.out && t < span.ntok; ++t) {
+      float* out = span.y + t * channels + c0;
+      mul(gates.out + (row + t) * channels + c0, out, out, c1 - c0);
+    }
   });
 }
 

@@ -131,10 +131,16 @@ extern const MixerLeaves kAvx512Mixers;
 const MixerLeaves& active_mixers();
 
 // ---- Drivers ------------------------------------------------------------------------------------------
+// LFM2's gates around its short convolution, fused into it (graph pass conv-gates): y = out * conv(in * x), both
+// [rows, channels]. The state keeps the gated inputs, as the unfused convolution of in * x would.
+struct ConvGates {
+  const float* in = nullptr;
+  const float* out = nullptr;
+};
 // x [rows, channels] (row stride ldx) -> y [rows, channels] per sequence, each with its layer state slot.
 void causal_conv1d(const MixerLeaves& leaves, const float* x, int64_t ldx, float* y, int64_t channels, const float* w,
                    const float* bias, int64_t kernel, bool silu, const StateLayerView& states,
-                   const RecurrentBatch& batch, ThreadPool& pool);
+                   const RecurrentBatch& batch, ThreadPool& pool, const ConvGates& gates = {});
 
 // The gated delta rule of a layer. qkv [rows, 2 k_heads k_dim + v_heads v_dim] (q, k, v side by side), b and a
 // [rows, v_heads]; out [rows, v_heads v_dim]. Value head h reads key head h / (v_heads / k_heads) (Hugging Face's

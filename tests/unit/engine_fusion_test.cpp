@@ -12,6 +12,8 @@
 
 #include "base/error.h"
 #include "engine_test_support.h"
+#include "graph/passes/fusion_passes.h"
+#include "model/decoder_graph.h"
 #include "model/model_weights.h"
 #include "model/quant/quantize_model.h"
 #include "model/test_model_writer.h"
@@ -197,6 +199,32 @@ TEST_F(FusionOnTestModels, TinyGraniteF32) { expect_fused_matches_unfused(write(
 
 // Quantized weights fuse as float ones do (int8 rows packed with their scales, W8A8 panels rebuilt): the same
 // 5 dispatches per layer, the same tokens and logits as the unfused quantized graph.
+// The recurrent layers' gates fused into the op beside them, once per recurrent layer: Qwen3.5's and Qwen3-Next's
+// head norm + gate, Mamba2's gate + group norm (Granite 4.0-H, Nemotron-H), LFM2's gates around the convolution.
+void expect_mixer_gates_fused(const ModelWeights& weights, const std::string& label) {
+  graph::Graph g = build_decoder_graph(weights);
+  graph::run_fusion_passes(g, graph::FusionOptions{});
+  int64_t fused = 0, recurrent = 0;
+  for (const graph::Node& n : g.nodes()) fused += graph::node_label(n) == label ? 1 : 0;
+  for (int64_t i = 0; i < weights.config.num_layers; ++i) recurrent += weights.config.is_recurrent(i) ? 1 : 0;
+  EXPECT_GT(recurrent, 0);
+  EXPECT_EQ(fused, recurrent) << label;
+}
+
+// Hybrids: fused == unfused (chunked prefill, so the state crosses steps), fewer dispatches, the gates fused.
+void expect_hybrid_fuses(const ModelWeights& w, const std::string& label) {
+  const GenerationRun none = generate(w, {FusionStrategy::kNone, {}}, kPrompt);
+  const GenerationRun fused = generate(w, {FusionStrategy::kAuto, {}}, kPrompt);
+  expect_same_results(fused, none);
+  std::printf("%s dispatches per step: %ld unfused, %ld fused\n", w.config.arch_name().c_str(),
+              static_cast<long>(none.dispatches_per_step), static_cast<long>(fused.dispatches_per_step));
+  EXPECT_LT(fused.dispatches_per_step, none.dispatches_per_step);
+  expect_mixer_gates_fused(w, label);
+}
+
+const std::string kGatedHeadNorm = "fused_rmsnorm[rmsnorm+silu_mul]";
+const std::string kGatedGroupNorm = "fused_rmsnorm[silu_mul+rmsnorm]";
+
 // Qwen3.5's hybrid: the delta-rule layers (conv and delta rule with their state, which the fusion passes leave alone)
 // beside the gated attention layer. Unfused: 17 nodes per delta-rule layer (norm, four projections, conv, delta rule,
 // head norm, gate, out projection, add, then the MLP's six), 20 for the attention layer (Qwen3's 18 plus the gate's
@@ -207,29 +235,33 @@ TEST_F(FusionOnTestModels, TinyQwen35F32) {
   const GenerationRun fused = generate(w, {FusionStrategy::kAuto, {}}, kPrompt);
   expect_same_results(fused, none);
   EXPECT_EQ(none.dispatches_per_step, 3 * 17 + 20 + 4);
+  EXPECT_EQ(fused.dispatches_per_step, 3 * 11 + 8 + 2);
   std::printf("tiny-qwen3.5 dispatches per step: %ld unfused, %ld fused\n", static_cast<long>(none.dispatches_per_step),
               static_cast<long>(fused.dispatches_per_step));
   EXPECT_LT(fused.dispatches_per_step, none.dispatches_per_step);
+  // Fused: 11 per delta-rule layer (the gated head norm one pass, out + residual, norm + gate/up, down + residual),
+  // 8 for the attention layer.
+  expect_mixer_gates_fused(w, kGatedHeadNorm);
 }
+
 
 // LFM2: the convolution layers (three projections, two gates and the conv) beside an attention layer.
 TEST_F(FusionOnTestModels, TinyLfm2F32) {
-  const ModelWeights w = load_model(write("tiny-lfm2", DType::F32));
-  const GenerationRun none = generate(w, {FusionStrategy::kNone, {}}, kPrompt);
-  const GenerationRun fused = generate(w, {FusionStrategy::kAuto, {}}, kPrompt);
-  expect_same_results(fused, none);
-  std::printf("tiny-lfm2 dispatches per step: %ld unfused, %ld fused\n", static_cast<long>(none.dispatches_per_step),
-              static_cast<long>(fused.dispatches_per_step));
-  EXPECT_LT(fused.dispatches_per_step, none.dispatches_per_step);
+  expect_hybrid_fuses(load_model(write("tiny-lfm2", DType::F32)), "fused_conv1d[mul+conv1d+mul]");
+}
+TEST_F(FusionOnTestModels, TinyLfm2MoeF32) {
+  expect_hybrid_fuses(load_model(write("tiny-lfm2-moe", DType::F32)), "fused_conv1d[mul+conv1d+mul]");
 }
 
 // Granite 4.0-H: Mamba2 layers (three projections, conv, scan, gated group norm) and experts beside the shared MLP.
 TEST_F(FusionOnTestModels, TinyGraniteHybridF32) {
-  const ModelWeights w = load_model(write("tiny-granite-4.0-h", DType::F32));
-  const GenerationRun none = generate(w, {FusionStrategy::kNone, {}}, kPrompt);
-  const GenerationRun fused = generate(w, {FusionStrategy::kAuto, {}}, kPrompt);
-  expect_same_results(fused, none);
-  EXPECT_LT(fused.dispatches_per_step, none.dispatches_per_step);
+  expect_hybrid_fuses(load_model(write("tiny-granite-4.0-h", DType::F32)), kGatedGroupNorm);
+}
+TEST_F(FusionOnTestModels, TinyNemotronHF32) {
+  expect_hybrid_fuses(load_model(write("tiny-nemotron-h", DType::F32)), kGatedGroupNorm);
+}
+TEST_F(FusionOnTestModels, TinyQwen3NextF32) {
+  expect_hybrid_fuses(load_model(write("tiny-qwen3-next", DType::F32)), kGatedHeadNorm);
 }
 
 TEST_F(FusionOnTestModels, QuantizedWeightsFuseToo) {

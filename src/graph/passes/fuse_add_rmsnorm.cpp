@@ -8,7 +8,7 @@ namespace minfer::graph {
 int fuse_add_rmsnorm(Graph& graph) {
   return rewrite_all(graph, [&](int i, const GraphIndex& index) {
     const Node& norm = graph.nodes()[static_cast<size_t>(i)];
-    if (norm.kind != OpKind::kRmsNorm || norm.head_dim > 0) return false;
+    if (norm.kind != OpKind::kRmsNorm || norm.head_dim > 0 || norm.inputs.size() > 1) return false;
     int add_at;
     const Node* add = index.producer_of_kind(norm.inputs[0], OpKind::kAdd, &add_at);
     if (!add) return false;

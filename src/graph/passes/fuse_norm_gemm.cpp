@@ -8,7 +8,8 @@ namespace minfer::graph {
 int fuse_norm_gemm(Graph& graph) {
   return rewrite_all(graph, [&](int i, const GraphIndex& index) {
     const Node& norm = graph.nodes()[static_cast<size_t>(i)];
-    if (norm.kind != OpKind::kRmsNorm || norm.head_dim > 0) return false;  // a per-head norm is no GEMM prologue
+    // A per-head or gated norm is no GEMM prologue (the prologue normalises whole rows).
+    if (norm.kind != OpKind::kRmsNorm || norm.head_dim > 0 || norm.inputs.size() > 1) return false;
     const auto& readers = index.readers(norm.output);
     if (readers.size() != 1 || !index.only_reader(norm.output, readers[0])) return false;
     const Node& mm = graph.nodes()[static_cast<size_t>(readers[0])];

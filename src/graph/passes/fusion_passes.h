@@ -30,6 +30,10 @@ int fuse_residual(Graph& graph);
 int fuse_add_rmsnorm(Graph& graph);
 // rmsnorm whose only reader is a GEMM -> the GEMM normalises its input rows in its prologue.
 int fuse_norm_gemm(Graph& graph);
+// rmsnorm + silu_mul gate, in either order (Qwen3.5's and Mamba2's gated norms) -> one gated rmsnorm node.
+int fuse_gated_norm(Graph& graph);
+// mul + conv1d + mul (LFM2's gated short convolution) -> one conv1d node with its two gates.
+int fuse_conv_gates(Graph& graph);
 // gather of the sampled rows whose only reader is a GEMM (the lm_head) -> the GEMM gathers in its prologue.
 int fuse_lm_head_rows(Graph& graph);
 

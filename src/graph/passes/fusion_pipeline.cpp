@@ -19,6 +19,9 @@ const std::vector<FusionPass>& fusion_passes() {
   static const std::vector<FusionPass> passes = {
       {"qkv", "q/k/v GEMMs + bias + RoPE + KV write -> one GEMM with an epilogue", graph_only<fuse_qkv>},
       {"gate-up", "gate/up GEMMs + SiLU*up -> one GEMM with an epilogue", graph_only<fuse_gate_up>},
+      {"gated-norm", "RMSNorm + SiLU gate (either order) -> one row-wise pass", graph_only<fuse_gated_norm>},
+      {"conv-gates", "input gate + causal conv + output gate -> one conv pass per channel block",
+       graph_only<fuse_conv_gates>},
       {"residual", "GEMM + residual add -> GEMM with the add in its epilogue", graph_only<fuse_residual>},
       {"add-rmsnorm", "residual add + RMSNorm -> one row-wise pass", graph_only<fuse_add_rmsnorm>},
       {"norm-gemm", "RMSNorm + the GEMM reading it -> GEMM with the norm in its prologue", graph_only<fuse_norm_gemm>},
