@@ -289,7 +289,8 @@ void run_ops(const OpsArgs& a) {
   std::vector<Mode> modes = make_modes(a, weights, pool, kv);
   const Scenarios scenarios = make_scenarios(a, m.vocab_size, max_batch);
   // Fill the context every decode scenario attends to (same tokens for both modes).
-  for (Mode& mode : modes) mode.runner->execute(chunks_of(scenarios.context, kv.tables, m.has_recurrent_layers()), mode.pools());
+  for (Mode& mode : modes)
+    mode.runner->execute(chunks_of(scenarios.context, kv.tables, m.has_recurrent_layers()), mode.pools());
 
   print_header(a, m, modes);
   std::vector<std::pair<std::string, std::vector<std::map<std::string, double>>>> profiles;

@@ -74,9 +74,8 @@ void Executor::run_rmsnorm(const Node& node, int64_t rows) {
     }
     if (gate && !node.gate_first) kernels::silu_mul(gate + b * dim, out, out, n);
   };
-  pool_.parallel_for(static_cast<size_t>(rows * groups), 1, [&](size_t b, size_t e) {
-    norm_units(static_cast<int64_t>(b), static_cast<int64_t>(e));
-  });
+  pool_.parallel_for(static_cast<size_t>(rows * groups), 1,
+                     [&](size_t b, size_t e) { norm_units(static_cast<int64_t>(b), static_cast<int64_t>(e)); });
 }
 
 void Executor::run_matmul(const Node& node, int64_t rows) {

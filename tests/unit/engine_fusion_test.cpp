@@ -244,7 +244,6 @@ TEST_F(FusionOnTestModels, TinyQwen35F32) {
   expect_mixer_gates_fused(w, kGatedHeadNorm);
 }
 
-
 // LFM2: the convolution layers (three projections, two gates and the conv) beside an attention layer.
 TEST_F(FusionOnTestModels, TinyLfm2F32) {
   expect_hybrid_fuses(load_model(write("tiny-lfm2", DType::F32)), "fused_conv1d[mul+conv1d+mul]");
