@@ -79,9 +79,9 @@ struct Node {
   // narrower than this, the ranks' common stride).
   int64_t row_offset = 0;
   int64_t vocab_stride = 0;
-  int64_t window = 0;    // Attention: sliding window (kernels::AttentionParams), 0 = whole context
-  float softcap = 0.0f;  // Attention: score soft-capping, 0 = none; Softcap: the cap
-  bool silu = false;     // Conv1d: SiLU on the output
+  int64_t window = 0;       // Attention: sliding window (kernels::AttentionParams), 0 = whole context
+  float softcap = 0.0f;     // Attention: score soft-capping, 0 = none; Softcap: the cap
+  bool silu = false;        // Conv1d: SiLU on the output
   bool gate_first = false;  // RmsNorm with a gate: the gate multiplies the input (Mamba2), not the output (Qwen3.5)
   // DeltaNet: heads = value heads, kv_heads = key heads, head_dim = key width, value_dim = value width, weight = the
   // decay coefficients -exp(A_log) and bias = dt_bias (f32 [value heads]); value heads tiled over key heads (GGUF).
