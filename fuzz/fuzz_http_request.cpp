@@ -10,6 +10,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include "base/error.h"
+#include "server/anthropic_protocol.h"
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
 
@@ -33,8 +34,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)target.substr(0, target.find('?'));
   try {
     const minfer::server::json body = minfer::server::parse_json_body(request.body());
-    for (auto parse : {minfer::server::parse_generate_request, minfer::server::parse_completion_request,
-                       minfer::server::parse_chat_request}) {
+    const auto messages = [](const minfer::server::json& b) { return minfer::server::parse_messages_request(b); };
+    const auto count_tokens = [](const minfer::server::json& b) {
+      return minfer::server::parse_messages_request(b, true);
+    };
+    for (minfer::server::GenerationRequest (*parse)(const minfer::server::json&) :
+         {minfer::server::parse_generate_request, minfer::server::parse_completion_request,
+          minfer::server::parse_chat_request, +messages, +count_tokens}) {
       try {
         (void)parse(body);
       } catch (const minfer::server::ApiError&) {

@@ -45,7 +45,8 @@ fi
 # The real Qwen2/Qwen2.5 tokenizer (same BPE vocabulary as Qwen3), used by tests and `make-test-model`.
 "$here/scripts/fetch-qwen-tokenizer.sh"
 
-# The official `openai` npm client, pinned in tests/e2e/node/package-lock.json, for tests/e2e/test_openai_node.py.
+# The official `openai` and `@anthropic-ai/sdk` npm clients, pinned in tests/e2e/node/package-lock.json, for
+# tests/e2e/test_openai_node.py.
 (cd "$here/tests/e2e/node" && npm ci --no-audit --no-fund --loglevel=error)
 
 # The project's Python environment: gguf-py, llama-cpp-python (the oracle and speed peer), the openai client and the

@@ -165,6 +165,8 @@ class AsyncEngine {
   // beside it, or the GGUF's tokenizer.chat_template; empty when the model has none. Throws minfer::LoadError
   // naming the file when it is malformed.
   std::string chat_template_source() const;
+  // The checkpoint's sampling defaults (generation_config.json, GGUF general.sampling.*), read when asked.
+  SamplingDefaults sampling_defaults() const;
 
  private:
   struct Impl;

@@ -60,4 +60,15 @@ struct SamplingParams {
   void validate() const;
 };
 
+// The model's own sampling defaults (Hugging Face generation_config.json; a GGUF file's general.sampling.* keys):
+// what a request that names no sampling field is sampled with where the API says so (vLLM's
+// --generation-config auto). Each is absent where the checkpoint does not set it.
+struct SamplingDefaults {
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int32_t> top_k;
+  std::optional<float> min_p;
+  std::optional<float> repetition_penalty;
+};
+
 }  // namespace minfer

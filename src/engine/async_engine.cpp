@@ -10,6 +10,7 @@
 #include "dist/communicator.h"
 #include "engine/engine_core.h"
 #include "minfer/engine.h"
+#include "model/sampling_defaults.h"
 
 namespace minfer {
 
@@ -196,5 +197,6 @@ std::vector<int32_t> AsyncEngine::encode(std::string_view text) const { return i
 
 const Tokenizer* AsyncEngine::tokenizer() const { return impl_->core.tokenizer(); }
 std::string AsyncEngine::chat_template_source() const { return impl_->core.chat_template_source(); }
+SamplingDefaults AsyncEngine::sampling_defaults() const { return read_sampling_defaults(impl_->core.weights()); }
 
 }  // namespace minfer

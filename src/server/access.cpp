@@ -37,12 +37,19 @@ std::string joined(const std::vector<std::string>& values) {
 
 bool Access::authorized(const HttpRequest& request) const {
   if (o_.api_keys.empty()) return true;
+  // `Authorization: Bearer KEY` (OpenAI's clients), or `x-api-key: KEY` (Anthropic's).
   const std::string_view value = header(request, http::field::authorization);
   constexpr std::string_view kBearer = "Bearer ";
-  const std::string_view given = value.starts_with(kBearer) ? value.substr(kBearer.size()) : std::string_view();
+  const auto x_api_key = request.find("x-api-key");
+  const bool bearer = value.starts_with(kBearer);
+  const bool has_key = bearer || x_api_key != request.end();
+  const std::string_view given = bearer ? value.substr(kBearer.size())
+                                 : x_api_key != request.end()
+                                     ? std::string_view(x_api_key->value().data(), x_api_key->value().size())
+                                     : std::string_view();
   bool ok = false;
   for (const std::string& key : o_.api_keys) ok |= constant_time_equal(given, key);  // every key, no early exit
-  return ok && value.starts_with(kBearer);
+  return ok && has_key;
 }
 
 std::optional<std::string> Access::allowed_origin(const HttpRequest& request) const {

@@ -12,7 +12,16 @@ namespace {
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 const char* prompt_field(RouteKind kind) {
-  return kind == RouteKind::kChat ? "messages" : kind == RouteKind::kGenerate ? "text" : "prompt";
+  return is_chat(kind) ? "messages" : kind == RouteKind::kGenerate ? "text" : "prompt";
+}
+
+// The model's sampling defaults for the fields the client left out.
+void apply_model_defaults(const SamplingDefaults& d, const SamplingGiven& given, SamplingParams& p) {
+  if (!given.temperature && d.temperature) p.temperature = *d.temperature;
+  if (!given.top_p && d.top_p) p.top_p = *d.top_p;
+  if (!given.top_k && d.top_k) p.top_k = *d.top_k;
+  if (!given.temperature && d.min_p) p.min_p = *d.min_p;
+  if (!given.temperature && d.repetition_penalty) p.repetition_penalty = *d.repetition_penalty;
 }
 
 // The prompt and its max_tokens must fit in max_model_len together.
@@ -70,10 +79,13 @@ GenerationHandler::GenerationHandler(AsyncEngine& engine, const ChatPrompt& chat
       model_name_(std::move(model_name)),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()),
-      request_timeout_s_(request_timeout_s) {}
+      request_timeout_s_(request_timeout_s),
+      sampling_defaults_(engine.sampling_defaults()) {}
 
 std::string GenerationHandler::next_id(RouteKind kind) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
+  if (kind == RouteKind::kMessages)  // Anthropic's ids: msg_ and 24 characters
+    return fmt::format("msg_{:020x}{:04x}", rng() & 0xffffffffffffffffull, counter_++ & 0xffff);
   const char* prefix = kind == RouteKind::kChat ? "chatcmpl" : kind == RouteKind::kCompletion ? "cmpl" : "gen";
   return fmt::format("{}-{:012x}{:04x}", prefix, rng() & 0xffffffffffffull, counter_++ & 0xffff);
 }
@@ -98,14 +110,12 @@ asio::awaitable<void> GenerationHandler::handle(GenerationRequest request, Conne
 
 // Everything that can refuse the request happens here, before anything is submitted.
 std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& request) const {
-  if (!request.model.empty() && request.model != model_name_)
-    throw ApiError(404,
-                   fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, model_name_),
-                   "model", "model_not_found");
-  if (request.kind == RouteKind::kChat) {
+  check_model(request);
+  if (is_chat(request.kind)) {
     request.prompts = {{true, chat_.render(request.chat), {}}};
     chat_.decode_for_parsing(request.params);
   }
+  if (request.model_defaults) apply_model_defaults(sampling_defaults_, *request.model_defaults, request.params);
   request.params.logprobs = request.logprobs;
   std::vector<std::vector<int32_t>> prompts;
   for (const PromptInput& p : request.prompts) {
@@ -115,12 +125,25 @@ std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& 
   return prompts;
 }
 
+void GenerationHandler::check_model(const GenerationRequest& request) const {
+  if (!request.model.empty() && request.model != model_name_)
+    throw ApiError(404,
+                   fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, model_name_),
+                   "model", "model_not_found");
+}
+
+int64_t GenerationHandler::count_tokens(GenerationRequest request) const {
+  check_model(request);
+  request.prompts = {{true, chat_.render(request.chat), {}}};
+  return static_cast<int64_t>(tokenize(request, request.prompts[0]).size());
+}
+
 std::vector<int32_t> GenerationHandler::tokenize(const GenerationRequest& request, const PromptInput& prompt) const {
   if (!prompt.is_text) return prompt.ids;
   const Tokenizer* tok = engine_.tokenizer();
   if (!tok) bad_request(prompt_field(request.kind), "this model has no tokenizer: send the prompt as token ids");
   // A chat template writes BOS itself where the model wants it (tokenizer/chat_template.h).
-  return tok->encode(prompt.text, /*add_special=*/request.kind != RouteKind::kChat);
+  return tok->encode(prompt.text, /*add_special=*/!is_chat(request.kind));
 }
 
 std::vector<Choice> GenerationHandler::submit(const GenerationRequest& request,
@@ -137,7 +160,7 @@ std::vector<Choice> GenerationHandler::submit(const GenerationRequest& request,
         // The route's default, or for chat all the room left (as vLLM), capped to what fits.
         const int64_t room = max_model_len - static_cast<int64_t>(prompts[p].size());
         params.max_tokens =
-            static_cast<int32_t>(request.kind == RouteKind::kChat ? room : std::min<int64_t>(params.max_tokens, room));
+            static_cast<int32_t>(is_chat(request.kind) ? room : std::min<int64_t>(params.max_tokens, room));
       }
       if (params.seed && j > 0) params.seed = *params.seed + j;  // n samples, each repeatable, not all equal
       try {
@@ -159,12 +182,12 @@ std::vector<Choice> GenerationHandler::submit(const GenerationRequest& request,
 ResponseContext GenerationHandler::response_context(const GenerationRequest& request,
                                                     const std::vector<std::vector<int32_t>>& prompts) {
   ResponseContext ctx{&request, next_id(request.kind), created_, model_name_, engine_.tokenizer(), {}, {}, {}};
-  if (request.kind == RouteKind::kChat) ctx.chat_output = chat_output_options(request);
+  if (is_chat(request.kind)) ctx.chat_output = chat_output_options(request);
   for (size_t p = 0; p < prompts.size(); ++p) {
     ctx.prompt_tokens.push_back(static_cast<int64_t>(prompts[p].size()));
     const PromptInput& in = request.prompts[p];
     std::string echo;
-    if (request.echo && request.kind == RouteKind::kChat) {
+    if (request.echo && is_chat(request.kind)) {
       // vLLM's chat echo: the last message's content, when it is the assistant's (the reply continues it).
       const json& last = request.chat.messages.back();
       if (last["role"] == "assistant" && last["content"].is_string()) echo = last["content"].get<std::string>();

@@ -42,10 +42,13 @@ class GenerationHandler {
   // Writes the response (or nothing, when the client went away). Throws ApiError before anything is written
   // for a request that cannot be served.
   asio::awaitable<void> handle(GenerationRequest request, Connection& connection);
+  // The prompt tokens the request would feed the model (Anthropic's count_tokens). Throws ApiError.
+  int64_t count_tokens(GenerationRequest request) const;
 
  private:
   using Clock = std::chrono::steady_clock;
   class Deadline;
+  void check_model(const GenerationRequest& request) const;  // 404 for another model's name
   std::vector<std::vector<int32_t>> prepare(GenerationRequest& request) const;
   std::vector<int32_t> tokenize(const GenerationRequest& request, const PromptInput& prompt) const;
   std::vector<Choice> submit(const GenerationRequest& request, const std::vector<std::vector<int32_t>>& prompts,
@@ -65,6 +68,7 @@ class GenerationHandler {
   std::string model_name_;
   int64_t created_;
   double request_timeout_s_;
+  SamplingDefaults sampling_defaults_;  // the checkpoint's, read once at start-up
   std::atomic<uint64_t> counter_{0};
 };
 

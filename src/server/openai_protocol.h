@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,7 +16,16 @@
 
 namespace minfer::server {
 
-enum class RouteKind : uint8_t { kGenerate, kCompletion, kChat };
+// kMessages: Anthropic's /v1/messages (anthropic_protocol.h), a chat request with its own response shape.
+enum class RouteKind : uint8_t { kGenerate, kCompletion, kChat, kMessages };
+// Whether the route's prompt is rendered from messages by the chat template.
+inline bool is_chat(RouteKind kind) { return kind == RouteKind::kChat || kind == RouteKind::kMessages; }
+
+// The sampling fields a client gave; those it left out take the model's own defaults (minfer::SamplingDefaults)
+// on the routes that say so (Anthropic's: its current SDK sends none of them).
+struct SamplingGiven {
+  bool temperature = false, top_p = false, top_k = false;
+};
 
 // A prompt as given: text to encode, or token ids.
 struct PromptInput {
@@ -42,6 +52,8 @@ struct GenerationRequest {
   // "timeout": seconds after which the request is ended (408) and its engine requests aborted; 0 = none (the
   // server's --request-timeout, if any, still applies; the shorter wins).
   double timeout_s = 0;
+  // Set on routes whose unset sampling fields take the model's defaults (generation_config.json).
+  std::optional<SamplingGiven> model_defaults;
 };
 
 // The body as a JSON object. Throws ApiError 400 for malformed JSON, invalid UTF-8 or a non-object.

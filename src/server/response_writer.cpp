@@ -1,5 +1,7 @@
 #include "server/response_writer.h"
 
+#include "server/anthropic_writer.h"
+
 namespace minfer::server {
 namespace {
 
@@ -239,6 +241,7 @@ std::unique_ptr<ResponseWriter> ResponseWriter::make(ResponseContext context) {
     case RouteKind::kGenerate: return std::unique_ptr<ResponseWriter>(new GenerateWriter(std::move(context)));
     case RouteKind::kCompletion: return std::unique_ptr<ResponseWriter>(new CompletionWriter(std::move(context)));
     case RouteKind::kChat: return std::unique_ptr<ResponseWriter>(new ChatWriter(std::move(context)));
+    case RouteKind::kMessages: return make_messages_writer(std::move(context));
   }
   return nullptr;
 }

@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "server/anthropic_protocol.h"
 #include "server/api_error.h"
 #include "server/json.h"
 #include "server/openai_protocol.h"
@@ -35,10 +36,14 @@ constexpr Route kRoutes[] = {
     {"/generate", http::verb::post, Guard::kKey, true},
     {"/v1/completions", http::verb::post, Guard::kKey, true},
     {"/v1/chat/completions", http::verb::post, Guard::kKey, true},
+    {"/v1/messages", http::verb::post, Guard::kKey, true},
+    {"/v1/messages/count_tokens", http::verb::post, Guard::kKey},
     {"/tokenize", http::verb::post, Guard::kKey},
     {"/detokenize", http::verb::post, Guard::kKey},
     {"/v1/embeddings", http::verb::post, Guard::kKey, true},
 };
+
+std::string count_tokens_json(int64_t input_tokens) { return json{{"input_tokens", input_tokens}}.dump(); }
 
 const Route* find_route(const std::string& path) {
   for (const Route& r : kRoutes)
@@ -85,8 +90,12 @@ asio::awaitable<void> Router::handle(const HttpRequest& request, Connection& con
   } else if (error) {
     if (error->status() >= 500)
       spdlog::warn("{} {} -> {}: {}", std::string(request.method_string()), path, error->status(), error->what());
+    // Anthropic's routes answer in Anthropic's error shape, the others in OpenAI's.
+    const json body = path.starts_with("/v1/messages")
+                          ? anthropic_error_json(error->status(), error->what(), error->param())
+                          : error->to_json();
     co_await connection.send(static_cast<http::status>(error->status()),
-                             error->to_json().dump(-1, ' ', false, json::error_handler_t::replace), kJsonType);
+                             body.dump(-1, ' ', false, json::error_handler_t::replace), kJsonType);
   }
   // Clients that went away before any response are counted as 499 (nginx's "client closed request").
   metrics_.record_response(route ? route->path : "other", connection.status() ? connection.status() : 499);
@@ -111,8 +120,8 @@ asio::awaitable<void> Router::dispatch(const HttpRequest& request, const std::st
       route->guard == Guard::kKey || (route->guard == Guard::kMetrics && access_.metrics_require_key());
   if (needs_key && !access_.authorized(request)) {
     metrics_.record_auth_failure();
-    throw ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>'", "",
-                   "invalid_api_key");
+    throw ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>' or 'x-api-key: <key>'",
+                   "", "invalid_api_key");
   }
   if (route->model) {
     // Past the cap a request would only wait: say so now, with when to retry, instead of queueing without bound.
@@ -147,6 +156,10 @@ asio::awaitable<void> Router::dispatch(const HttpRequest& request, const std::st
     const json body = parse_json_body(request.body());
     const json out = path == "/tokenize" ? tokenizer_routes_.tokenize(body) : tokenizer_routes_.detokenize(body);
     co_await connection.send(http::status::ok, out.dump(-1, ' ', false, json::error_handler_t::replace), kJsonType);
+  } else if (path == "/v1/messages/count_tokens") {
+    const int64_t n = generation_.count_tokens(parse_messages_request(parse_json_body(request.body()), true));
+    std::string body = count_tokens_json(n);  // no literal inside co_await (GCC 12, above)
+    co_await connection.send(http::status::ok, std::move(body), kJsonType);
   }
 }
 
@@ -164,6 +177,7 @@ asio::awaitable<void> Router::run_model_route(const HttpRequest& request, const 
     const json body = parse_json_body(request.body());
     GenerationRequest parsed = path == "/generate"         ? parse_generate_request(body)
                                : path == "/v1/completions" ? parse_completion_request(body)
+                               : path == "/v1/messages"    ? parse_messages_request(body)
                                                            : parse_chat_request(body);
     co_await generation_.handle(std::move(parsed), connection);
   }

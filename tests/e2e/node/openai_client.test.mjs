@@ -2,7 +2,6 @@
 // The server is started here on a free loopback port: MINFER_BIN is the binary (default: the release build),
 // MINFER_TEST_MODEL an optional model to serve (default: the built-in demo model).
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -11,48 +10,13 @@ import OpenAI from 'openai';
 import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 
+import { startServer, stopServer } from './server.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
-const binary = process.env.MINFER_BIN || path.resolve(here, '../../../build/release/tools/minfer');
 
 let server;
-let serverLog = '';
 let client;
 let model;
-
-// Starts `minfer serve --port 0` and resolves with the URL from its 'listening on http://HOST:PORT' line.
-function startServer(extraArgs) {
-  return new Promise((resolve, reject) => {
-    const args = ['serve', '--host', '127.0.0.1', '--port', '0', ...extraArgs];
-    if (process.env.MINFER_TEST_MODEL) args.push('--model', process.env.MINFER_TEST_MODEL);
-    const proc = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    const timer = setTimeout(() => reject(new Error(`no 'listening on' line within 120 s\n${serverLog}`)), 120_000);
-    let stdout = '';
-    proc.stdout.on('data', (data) => {
-      stdout += data;
-      serverLog += data;
-      const m = stdout.match(/listening on (http:\/\/[^\s]+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve({ proc, url: m[1] });
-      }
-    });
-    proc.stderr.on('data', (data) => { serverLog += data; });
-    proc.on('error', (err) => { clearTimeout(timer); reject(err); });
-    proc.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`minfer serve exited with ${code} before listening\n${serverLog}`));
-    });
-  });
-}
-
-function stopServer(proc) {
-  return new Promise((resolve) => {
-    if (proc.exitCode !== null) return resolve();
-    const kill = setTimeout(() => proc.kill('SIGKILL'), 30_000);
-    proc.on('exit', () => { clearTimeout(kill); resolve(); });
-    proc.kill('SIGTERM');
-  });
-}
 
 before(async () => {
   const started = await startServer([]);
