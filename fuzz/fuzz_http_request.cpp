@@ -13,6 +13,7 @@
 #include "server/anthropic_protocol.h"
 #include "server/api_error.h"
 #include "server/openai_protocol.h"
+#include "server/responses_protocol.h"
 
 namespace http = boost::beast::http;
 
@@ -38,9 +39,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto count_tokens = [](const minfer::server::json& b) {
       return minfer::server::parse_messages_request(b, true);
     };
+    const auto responses = [](const minfer::server::json& b) {
+      static minfer::server::ResponseStore store;  // in memory, empty: a previous_response_id is a 404
+      return minfer::server::parse_responses_request(b, store);
+    };
     for (minfer::server::GenerationRequest (*parse)(const minfer::server::json&) :
          {minfer::server::parse_generate_request, minfer::server::parse_completion_request,
-          minfer::server::parse_chat_request, +messages, +count_tokens}) {
+          minfer::server::parse_chat_request, +messages, +count_tokens, +responses}) {
       try {
         (void)parse(body);
       } catch (const minfer::server::ApiError&) {

@@ -11,6 +11,7 @@ packages=(
   libpcre2-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libboost-dev
   libssl-dev openssl  # HTTPS in the server (Boost.Asio SSL); `openssl` makes the tests' self-signed certificate
+  libsqlite3-dev  # /v1/responses' stored responses across restarts (--responses-store FILE)
   libdnnl-dev  # oneDNN: the bf16 matmul of prefill and batched decode (AMX where the CPU has it)
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-pytest python3-torch python3-sentencepiece

@@ -98,6 +98,12 @@ void add_serve_command(CLI::App& app) {
                   "Split reasoning into reasoning_content: auto (<think> blocks or harmony channels when the template "
                   "has them), none, qwen3, deepseek_r1, openai_gptoss")
       ->capture_default_str();
+  cmd->add_option("--responses-store", o.responses_store,
+                  "SQLite file keeping /v1/responses' stored responses across restarts (default: in memory)");
+  cmd->add_option("--responses-store-capacity", o.responses_store_capacity,
+                  "Stored responses kept in memory (least recently used evicted first; without --responses-store)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--io-threads", o.http.io_threads, "Threads serving connections")->capture_default_str();
   cmd->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body (413 above)")->capture_default_str();
   cmd->add_option("--drain-timeout", args->drain_timeout_s,

@@ -176,12 +176,8 @@ json chat_messages(const Fields& f) {
 // Anthropic's tools ({name, description, input_schema}) as function tools; server tools (typed, e.g.
 // web_search_20250305) are refused naming the type.
 json function_tools(const json& tools) {
-  if (!tools.is_array()) bad_request("tools", "'tools' must be an array, got {}", type_name(tools));
   json out = json::array();
-  for (size_t i = 0; i < tools.size(); ++i) {
-    const std::string name = fmt::format("tools[{}]", i);
-    if (!tools[i].is_object()) bad_request(name, "'{}' must be an object", name);
-    const Fields tf(tools[i], name + ".");
+  for_each_object(tools, "tools", [&](const Fields& tf, const std::string& name) {
     if (const auto type = tf.string("type"); type && *type != "custom")
       bad_request(name + ".type", "'{}.type' is '{}': only client tools (name, input_schema) are supported", name,
                   *type);
@@ -193,7 +189,7 @@ json function_tools(const json& tools) {
     json function = {{"name", *tool}, {"parameters", *schema}};
     if (auto d = tf.string("description")) function["description"] = *d;
     out.push_back({{"type", "function"}, {"function", std::move(function)}});
-  }
+  });
   return out;
 }
 

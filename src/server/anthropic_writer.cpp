@@ -31,13 +31,7 @@ class MessagesWriter : public ResponseWriter {
   }
 
   std::string delta(size_t, Choice&, const RequestOutput& o) const override {
-    ChatDelta d = output_.push(o.text_delta);
-    if (o.finished) {
-      ChatDelta rest = output_.finish();
-      d.reasoning += rest.reasoning;
-      d.content += rest.content;
-      d.calls = std::move(rest.calls);
-    }
+    const ChatDelta d = output_.next(o.text_delta, o.finished);
     std::string events;
     if (!d.reasoning.empty())
       events += block_delta("thinking", {{"type", "thinking_delta"}, {"thinking", d.reasoning}});
@@ -71,17 +65,13 @@ class MessagesWriter : public ResponseWriter {
 
   json body(std::vector<Choice>& choices) const override {
     const CompletionOutput r = choices[0].state->result();
-    ChatOutput out(ctx_.chat_output);
-    ChatDelta d = out.push(r.text);
-    ChatDelta rest = out.finish();
-    d.reasoning += rest.reasoning;
-    d.content += rest.content;
+    const ChatDelta d = ChatOutput::split(ctx_.chat_output, r.text);
     json content = json::array();
     if (!d.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", d.reasoning}, {"signature", ""}});
-    if (!d.content.empty() || (d.reasoning.empty() && rest.calls.empty()))
+    if (!d.content.empty() || (d.reasoning.empty() && d.calls.empty()))
       content.push_back({{"type", "text"}, {"text", d.content}});
-    for (const ToolCall& call : rest.calls) content.push_back(tool_use_block(call));
-    const auto [reason, sequence] = stop_reason(r, !rest.calls.empty());
+    for (const ToolCall& call : d.calls) content.push_back(tool_use_block(call));
+    const auto [reason, sequence] = stop_reason(r, !d.calls.empty());
     json message = envelope(std::move(content), reason, sequence);
     message["usage"] = usage(r);
     return message;

@@ -138,4 +138,19 @@ ChatDelta ChatOutput::finish() {
   return out;
 }
 
+ChatDelta ChatOutput::next(std::string_view text, bool finished) {
+  ChatDelta d = push(text);
+  if (finished) {
+    ChatDelta rest = finish();
+    d.reasoning += rest.reasoning;
+    d.content += rest.content;
+    d.calls = std::move(rest.calls);
+  }
+  return d;
+}
+
+ChatDelta ChatOutput::split(const ChatOutputOptions& options, std::string_view text) {
+  return ChatOutput(options).next(text, /*finished=*/true);
+}
+
 }  // namespace minfer::server

@@ -44,6 +44,10 @@ class ChatOutput {
   ChatDelta push(std::string_view text);
   // The rest once the output is complete: held text, and the tool calls.
   ChatDelta finish();
+  // A streamed output's next text: push(text), with finish() merged in when it is the last.
+  ChatDelta next(std::string_view text, bool finished);
+  // A whole output, split at once.
+  static ChatDelta split(const ChatOutputOptions& options, std::string_view text);
 
  private:
   enum class Phase { kMaybeThink, kReasoning, kContent };

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/responses_protocol.h"
 
 namespace minfer::server {
 namespace {
@@ -86,6 +87,7 @@ std::string GenerationHandler::next_id(RouteKind kind) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   if (kind == RouteKind::kMessages)  // Anthropic's ids: msg_ and 24 characters
     return fmt::format("msg_{:020x}{:04x}", rng() & 0xffffffffffffffffull, counter_++ & 0xffff);
+  if (kind == RouteKind::kResponses) return responses_id("resp");
   const char* prefix = kind == RouteKind::kChat ? "chatcmpl" : kind == RouteKind::kCompletion ? "cmpl" : "gen";
   return fmt::format("{}-{:012x}{:04x}", prefix, rng() & 0xffffffffffffull, counter_++ & 0xffff);
 }

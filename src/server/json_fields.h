@@ -86,4 +86,16 @@ class Fields {
   std::string prefix_;
 };
 
+// Calls fn(fields, name) for each element of `array`, the request's `field`, which must be an array of objects: name is
+// "field[i]", and the fields' errors name "field[i].key".
+template <typename Fn>
+void for_each_object(const json& array, const std::string& field, Fn fn) {
+  if (!array.is_array()) bad_request(field, "'{}' must be an array, got {}", field, type_name(array));
+  for (size_t i = 0; i < array.size(); ++i) {
+    const std::string name = fmt::format("{}[{}]", field, i);
+    if (!array[i].is_object()) bad_request(name, "'{}' must be an object, got {}", name, type_name(array[i]));
+    fn(Fields(array[i], name + "."), name);
+  }
+}
+
 }  // namespace minfer::server

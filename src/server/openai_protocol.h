@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,10 +17,15 @@
 
 namespace minfer::server {
 
-// kMessages: Anthropic's /v1/messages (anthropic_protocol.h), a chat request with its own response shape.
-enum class RouteKind : uint8_t { kGenerate, kCompletion, kChat, kMessages };
+// kMessages: Anthropic's /v1/messages (anthropic_protocol.h); kResponses: OpenAI's /v1/responses
+// (responses_protocol.h): chat requests with their own response shapes.
+enum class RouteKind : uint8_t { kGenerate, kCompletion, kChat, kMessages, kResponses };
 // Whether the route's prompt is rendered from messages by the chat template.
-inline bool is_chat(RouteKind kind) { return kind == RouteKind::kChat || kind == RouteKind::kMessages; }
+inline bool is_chat(RouteKind kind) {
+  return kind == RouteKind::kChat || kind == RouteKind::kMessages || kind == RouteKind::kResponses;
+}
+
+struct ResponsesContext;
 
 // The sampling fields a client gave; those it left out take the model's own defaults (minfer::SamplingDefaults)
 // on the routes that say so (Anthropic's: its current SDK sends none of them).
@@ -54,6 +60,8 @@ struct GenerationRequest {
   double timeout_s = 0;
   // Set on routes whose unset sampling fields take the model's defaults (generation_config.json).
   std::optional<SamplingGiven> model_defaults;
+  // /v1/responses: what the response repeats and stores (responses_protocol.h).
+  std::shared_ptr<const ResponsesContext> responses;
 };
 
 // The body as a JSON object. Throws ApiError 400 for malformed JSON, invalid UTF-8 or a non-object.

@@ -1,6 +1,7 @@
 #include "server/response_writer.h"
 
 #include "server/anthropic_writer.h"
+#include "server/responses_writer.h"
 
 namespace minfer::server {
 namespace {
@@ -172,14 +173,7 @@ class ChatWriter : public OpenAiWriter {
   }
 
   std::string delta(size_t index, Choice&, const RequestOutput& o) const override {
-    ChatOutput& out = output(index);
-    ChatDelta d = out.push(o.text_delta);
-    if (o.finished) {
-      ChatDelta rest = out.finish();
-      d.reasoning += rest.reasoning;
-      d.content += rest.content;
-      d.calls = std::move(rest.calls);
-    }
+    ChatDelta d = output(index).next(o.text_delta, o.finished);
     if (d.empty() && !o.finished && !want_logprobs(o)) return "";
     json delta = json::object();
     if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
@@ -200,21 +194,17 @@ class ChatWriter : public OpenAiWriter {
   const char* chunk_object() const override { return "chat.completion.chunk"; }
   json delta_choice(size_t, Choice&, const RequestOutput&) const override { return json::object(); }  // delta()
   json whole_choice(size_t index, Choice&, const CompletionOutput& r) const override {
-    ChatOutput out(ctx_.chat_output);
-    ChatDelta d = out.push(r.text);
-    ChatDelta rest = out.finish();
-    d.reasoning += rest.reasoning;
-    d.content += rest.content;
+    ChatDelta d = ChatOutput::split(ctx_.chat_output, r.text);
     d.content.insert(0, ctx_.echo[0]);  // chat echo ("" without)
     json message = {{"role", "assistant"},
-                    {"content", d.content.empty() && !rest.calls.empty() ? json(nullptr) : json(d.content)}};
+                    {"content", d.content.empty() && !d.calls.empty() ? json(nullptr) : json(d.content)}};
     if (!d.reasoning.empty()) message["reasoning_content"] = d.reasoning;
-    if (!rest.calls.empty()) message["tool_calls"] = tool_calls_json(rest.calls, /*streamed=*/false);
+    if (!d.calls.empty()) message["tool_calls"] = tool_calls_json(d.calls, /*streamed=*/false);
     json choice = {
         {"index", index},
         {"message", std::move(message)},
         {"logprobs", request().logprobs >= 0 ? tokens_.chat_logprobs(r.token_ids, r.logprobs) : json(nullptr)}};
-    if (!rest.calls.empty()) choice["finish_reason"] = "tool_calls";
+    if (!d.calls.empty()) choice["finish_reason"] = "tool_calls";
     return choice;
   }
 
@@ -242,6 +232,7 @@ std::unique_ptr<ResponseWriter> ResponseWriter::make(ResponseContext context) {
     case RouteKind::kCompletion: return std::unique_ptr<ResponseWriter>(new CompletionWriter(std::move(context)));
     case RouteKind::kChat: return std::unique_ptr<ResponseWriter>(new ChatWriter(std::move(context)));
     case RouteKind::kMessages: return make_messages_writer(std::move(context));
+    case RouteKind::kResponses: return make_responses_writer(std::move(context));
   }
   return nullptr;
 }

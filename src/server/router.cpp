@@ -8,6 +8,8 @@
 #include "server/api_error.h"
 #include "server/json.h"
 #include "server/openai_protocol.h"
+#include "server/responses_protocol.h"
+#include "server/responses_routes.h"
 
 namespace minfer::server {
 namespace {
@@ -26,7 +28,9 @@ struct Route {
   const char* path;
   http::verb method;
   Guard guard;
-  bool model = false;  // runs the model: counted against the in-flight cap
+  bool model = false;                             // runs the model: counted against the in-flight cap
+  bool prefix = false;                            // the path is a prefix (an id follows)
+  http::verb other_method = http::verb::unknown;  // a second method the route takes
 };
 
 constexpr Route kRoutes[] = {
@@ -38,6 +42,8 @@ constexpr Route kRoutes[] = {
     {"/v1/chat/completions", http::verb::post, Guard::kKey, true},
     {"/v1/messages", http::verb::post, Guard::kKey, true},
     {"/v1/messages/count_tokens", http::verb::post, Guard::kKey},
+    {"/v1/responses", http::verb::post, Guard::kKey, true},
+    {"/v1/responses/", http::verb::get, Guard::kKey, false, true, http::verb::delete_},
     {"/tokenize", http::verb::post, Guard::kKey},
     {"/detokenize", http::verb::post, Guard::kKey},
     {"/v1/embeddings", http::verb::post, Guard::kKey, true},
@@ -47,7 +53,7 @@ std::string count_tokens_json(int64_t input_tokens) { return json{{"input_tokens
 
 const Route* find_route(const std::string& path) {
   for (const Route& r : kRoutes)
-    if (path == r.path) return &r;
+    if (r.prefix ? path.starts_with(r.path) : path == r.path) return &r;
   return nullptr;
 }
 
@@ -58,11 +64,13 @@ std::string error_json(int status, const std::string& message) {
 }
 
 Router::Router(AsyncEngine& engine, GenerationHandler& generation, const TokenizerRoutes& tokenizer_routes,
-               EmbeddingsHandler& embeddings, Metrics& metrics, const Access& access, int64_t max_in_flight)
+               EmbeddingsHandler& embeddings, ResponseStore& responses, Metrics& metrics, const Access& access,
+               int64_t max_in_flight)
     : engine_(engine),
       generation_(generation),
       tokenizer_routes_(tokenizer_routes),
       embeddings_(embeddings),
+      responses_(responses),
       metrics_(metrics),
       access_(access),
       max_in_flight_(max_in_flight) {}
@@ -113,7 +121,7 @@ asio::awaitable<void> Router::dispatch(const HttpRequest& request, const std::st
     co_await connection.send(http::status::no_content, "", "");
     co_return;
   }
-  if (request.method() != route->method)
+  if (request.method() != route->method && request.method() != route->other_method)
     throw ApiError(405, fmt::format("{} expects {}, not {}", path, std::string(http::to_string(route->method)),
                                     std::string(request.method_string())));
   const bool needs_key =
@@ -156,6 +164,13 @@ asio::awaitable<void> Router::dispatch(const HttpRequest& request, const std::st
     const json body = parse_json_body(request.body());
     const json out = path == "/tokenize" ? tokenizer_routes_.tokenize(body) : tokenizer_routes_.detokenize(body);
     co_await connection.send(http::status::ok, out.dump(-1, ' ', false, json::error_handler_t::replace), kJsonType);
+  } else if (path.starts_with("/v1/responses/")) {
+    const std::string_view target(request.target().data(), request.target().size());
+    const size_t q = target.find('?');
+    std::string body = stored_response_route(responses_, request.method(), std::string_view(path).substr(14),
+                                             q == std::string_view::npos ? "" : target.substr(q + 1))
+                           .dump(-1, ' ', false, json::error_handler_t::replace);
+    co_await connection.send(http::status::ok, std::move(body), kJsonType);
   } else if (path == "/v1/messages/count_tokens") {
     const int64_t n = generation_.count_tokens(parse_messages_request(parse_json_body(request.body()), true));
     std::string body = count_tokens_json(n);  // no literal inside co_await (GCC 12, above)
@@ -178,6 +193,7 @@ asio::awaitable<void> Router::run_model_route(const HttpRequest& request, const 
     GenerationRequest parsed = path == "/generate"         ? parse_generate_request(body)
                                : path == "/v1/completions" ? parse_completion_request(body)
                                : path == "/v1/messages"    ? parse_messages_request(body)
+                               : path == "/v1/responses"   ? parse_responses_request(body, responses_)
                                                            : parse_chat_request(body);
     co_await generation_.handle(std::move(parsed), connection);
   }

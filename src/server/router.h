@@ -11,6 +11,9 @@
 //   POST /v1/chat/completions    OpenAI chat completions through the model's chat template, SSE streaming
 //   POST /tokenize, /detokenize  vLLM's tokenizer routes (tokenizer_routes.h)
 //   POST /v1/embeddings          OpenAI embeddings, on an engine started with --task embed (embeddings_handler.h)
+//   POST /v1/messages            Anthropic's Messages API (+ /count_tokens; anthropic_protocol.h), Anthropic's errors
+//   POST /v1/responses           OpenAI's Responses API (responses_protocol.h); GET / DELETE /v1/responses/{id},
+//                                GET /v1/responses/{id}/input_items: the stored ones (responses_store.h)
 #pragma once
 
 // clang-format off
@@ -25,6 +28,7 @@
 #include "server/generation_handler.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/responses_store.h"
 #include "server/tokenizer_routes.h"
 
 namespace minfer::server {
@@ -34,7 +38,8 @@ class Router {
   // max_in_flight: requests for the model (generation, embeddings) handled at once, running and queued; past it,
   // 503 with Retry-After.
   Router(AsyncEngine& engine, GenerationHandler& generation, const TokenizerRoutes& tokenizer_routes,
-         EmbeddingsHandler& embeddings, Metrics& metrics, const Access& access, int64_t max_in_flight);
+         EmbeddingsHandler& embeddings, ResponseStore& responses, Metrics& metrics, const Access& access,
+         int64_t max_in_flight);
 
   asio::awaitable<void> handle(const HttpRequest& request, Connection& connection);
 
@@ -46,6 +51,7 @@ class Router {
   GenerationHandler& generation_;
   const TokenizerRoutes& tokenizer_routes_;
   EmbeddingsHandler& embeddings_;
+  ResponseStore& responses_;
   Metrics& metrics_;
   const Access& access_;
   int64_t max_in_flight_;

@@ -73,7 +73,9 @@ void run_server(ServeOptions options) {
   const TokenizerRoutes tokenizer_routes(engine, chat);
   EmbeddingsHandler embeddings(engine, metrics, options.served_model_name);
   const Access access(options.access);
-  Router router(engine, generation, tokenizer_routes, embeddings, metrics, access,
+  ResponseStore responses(options.responses_store, options.responses_store_capacity);
+  if (!options.responses_store.empty()) spdlog::info("stored responses kept in {}", options.responses_store);
+  Router router(engine, generation, tokenizer_routes, embeddings, responses, metrics, access,
                 config.max_num_seqs + options.max_queued_requests);
 
   HttpServer http(

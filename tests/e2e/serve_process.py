@@ -4,6 +4,7 @@ command that wraps the server (mpirun, ip netns exec)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -11,6 +12,8 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Iterator
 
@@ -69,3 +72,14 @@ def serve(binary: Path, *args, startup_timeout_s: float = 180) -> Iterator[str]:
     cmd = [Path(binary).resolve(), "serve", "--host", "127.0.0.1", "--port", "0", *args]
     with started(cmd, startup_timeout_s=startup_timeout_s) as (_, url):
         yield url
+
+
+def post_json(url: str, path: str, body: dict, headers: dict | None = None) -> tuple[int, dict]:
+    """POSTs body as JSON to url + path: the status and the JSON reply (an error's body too)."""
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())

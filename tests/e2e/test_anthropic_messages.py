@@ -10,14 +10,13 @@ with vLLM's structured_outputs regex, which exercises the same parsing as a mode
 from __future__ import annotations
 
 import json
-import urllib.request
 from pathlib import Path
 
 import anthropic
 import jsonschema
 import pytest
 
-from serve_process import serve
+from serve_process import post_json as post, serve
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
 WEATHER = {"name": "get_weather", "description": "Current weather in a city",
@@ -26,9 +25,8 @@ WEATHER = {"name": "get_weather", "description": "Current weather in a city",
 
 
 @pytest.fixture(scope="module")
-def url(minfer, smollm2_gguf):
-    with serve(minfer.binary, "--model", smollm2_gguf, "--max-model-len", "1024", "--served-model-name", "m") as base:
-        yield base
+def url(smollm2_url):
+    return smollm2_url
 
 
 @pytest.fixture(scope="module")
@@ -44,14 +42,6 @@ def ask(text: str) -> list:
     return [{"role": "user", "content": text}]
 
 
-def post(url: str, path: str, body: dict, headers: dict | None = None) -> tuple[int, dict]:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(request, timeout=300) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def test_plain_and_streamed_messages_agree(client):

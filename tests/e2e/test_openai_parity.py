@@ -19,7 +19,7 @@ import openai
 import pydantic
 import pytest
 
-from serve_process import serve
+from serve_process import post_json as post, serve
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
 
@@ -55,9 +55,8 @@ TIME_TOOL = {"type": "function", "function": {
 
 
 @pytest.fixture(scope="module")
-def url(minfer, smollm2_gguf):
-    with serve(minfer.binary, "--model", smollm2_gguf, "--max-model-len", "1024", "--served-model-name", "m") as base:
-        yield base
+def url(smollm2_url):
+    return smollm2_url
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +68,6 @@ def ask(text: str) -> list:
     return [{"role": "user", "content": text}]
 
 
-def post(url: str, path: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=300) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))

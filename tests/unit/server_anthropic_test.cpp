@@ -4,21 +4,12 @@
 
 #include <functional>
 
+#include "api_error_support.h"
 #include "server/anthropic_protocol.h"
 #include "server/api_error.h"
 
 namespace minfer::server {
 namespace {
-
-ApiError parse_error(const std::function<void()>& parse) {
-  try {
-    parse();
-  } catch (const ApiError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an ApiError";
-  return ApiError(0, "");
-}
 
 TEST(AnthropicMessages, BlocksBecomeTheChatMessagesTheTemplateSees) {
   const GenerationRequest r = parse_messages_request(json::parse(R"({

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api_error_support.h"
 #include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
@@ -11,17 +12,6 @@ namespace minfer::server {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-// The ApiError a parse throws (status and param), or fails the test.
-ApiError parse_error(const std::function<void()>& parse) {
-  try {
-    parse();
-  } catch (const ApiError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an ApiError";
-  return ApiError(0, "");
-}
 
 TEST(ServerProtocol, CompletionFieldsReachSamplingParams) {
   const GenerationRequest r = parse_completion_request(json::parse(R"({
