@@ -12,12 +12,12 @@ cannot be read.
 
 from ._minfer_loader import _minfer
 from .config import QuantConfig
-from .engine import Engine, GenerationStream, Tokenizer
+from .engine import LLM, Engine, GenerationStream, Tokenizer
 from .outputs import GenerationChunk, GenerationResult
 from .sampling import SamplingParams, StructuredOutputsParams
 
 MinferError = _minfer.MinferError
 ModelLoadError = _minfer.ModelLoadError
 
-__all__ = ["Engine", "QuantConfig", "SamplingParams", "StructuredOutputsParams", "GenerationResult", "GenerationChunk", "GenerationStream",
+__all__ = ["Engine", "LLM", "QuantConfig", "SamplingParams", "StructuredOutputsParams", "GenerationResult", "GenerationChunk", "GenerationStream",
            "Tokenizer", "MinferError", "ModelLoadError"]

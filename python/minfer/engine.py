@@ -458,3 +458,12 @@ def _params_per_prompt(sampling_params, overrides: Dict[str, Any], n: int) -> Li
         return out
     raise TypeError(f"{owner}: sampling_params must be a minfer.SamplingParams or a list of them, "
                     f"got {type(sampling_params).__name__}")
+
+
+class LLM(Engine):
+    """vLLM's spelling of Engine: LLM(model=...) is Engine(model_path=...), every other keyword as Engine's."""
+
+    def __init__(self, model: Union[str, os.PathLike], **kwargs):
+        if "model_path" in kwargs:
+            raise TypeError("LLM: give the model as model= (LLM's name) or use Engine(model_path=...)")
+        super().__init__(model, **kwargs)

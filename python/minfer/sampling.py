@@ -58,8 +58,9 @@ class SamplingParams:
     minfer.MinferError (a ValueError) naming the field.
 
     Args:
-        max_new_tokens: tokens to generate at most (vLLM's max_tokens). The context (prompt + output) is
-            further limited by the engine's max_seq_len.
+        max_new_tokens: tokens to generate at most (default 50). The context (prompt + output) is further limited
+            by the engine's max_seq_len.
+        max_tokens: vLLM's name for max_new_tokens (give one or the other).
         temperature: 0 = greedy (argmax, ties to the lowest id); higher = more random.
         top_k: keep the k most likely tokens; 0 or -1 = off.
         top_p: nucleus sampling, keep the smallest set whose probability reaches top_p; 1 = off.
@@ -78,7 +79,7 @@ class SamplingParams:
         structured_outputs: a StructuredOutputsParams constraining the output (JSON schema, regex, ...).
     """
 
-    max_new_tokens: int = 50
+    max_new_tokens: Optional[int] = None  # 50 when neither it nor max_tokens is given
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
@@ -94,11 +95,18 @@ class SamplingParams:
     min_tokens: int = 0
     logit_bias: Optional[Mapping[int, float]] = None
     structured_outputs: Optional[StructuredOutputsParams] = None
+    max_tokens: Optional[int] = None  # vLLM's name for max_new_tokens
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731  (frozen dataclass)
-        set_("max_new_tokens", _checks.as_int(_OWNER, "max_new_tokens", self.max_new_tokens, lo=1,
-                                              hi=_checks.INT32_MAX))
+        if self.max_new_tokens is not None and self.max_tokens is not None and self.max_new_tokens != self.max_tokens:
+            raise ValueError(f"{_OWNER}: max_new_tokens={self.max_new_tokens} and its alias max_tokens="
+                             f"{self.max_tokens} disagree: give one of them")
+        length = self.max_new_tokens if self.max_new_tokens is not None else self.max_tokens
+        name = "max_new_tokens" if self.max_new_tokens is not None or self.max_tokens is None else "max_tokens"
+        length = _checks.as_int(_OWNER, name, 50 if length is None else length, lo=1, hi=_checks.INT32_MAX)
+        set_("max_new_tokens", length)
+        set_("max_tokens", length)
         for name in ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"):
             set_(name, _checks.as_float(_OWNER, name, getattr(self, name)))
         set_("top_k", _checks.as_int(_OWNER, "top_k", self.top_k, lo=-1, hi=_checks.INT32_MAX,
@@ -145,6 +153,10 @@ class SamplingParams:
         for name in changes:
             if name not in _FIELDS:
                 raise _checks.unknown_keyword("SamplingParams.replace", name, _FIELDS)
+        # The output length and its alias change together (either name sets both).
+        for name, alias in (("max_new_tokens", "max_tokens"), ("max_tokens", "max_new_tokens")):
+            if name in changes and alias not in changes:
+                changes[alias] = changes[name]
         return dataclasses.replace(self, **changes)
 
 

@@ -14,7 +14,8 @@ namespace minfer::server {
 struct Choice {
   size_t prompt_index = 0;
   std::shared_ptr<RequestState> state;
-  size_t text_offset = 0;  // completions logprobs: where the next token's text starts
+  size_t text_offset = 0;        // completions logprobs: where the next token's text starts
+  bool prompt_ids_sent = false;  // return_token_ids: the prompt's ids went out (a stream sends them once)
 };
 
 inline bool all_finished(const std::vector<Choice>& choices) {

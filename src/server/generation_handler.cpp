@@ -187,6 +187,7 @@ ResponseContext GenerationHandler::response_context(const GenerationRequest& req
   if (is_chat(request.kind)) ctx.chat_output = chat_output_options(request);
   for (size_t p = 0; p < prompts.size(); ++p) {
     ctx.prompt_tokens.push_back(static_cast<int64_t>(prompts[p].size()));
+    if (request.return_token_ids) ctx.prompt_ids.push_back(prompts[p]);
     const PromptInput& in = request.prompts[p];
     std::string echo;
     if (request.echo && is_chat(request.kind)) {

@@ -63,6 +63,8 @@ void parse_sampling(const Fields& f, const char* max_tokens_key, GenerationReque
   if (auto v = f.integer("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
     p.seed = static_cast<uint64_t>(*v);
   if (auto v = f.boolean("ignore_eos")) p.ignore_eos = *v;
+  if (auto v = f.boolean("return_token_ids")) r.return_token_ids = *v;
+  if (auto v = f.boolean("return_tokens_as_token_ids")) r.tokens_as_ids = *v;
   if (auto v = f.boolean("skip_special_tokens")) p.skip_special_tokens = *v;  // vLLM's extension
   if (auto v = f.number("timeout", 0.0, 7 * 86400.0, /*lo_open=*/true)) r.timeout_s = *v;
   if (const json* stop = f.get("stop")) {

@@ -55,6 +55,10 @@ struct GenerationRequest {
   bool echo = false;  // completions: the prompt text precedes the completion
   // The field that set params.structured_outputs ("" when none), named in the 400 for an invalid grammar.
   std::string structured_field;
+  // vLLM's return_token_ids (the output's token ids per choice, the prompt's ids) and return_tokens_as_token_ids
+  // (logprob tokens spelled "token_id:N").
+  bool return_token_ids = false;
+  bool tokens_as_ids = false;
   // "timeout": seconds after which the request is ended (408) and its engine requests aborted; 0 = none (the
   // server's --request-timeout, if any, still applies; the shorter wins).
   double timeout_s = 0;

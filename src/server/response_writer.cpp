@@ -48,6 +48,7 @@ class OpenAiWriter : public ResponseWriter {
     json choice = delta_choice(index, c, o);
     choice["finish_reason"] = finish_reason_json(o);
     choice["stop_reason"] = stop_reason_json(o.finished ? o.stop_reason : "");
+    add_token_ids(choice, c, o.new_token_ids);
     return sse_event(chunk(json::array({std::move(choice)})));
   }
   std::string finish(const std::vector<Choice>& choices) const override {
@@ -66,10 +67,13 @@ class OpenAiWriter : public ResponseWriter {
       json choice = whole_choice(i, choices[i], r);
       if (!choice.contains("finish_reason")) choice["finish_reason"] = reason_json(r.finish_reason);
       choice["stop_reason"] = stop_reason_json(r.stop_reason);
+      add_token_ids(choice, choices[i], r.token_ids);
       list.push_back(std::move(choice));
     }
-    return {{"id", ctx_.id},       {"object", object()},         {"created", ctx_.created},
-            {"model", ctx_.model}, {"choices", std::move(list)}, {"usage", usage(choices)}};
+    json body = {{"id", ctx_.id},       {"object", object()},         {"created", ctx_.created},
+                 {"model", ctx_.model}, {"choices", std::move(list)}, {"usage", usage(choices)}};
+    if (request().return_token_ids && request().kind == RouteKind::kChat) body["prompt_token_ids"] = ctx_.prompt_ids[0];
+    return body;
   }
 
  protected:
@@ -79,6 +83,17 @@ class OpenAiWriter : public ResponseWriter {
   virtual json whole_choice(size_t index, Choice& c, const CompletionOutput& r) const = 0;
 
   bool want_logprobs(const RequestOutput& o) const { return request().logprobs >= 0 && !o.new_token_ids.empty(); }
+
+  // return_token_ids: the choice's output ids (a stream's new ones), and for completions its prompt's ids (a stream's
+  // first chunk of the choice); chat puts the prompt's at the top level (chunk(), body()).
+  void add_token_ids(json& choice, Choice& c, const std::vector<int32_t>& ids) const {
+    if (!request().return_token_ids) return;
+    choice["token_ids"] = ids;
+    if (request().kind == RouteKind::kCompletion && !c.prompt_ids_sent) {
+      choice["prompt_token_ids"] = ctx_.prompt_ids[c.prompt_index];
+      c.prompt_ids_sent = true;
+    }
+  }
 
   json chunk(json choice_list) const {
     json j = {{"id", ctx_.id},
@@ -164,17 +179,21 @@ class ChatWriter : public OpenAiWriter {
   // Each choice's stream opens with the assistant's role.
   std::string begin(const std::vector<Choice>& choices) const override {
     std::string events;
-    for (size_t i = 0; i < choices.size(); ++i)
-      events += sse_event(chunk(json::array({{{"index", i},
-                                              {"delta", {{"role", "assistant"}, {"content", ctx_.echo[0]}}},
-                                              {"logprobs", nullptr},
-                                              {"finish_reason", nullptr}}})));
+    for (size_t i = 0; i < choices.size(); ++i) {
+      json first = chunk(json::array({{{"index", i},
+                                       {"delta", {{"role", "assistant"}, {"content", ctx_.echo[0]}}},
+                                       {"logprobs", nullptr},
+                                       {"finish_reason", nullptr}}}));
+      if (request().return_token_ids && i == 0) first["prompt_token_ids"] = ctx_.prompt_ids[0];
+      events += sse_event(first);
+    }
     return events;
   }
 
-  std::string delta(size_t index, Choice&, const RequestOutput& o) const override {
+  std::string delta(size_t index, Choice& c, const RequestOutput& o) const override {
     ChatDelta d = output(index).next(o.text_delta, o.finished);
-    if (d.empty() && !o.finished && !want_logprobs(o)) return "";
+    const bool ids = request().return_token_ids && !o.new_token_ids.empty();
+    if (d.empty() && !o.finished && !want_logprobs(o) && !ids) return "";
     json delta = json::object();
     if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
     if (!d.content.empty()) delta["content"] = d.content;
@@ -186,6 +205,7 @@ class ChatWriter : public OpenAiWriter {
                                      : d.calls.empty() ? finish_reason_json(o)
                                                        : json("tool_calls")},
                    {"stop_reason", stop_reason_json(o.finished ? o.stop_reason : "")}};
+    add_token_ids(choice, c, o.new_token_ids);
     return sse_event(chunk(json::array({std::move(choice)})));
   }
 
@@ -223,7 +243,8 @@ std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error
 std::string sse_event(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
 bool ResponseWriter::has_news(const RequestOutput& o) const {
-  return !o.text_delta.empty() || o.finished || (request().logprobs >= 0 && !o.new_token_ids.empty());
+  return !o.text_delta.empty() || o.finished ||
+         ((request().logprobs >= 0 || request().return_token_ids) && !o.new_token_ids.empty());
 }
 
 std::unique_ptr<ResponseWriter> ResponseWriter::make(ResponseContext context) {

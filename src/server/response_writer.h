@@ -25,9 +25,10 @@ struct ResponseContext {
   int64_t created = 0;
   std::string model;
   const Tokenizer* tokenizer = nullptr;
-  std::vector<int64_t> prompt_tokens;  // per prompt
-  std::vector<std::string> echo;       // per prompt: the text echoed before the completion ("" without echo)
-  ChatOutputOptions chat_output;       // chat: how the output splits into reasoning, content and tool calls
+  std::vector<int64_t> prompt_tokens;            // per prompt
+  std::vector<std::vector<int32_t>> prompt_ids;  // per prompt, with return_token_ids (else empty)
+  std::vector<std::string> echo;                 // per prompt: the text echoed before the completion ("" without echo)
+  ChatOutputOptions chat_output;                 // chat: how the output splits into reasoning, content and tool calls
 };
 
 class ResponseWriter {
@@ -42,9 +43,10 @@ class ResponseWriter {
   virtual json body(std::vector<Choice>& choices) const = 0;
 
  protected:
-  explicit ResponseWriter(ResponseContext context) : ctx_(std::move(context)), tokens_(ctx_.tokenizer) {}
+  explicit ResponseWriter(ResponseContext context)
+      : ctx_(std::move(context)), tokens_(ctx_.tokenizer, ctx_.request->tokens_as_ids) {}
   const GenerationRequest& request() const { return *ctx_.request; }
-  // Whether an output is worth an event: text, the end, or tokens whose logprobs were asked for.
+  // Whether an output is worth an event: text, the end, or tokens whose logprobs or ids were asked for.
   bool has_news(const RequestOutput& output) const;
 
   ResponseContext ctx_;

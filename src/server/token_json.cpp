@@ -19,7 +19,7 @@ std::string TokenJson::raw(int32_t id) const {
 }
 
 std::string TokenJson::text(int32_t id) const {
-  if (!tok_ || id < 0 || id >= tok_->vocab_size()) return fmt::format("token_id:{}", id);
+  if (as_ids_ || !tok_ || id < 0 || id >= tok_->vocab_size()) return fmt::format("token_id:{}", id);
   return unicode::sanitize(raw(id));
 }
 

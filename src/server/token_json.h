@@ -16,7 +16,8 @@ namespace minfer::server {
 
 class TokenJson {
  public:
-  explicit TokenJson(const Tokenizer* tokenizer) : tok_(tokenizer) {}
+  // as_ids: every token spelled "token_id:N" (vLLM's return_tokens_as_token_ids), whatever its text.
+  explicit TokenJson(const Tokenizer* tokenizer, bool as_ids = false) : tok_(tokenizer), as_ids_(as_ids) {}
 
   // The chat logprobs of ids[i] with lps[i].
   json chat_logprobs(const std::vector<int32_t>& ids, const std::vector<TokenLogprobs>& lps) const;
@@ -30,6 +31,7 @@ class TokenJson {
   json bytes(int32_t id) const;
 
   const Tokenizer* tok_;
+  bool as_ids_;
 };
 
 }  // namespace minfer::server

@@ -316,3 +316,32 @@ def test_vllm_named_metrics(url, client):
     length = [line for line in text.splitlines()
               if line.startswith("minfer:request_success_total") and 'finished_reason="length"' in line]
     assert length and int(length[0].split()[-1]) >= 1
+
+
+def test_return_token_ids_whole_and_streamed(url, client, minfer, smollm2_gguf):
+    """vLLM's return_token_ids: the output's ids per choice and the prompt's ids (completions per choice, chat at the
+    top level; streamed: each chunk's new ids, the prompt's in the first chunk), equal to /tokenize's; and
+    return_tokens_as_token_ids spells logprob tokens as token_id:N."""
+    kwargs = dict(model="m", max_tokens=6, temperature=0, extra_body={"return_token_ids": True, "ignore_eos": True})
+    chat = client.chat.completions.create(messages=ask("Hi"), **kwargs)
+    prompt_ids = post(url, "/tokenize", {"messages": ask("Hi")})[1]["tokens"]
+    assert chat.model_extra["prompt_token_ids"] == prompt_ids
+    out_ids = chat.choices[0].model_extra["token_ids"]
+    assert len(out_ids) == 6 and post(url, "/detokenize", {"tokens": out_ids})[1]["prompt"] == chat.choices[0].message.content
+    streamed_ids, streamed_prompt = [], None
+    for chunk in client.chat.completions.create(messages=ask("Hi"), stream=True, **kwargs):
+        streamed_prompt = streamed_prompt or (chunk.model_extra or {}).get("prompt_token_ids")
+        for c in chunk.choices:
+            streamed_ids += (c.model_extra or {}).get("token_ids") or []
+    assert streamed_ids == out_ids and streamed_prompt == prompt_ids
+    completion = client.completions.create(prompt="Once upon a time", **kwargs).choices[0]
+    assert completion.model_extra["prompt_token_ids"] == post(url, "/tokenize", {"prompt": "Once upon a time"})[1]["tokens"]
+    ids = []
+    for chunk in client.completions.create(prompt="Once upon a time", stream=True, **kwargs):
+        ids += chunk.choices[0].model_extra.get("token_ids") or []
+    assert ids == completion.model_extra["token_ids"]
+    lp = client.chat.completions.create(messages=ask("Hi"), model="m", max_tokens=3, logprobs=True, top_logprobs=2,
+                                        extra_body={"return_tokens_as_token_ids": True, "return_token_ids": True})
+    content = lp.choices[0].logprobs.content
+    assert [c.token for c in content] == [f"token_id:{i}" for i in lp.choices[0].model_extra["token_ids"]]
+    assert all(t.token.startswith("token_id:") for c in content for t in c.top_logprobs)

@@ -60,8 +60,8 @@ def test_kv_cache_dtype(stories_model):
 def test_unknown_keyword_names_it(stories_model):
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'page_sise' \(did you mean 'page_size'\?\)"):
         Engine(model_path=stories_model, page_sise=16)
-    with pytest.raises(TypeError, match="'max_tokens'.*did you mean 'max_new_tokens'"):
-        SamplingParams(max_tokens=5)
+    with pytest.raises(TypeError, match="'max_new_token'.*did you mean 'max_new_tokens'"):
+        SamplingParams(max_new_token=5)
     with pytest.raises(TypeError, match="'weight_bit'.*did you mean 'weight_bits'"):
         QuantConfig(weight_bit=8)
 
@@ -163,3 +163,22 @@ def test_closed_engine_refuses_work(stories_model):
         e.generate("Once")
     with pytest.raises(minfer.MinferError, match="closed"):
         e.stats()
+
+
+def test_vllm_spellings(stories_model):
+    """vLLM's names beside MindIE's: SamplingParams(max_tokens=...) and LLM(model=...)."""
+    assert SamplingParams(max_tokens=6).max_new_tokens == 6 and SamplingParams(max_new_tokens=6).max_tokens == 6
+    assert SamplingParams().max_new_tokens == 50 and SamplingParams(max_tokens=6, max_new_tokens=6).max_tokens == 6
+    assert SamplingParams(max_tokens=6).replace(max_new_tokens=9).max_tokens == 9
+    with pytest.raises(ValueError, match="max_tokens"):
+        SamplingParams(max_tokens=6, max_new_tokens=7)
+    with pytest.raises(ValueError, match="max_tokens"):
+        SamplingParams(max_tokens=0)
+    llm = minfer.LLM(model=stories_model, **ENGINE_ARGS)
+    try:
+        out = llm.generate("Once upon a time", SamplingParams(temperature=0, max_tokens=6))
+        assert len(out.token_ids) == 6
+    finally:
+        llm.close()
+    with pytest.raises(TypeError, match="model="):
+        minfer.LLM(model=stories_model, model_path=stories_model)
