@@ -74,6 +74,10 @@ void add_serve_command(CLI::App& app) {
                   "Open connections above which new ones get 503 with Retry-After")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--stream-ping-interval", o.stream_ping_s,
+                  "Seconds between the keep-alive pings of a waiting /v1/messages stream (Anthropic's ping event)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--request-timeout", o.request_timeout_s,
                   "Seconds a generation request may run before it ends with 408 and is aborted (0 = no limit; a "
                   "request's own \"timeout\" field may set a shorter one)")

@@ -54,6 +54,11 @@ class MessagesWriter : public ResponseWriter {
     return events;
   }
 
+  std::string keepalive() const override { return named_event("ping", {{"type", "ping"}}); }
+  std::string error_event(const ApiError& error) const override {
+    return named_event("error", anthropic_error_json(error.status(), error.what(), error.param()));
+  }
+
   std::string finish(const std::vector<Choice>& choices) const override {
     const CompletionOutput r = choices[0].state->result();
     const auto [reason, sequence] = stop_reason(r, called_);

@@ -72,8 +72,41 @@ class GenerationHandler::Deadline {
   std::shared_ptr<bool> passed_;
 };
 
+// A stream's keep-alive: every `seconds` it wakes the waiting loop, which then sends the writer's keep-alive event
+// (Anthropic's ping) while the request waits in the queue or a long prompt is prefilled.
+class GenerationHandler::Heartbeat {
+ public:
+  Heartbeat(const asio::any_io_executor& strand, double seconds, std::shared_ptr<StrandWakeup> wakeup)
+      : seconds_(seconds), timer_(strand), due_(std::make_shared<bool>(false)), wakeup_(std::move(wakeup)) {
+    arm();
+  }
+  // Whether a beat came since the last call (the next one is then armed).
+  bool take() {
+    if (!*due_) return false;
+    *due_ = false;
+    arm();
+    return true;
+  }
+
+ private:
+  void arm() {
+    if (seconds_ <= 0) return;
+    timer_.expires_after(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds_)));
+    timer_.async_wait([due = due_, wakeup = wakeup_](const boost::system::error_code& ec) {
+      if (ec) return;  // cancelled: the stream ended
+      *due = true;
+      wakeup->wake();
+    });
+  }
+
+  double seconds_;
+  asio::steady_timer timer_;
+  std::shared_ptr<bool> due_;
+  std::shared_ptr<StrandWakeup> wakeup_;
+};
+
 GenerationHandler::GenerationHandler(AsyncEngine& engine, const ChatPrompt& chat, Metrics& metrics,
-                                     std::string model_name, double request_timeout_s)
+                                     std::string model_name, double request_timeout_s, double stream_ping_s)
     : engine_(engine),
       chat_(chat),
       metrics_(metrics),
@@ -81,6 +114,7 @@ GenerationHandler::GenerationHandler(AsyncEngine& engine, const ChatPrompt& chat
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()),
       request_timeout_s_(request_timeout_s),
+      stream_ping_s_(stream_ping_s),
       sampling_defaults_(engine.sampling_defaults()) {}
 
 std::string GenerationHandler::next_id(RouteKind kind) {
@@ -235,6 +269,8 @@ asio::awaitable<void> GenerationHandler::stream(const ResponseWriter& writer, st
                                                 StrandWakeup& wakeup, Connection& connection, Clock::time_point arrival,
                                                 const Deadline& deadline) {
   if (!co_await connection.start_stream("text/event-stream")) co_return;
+  Heartbeat heartbeat(connection.executor(), writer.keepalive().empty() ? 0 : stream_ping_s_,
+                      wakeup.shared_from_this());
   std::string events = writer.begin(choices);
   while (true) {
     if (!events.empty() && !co_await connection.send_chunk(events)) break;
@@ -245,15 +281,15 @@ asio::awaitable<void> GenerationHandler::stream(const ResponseWriter& writer, st
     co_await wakeup.wait();
     if (connection.peer_gone()) break;
     if (deadline.passed()) {  // the abort guard in handle() aborts the engine requests
-      if (co_await connection.send_chunk(sse_event(deadline.error().to_json()))) co_await connection.end_stream();
+      if (co_await connection.send_chunk(writer.error_event(deadline.error()))) co_await connection.end_stream();
       co_return;
     }
-    events.clear();
+    events = heartbeat.take() ? writer.keepalive() : "";
     for (size_t i = 0; i < choices.size(); ++i) {
       for (const RequestOutput& o : choices[i].state->take()) {
         if (o.finished) record_finished(choices[i], arrival);
         events += o.error.empty() ? writer.delta(i, choices[i], o)
-                                  : sse_event(ApiError(o.error_unavailable ? 503 : 500, o.error).to_json());
+                                  : writer.error_event(ApiError(o.error_unavailable ? 503 : 500, o.error));
       }
     }
   }

@@ -33,8 +33,9 @@ class GenerationHandler {
  public:
   // request_timeout_s: the longest any request may run (--request-timeout; 0 = no limit), after which it ends with
   // 408 and its engine requests are aborted (their pages freed).
+  // stream_ping_s: how often a stream whose route has keep-alive events (Anthropic's ping) sends one while waiting.
   GenerationHandler(AsyncEngine& engine, const ChatPrompt& chat, Metrics& metrics, std::string model_name,
-                    double request_timeout_s = 0);
+                    double request_timeout_s = 0, double stream_ping_s = 10);
 
   const std::string& model_name() const { return model_name_; }
   int64_t created() const { return created_; }
@@ -48,6 +49,7 @@ class GenerationHandler {
  private:
   using Clock = std::chrono::steady_clock;
   class Deadline;
+  class Heartbeat;
   void check_model(const GenerationRequest& request) const;  // 404 for another model's name
   std::vector<std::vector<int32_t>> prepare(GenerationRequest& request) const;
   std::vector<int32_t> tokenize(const GenerationRequest& request, const PromptInput& prompt) const;
@@ -68,6 +70,7 @@ class GenerationHandler {
   std::string model_name_;
   int64_t created_;
   double request_timeout_s_;
+  double stream_ping_s_;
   SamplingDefaults sampling_defaults_;  // the checkpoint's, read once at start-up
   std::atomic<uint64_t> counter_{0};
 };

@@ -242,6 +242,8 @@ class ChatWriter : public OpenAiWriter {
 std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 std::string sse_event(const json& j) { return "data: " + dump_json(j) + "\n\n"; }
 
+std::string ResponseWriter::error_event(const ApiError& error) const { return sse_event(error.to_json()); }
+
 bool ResponseWriter::has_news(const RequestOutput& o) const {
   return !o.text_delta.empty() || o.finished ||
          ((request().logprobs >= 0 || request().return_token_ids) && !o.new_token_ids.empty());

@@ -11,6 +11,7 @@
 
 #include "minfer/request_state.h"
 #include "minfer/tokenizer.h"
+#include "server/api_error.h"
 #include "server/chat_output.h"
 #include "server/choice.h"
 #include "server/json.h"
@@ -41,6 +42,10 @@ class ResponseWriter {
   virtual std::string delta(size_t index, Choice& choice, const RequestOutput& output) const = 0;
   virtual std::string finish(const std::vector<Choice>& choices) const = 0;
   virtual json body(std::vector<Choice>& choices) const = 0;
+  // A stream's event for an error after it began (OpenAI's error object by default).
+  virtual std::string error_event(const ApiError& error) const;
+  // The event a waiting stream sends now and then ("" for none: the OpenAI routes send nothing).
+  virtual std::string keepalive() const { return ""; }
 
  protected:
   explicit ResponseWriter(ResponseContext context)

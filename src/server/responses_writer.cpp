@@ -55,6 +55,14 @@ class ResponsesWriter : public ResponseWriter {
     return events;
   }
 
+  // response.failed: the response so far, with the error.
+  std::string error_event(const ApiError& error) const override {
+    json response = envelope("failed", items_, nullptr);
+    response["error"] = {{"code", error.status() == 503 ? "server_is_overloaded" : "server_error"},
+                         {"message", error.what()}};
+    return event("response.failed", {{"response", std::move(response)}});
+  }
+
   std::string finish(const std::vector<Choice>& choices) const override {
     const json response = complete(choices[0].state->result(), items_);
     return event("response.completed", {{"response", response}});

@@ -69,7 +69,8 @@ void run_server(ServeOptions options) {
     spdlog::warn("/v1/chat/completions is unavailable: {}", chat.describe());
   }
   Metrics metrics(options.served_model_name);
-  GenerationHandler generation(engine, chat, metrics, options.served_model_name, options.request_timeout_s);
+  GenerationHandler generation(engine, chat, metrics, options.served_model_name, options.request_timeout_s,
+                               options.stream_ping_s);
   const TokenizerRoutes tokenizer_routes(engine, chat);
   EmbeddingsHandler embeddings(engine, metrics, options.served_model_name);
   const Access access(options.access);

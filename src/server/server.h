@@ -17,6 +17,7 @@ struct ServeOptions {
   // with Retry-After.
   int64_t max_queued_requests = 256;
   double request_timeout_s = 0;   // the longest a generation request may run (408 after); 0 = no limit
+  double stream_ping_s = 10;      // Anthropic streams: a ping this often while waiting
   std::string served_model_name;  // empty: the model directory's or file's name
   std::string chat_template_file;
   std::string tool_call_parser = "auto";  // vLLM's names: auto, hermes, llama3_json, mistral

@@ -190,3 +190,27 @@ def test_unset_sampling_fields_take_the_models_defaults(minfer, tiny_models, tmp
         sampled = {json.dumps(post(base, "/v1/messages", {**body, "temperature": 1, "top_k": 0})[1]["content"])
                    for _ in range(4)}
         assert len(sampled) > 1
+
+
+def test_waiting_streams_are_pinged(minfer, smollm2_gguf):
+    """A stream waiting behind another request (one sequence at a time) gets ping events every
+    --stream-ping-interval seconds (the SDK drops them, so the events are read raw), and still ends with its message."""
+    import threading
+    import time
+    import urllib.request
+    with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--max-num-seqs", "1",
+               "--stream-ping-interval", "0.05") as base:
+        c = anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0, timeout=300)
+        first = threading.Thread(target=lambda: c.messages.create(
+            model="m", max_tokens=300, messages=ask("Tell me a long story."),
+            extra_body={"temperature": 0, "ignore_eos": True}))
+        first.start()
+        time.sleep(0.5)  # the long request holds the one sequence slot
+        body = {"model": "m", "max_tokens": 4, "messages": ask("Hi"), "stream": True, "temperature": 0}
+        request = urllib.request.Request(base + "/v1/messages", data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=300) as r:
+            names = [line[7:] for line in r.read().decode().splitlines() if line.startswith("event: ")]
+        first.join()
+    assert names.count("ping") >= 3, names  # the one after message_start, and the waiting ones
+    assert names[0] == "message_start" and names[-1] == "message_stop", names
