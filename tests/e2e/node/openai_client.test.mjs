@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import OpenAI from 'openai';
-import { zodFunction, zodResponseFormat } from 'openai/helpers/zod';
+import { zodFunction, zodResponseFormat, zodTextFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 
 import { startServer, stopServer } from './server.mjs';
@@ -212,4 +212,49 @@ test('reasoning_content split from <think>, whole and streamed', async () => {
   } finally {
     await stopServer(started.proc);
   }
+});
+
+// The Responses API through the client's own helpers: create, stream (the helper assembles the response create
+// returns at temperature 0), parse with a zod schema, a function-call round trip through previous_response_id, and
+// retrieval and deletion of the stored response.
+test('responses: create and stream agree at temperature 0', async () => {
+  const params = { model, input: 'Tell me a story.', max_output_tokens: 8, temperature: 0 };
+  const whole = await client.responses.create(params);
+  assert.equal(whole.object, 'response');
+  assert.equal(whole.output[0].type, 'message');
+  const stream = client.responses.stream(params);
+  const final = await stream.finalResponse();
+  const text = (r) => r.output.filter((i) => i.type === 'message').flatMap((i) => i.content).map((c) => c.text).join('');
+  assert.equal(text(final), whole.output_text);
+  assert.equal(final.status, whole.status);
+});
+
+test('responses: parse() with a zod schema', async () => {
+  const Person = z.object({ name: z.string().max(16), age: z.number().int().min(0).max(120) });
+  const r = await client.responses.parse({
+    model, input: 'Invent a person.', max_output_tokens: 100, temperature: 1, text: { format: zodTextFormat(Person, 'person') },
+  });
+  assert.ok(Number.isInteger(r.output_parsed.age) && r.output_parsed.age <= 120, JSON.stringify(r.output_parsed));
+});
+
+test('responses: a function call round trip, retrieval and deletion', async () => {
+  const tool = {
+    type: 'function', name: 'get_weather', description: 'Current weather in a city', strict: false,
+    parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'] },
+  };
+  const first = await client.responses.create({
+    model, input: 'Weather in Paris?', tools: [tool], tool_choice: { type: 'function', name: 'get_weather' },
+    max_output_tokens: 60,
+  });
+  const call = first.output.find((item) => item.type === 'function_call');
+  assert.equal(call.name, 'get_weather');
+  assert.equal(typeof JSON.parse(call.arguments).city, 'string');
+  const second = await client.responses.create({
+    model, previous_response_id: first.id, tools: [tool], max_output_tokens: 8, temperature: 0,
+    input: [{ type: 'function_call_output', call_id: call.call_id, output: '21 C and sunny' }],
+  });
+  assert.equal(second.previous_response_id, first.id);
+  assert.equal((await client.responses.retrieve(second.id)).output_text, second.output_text);
+  await client.responses.delete(second.id);
+  await assert.rejects(client.responses.retrieve(second.id), (err) => err instanceof OpenAI.NotFoundError);
 });
