@@ -36,19 +36,10 @@ class MessagesWriter : public ResponseWriter {
     if (!d.reasoning.empty())
       events += block_delta("thinking", {{"type", "thinking_delta"}, {"thinking", d.reasoning}});
     if (!d.content.empty()) events += block_delta("text", {{"type", "text_delta"}, {"text", d.content}});
-    for (const ToolCall& call : d.calls) {
-      events += close_block();
-      json start = tool_use_block(call);
-      start["input"] = json::object();
-      events += named_event("content_block_start",
-                            {{"type", "content_block_start"}, {"index", next_index_}, {"content_block", start}});
-      open_ = "tool_use";
-      events += named_event(
-          "content_block_delta",
-          {{"type", "content_block_delta"},
-           {"index", next_index_},
-           {"delta", {{"type", "input_json_delta"}, {"partial_json", tool_use_block(call)["input"].dump()}}}});
-      called_ = true;
+    for (const CallFragment& f : d.fragments) events += tool_use_fragment(f);
+    for (size_t i = 0; !d.calls_streamed && i < d.calls.size(); ++i) {  // calls the stream could not follow
+      const ToolCall& call = d.calls[i];
+      events += tool_use_fragment(CallFragment{i, true, call.id, call.name, tool_use_block(call)["input"].dump()});
     }
     if (o.finished) events += close_block();
     return events;
@@ -121,6 +112,24 @@ class MessagesWriter : public ResponseWriter {
     }
     return events + named_event("content_block_delta",
                                 {{"type", "content_block_delta"}, {"index", next_index_}, {"delta", std::move(delta)}});
+  }
+
+  // A tool_use block's start (its id and name) and its input's JSON text, in input_json_delta fragments.
+  std::string tool_use_fragment(const CallFragment& f) const {
+    std::string events;
+    if (f.start) {
+      events += close_block();
+      const json block = {{"type", "tool_use"}, {"id", f.id}, {"name", f.name}, {"input", json::object()}};
+      events += named_event("content_block_start",
+                            {{"type", "content_block_start"}, {"index", next_index_}, {"content_block", block}});
+      open_ = "tool_use";
+      called_ = true;
+    }
+    if (f.arguments.empty()) return events;
+    return events + named_event("content_block_delta",
+                                {{"type", "content_block_delta"},
+                                 {"index", next_index_},
+                                 {"delta", {{"type", "input_json_delta"}, {"partial_json", f.arguments}}}});
   }
 
   std::string close_block() const {

@@ -32,6 +32,9 @@ ChatOutput::ChatOutput(ChatOutputOptions options)
              : options_.starts_in_reasoning ? Phase::kReasoning
                                             : Phase::kMaybeThink) {
   if (options_.harmony && !options_.forced_calls) harmony_.emplace();
+  const bool json_calls = options_.forced_calls || (options_.tools && options_.tools->json_calls());
+  if (options_.stream_calls && json_calls && !harmony_)
+    calls_stream_.emplace(options_.forced_function, options_.mistral_ids);
 }
 
 ChatDelta ChatOutput::push(std::string_view text) {
@@ -91,6 +94,7 @@ void ChatOutput::route_content(std::string_view text, ChatDelta& out) {
   }
   if (options_.forced_calls || in_calls_) {
     content_held_ += text;
+    stream_held_calls(out);
     return;
   }
   if (!options_.tools) {
@@ -108,6 +112,36 @@ void ChatOutput::route_content(std::string_view text, ChatDelta& out) {
   content_held_.erase(0, start);
   // A whole marker (not just a possible start of one): from here on everything is held to the end.
   in_calls_ = options_.tools->call_start(content_held_, /*partial_ok=*/false) == 0;
+  if (in_calls_) stream_held_calls(out);
+}
+
+// The held calls text as far as it is written: the calls' starts and argument text (stream_calls only).
+void ChatOutput::stream_held_calls(ChatDelta& out) {
+  if (!calls_stream_) return;
+  for (CallFragment& f : calls_stream_->update(content_held_)) out.fragments.push_back(std::move(f));
+}
+
+// The complete output's calls against the streamed ones: the streamed calls stand (ids, names, argument text);
+// arguments the stream could not follow (a JSON string) and calls it missed go out as fragments now.
+void ChatOutput::settle_streamed_calls(ChatDelta& out, size_t before_held) {
+  if (!calls_stream_ || calls_stream_->calls().empty() || !calls_stream_->calls()[0].started) return;
+  if (out.calls.empty()) out.content.resize(before_held);  // cut short: the calls went out, not as content
+  std::vector<ToolCall> calls;
+  const auto& streamed = calls_stream_->calls();
+  for (size_t i = 0; i < streamed.size() && streamed[i].started; ++i) {
+    ToolCall call{streamed[i].id, streamed[i].name, streamed[i].arguments};
+    if (call.arguments.empty()) {
+      call.arguments = i < out.calls.size() ? out.calls[i].arguments : "{}";
+      out.fragments.push_back(CallFragment{i, false, "", "", call.arguments});
+    }
+    calls.push_back(std::move(call));
+  }
+  for (size_t i = calls.size(); i < out.calls.size(); ++i) {
+    out.fragments.push_back(CallFragment{i, true, out.calls[i].id, out.calls[i].name, out.calls[i].arguments});
+    calls.push_back(out.calls[i]);
+  }
+  out.calls = std::move(calls);
+  out.calls_streamed = true;
 }
 
 ChatDelta ChatOutput::finish() {
@@ -124,6 +158,7 @@ ChatDelta ChatOutput::finish() {
   } else if (phase_ == Phase::kReasoning) {
     emit_reasoning(out, /*final=*/true);
   }
+  const size_t before_held = out.content.size();
   if (options_.forced_calls) {
     out.calls = forced_calls(content_held_, options_.forced_function, options_.mistral_ids);
     if (out.calls.empty()) out.content += content_held_;  // cut short: show what there is
@@ -134,6 +169,7 @@ ChatDelta ChatOutput::finish() {
   } else {
     out.content += content_held_;
   }
+  settle_streamed_calls(out, before_held);
   content_held_.clear();
   return out;
 }
@@ -145,6 +181,8 @@ ChatDelta ChatOutput::next(std::string_view text, bool finished) {
     d.reasoning += rest.reasoning;
     d.content += rest.content;
     d.calls = std::move(rest.calls);
+    for (CallFragment& f : rest.fragments) d.fragments.push_back(std::move(f));
+    d.calls_streamed = rest.calls_streamed;
   }
   return d;
 }

@@ -12,6 +12,7 @@
 
 #include "server/harmony_output.h"
 #include "server/tool_call_parser.h"
+#include "server/tool_call_stream.h"
 
 namespace minfer::server {
 
@@ -19,7 +20,11 @@ struct ChatDelta {
   std::string reasoning;
   std::string content;
   std::vector<ToolCall> calls;  // only from finish()
-  bool empty() const { return reasoning.empty() && content.empty() && calls.empty(); }
+  // stream_calls: the calls' starts and argument text as they are written; calls_streamed (from finish()) says
+  // that `calls` went out as fragments already.
+  std::vector<CallFragment> fragments;
+  bool calls_streamed = false;
+  bool empty() const { return reasoning.empty() && content.empty() && calls.empty() && fragments.empty(); }
 };
 
 struct ChatOutputOptions {
@@ -35,6 +40,8 @@ struct ChatOutputOptions {
   // gpt-oss: the output is harmony messages (harmony_output.h), decoded with their special tokens; the other options
   // but forced calls do not apply.
   bool harmony = false;
+  // A stream: tool calls in a JSON format go out as fragments while they are written (ToolCallStream).
+  bool stream_calls = false;
 };
 
 class ChatOutput {
@@ -52,6 +59,8 @@ class ChatOutput {
  private:
   enum class Phase { kMaybeThink, kReasoning, kContent };
   void route_content(std::string_view text, ChatDelta& out);
+  void stream_held_calls(ChatDelta& out);
+  void settle_streamed_calls(ChatDelta& out, size_t before_held);
   void emit_reasoning(ChatDelta& out, bool final);
 
   ChatOutputOptions options_;
@@ -61,6 +70,7 @@ class ChatOutput {
   std::string content_held_;     // content that is (or may become) a tool call
   bool in_calls_ = false;        // a call marker was seen: everything from here is held to the end
   std::optional<HarmonyOutput> harmony_;
+  std::optional<ToolCallStream> calls_stream_;
 };
 
 }  // namespace minfer::server

@@ -249,6 +249,7 @@ ChatOutputOptions GenerationHandler::chat_output_options(const GenerationRequest
   o.forced_function = choice.kind == Kind::kFunction ? choice.function : "";
   o.mistral_ids = std::string_view(chat_.tool_parser()->name()) == "mistral";
   o.harmony = chat_.harmony();
+  o.stream_calls = request.stream;
   if (request.chat.tools_enabled() && !o.forced_calls) {
     o.tools = chat_.tool_parser();
     o.tool_defs = request.chat.tools;

@@ -170,6 +170,23 @@ json tool_calls_json(const std::vector<ToolCall>& calls, bool streamed) {
   return list;
 }
 
+// Streamed calls as chat chunks carry them: a call's first fragment with its id, type and name.
+json call_fragments_json(const std::vector<CallFragment>& fragments) {
+  json list = json::array();
+  for (const CallFragment& f : fragments) {
+    json call = {{"index", f.index}};
+    if (f.start) {
+      call["id"] = f.id;
+      call["type"] = "function";
+      call["function"] = {{"name", f.name}, {"arguments", f.arguments}};
+    } else {
+      call["function"] = {{"arguments", f.arguments}};
+    }
+    list.push_back(std::move(call));
+  }
+  return list;
+}
+
 // Chat: the output split into reasoning_content, content and tool_calls (chat_output.h), one ChatOutput per
 // choice while streaming.
 class ChatWriter : public OpenAiWriter {
@@ -197,7 +214,10 @@ class ChatWriter : public OpenAiWriter {
     json delta = json::object();
     if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
     if (!d.content.empty()) delta["content"] = d.content;
-    if (!d.calls.empty()) delta["tool_calls"] = tool_calls_json(d.calls, /*streamed=*/true);
+    if (!d.fragments.empty())
+      delta["tool_calls"] = call_fragments_json(d.fragments);
+    else if (!d.calls.empty() && !d.calls_streamed)
+      delta["tool_calls"] = tool_calls_json(d.calls, /*streamed=*/true);
     json choice = {{"index", index},
                    {"delta", std::move(delta)},
                    {"logprobs", want_logprobs(o) ? tokens_.chat_logprobs(o.new_token_ids, o.logprobs) : json(nullptr)},

@@ -139,10 +139,14 @@ json input_items(const Fields& f) {
   if (!input->is_array() || input->empty())
     bad_request("input", "'input' must be a string or a non-empty array of items, got {}", type_name(*input));
   json items = *input;
-  for (json& item : items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    json& item = items[i];
     if (!item.is_object()) continue;  // refused, naming it, when converted
+    if (const auto id = item.find("id"); id != item.end() && !id->is_string())
+      bad_request(fmt::format("input[{}].id", i), "'input[{}].id' must be a string, got {}", i, type_name(*id));
     if (!item.contains("type") && item.contains("role")) item["type"] = "message";
-    const std::string type = item.value("type", "");
+    const auto t = item.find("type");  // a type that is no string is refused, naming it, when converted
+    const std::string type = t != item.end() && t->is_string() ? t->get<std::string>() : "";
     if (!item.contains("id"))  // every stored item has one (input_items lists them by id)
       item["id"] = responses_id(type == "function_call"          ? "fc"
                                 : type == "function_call_output" ? "fco"

@@ -50,7 +50,9 @@ class ResponsesWriter : public ResponseWriter {
     std::string events;
     if (!d.reasoning.empty()) events += reasoning_delta(d.reasoning);
     if (!d.content.empty()) events += text_delta(d.content);
-    for (const ToolCall& call : d.calls) events += function_call(call);
+    for (const CallFragment& f : d.fragments) events += call_fragment(f);
+    for (size_t i = 0; !d.calls_streamed && i < d.calls.size(); ++i)  // calls the stream could not follow
+      events += call_fragment(CallFragment{i, true, d.calls[i].id, d.calls[i].name, d.calls[i].arguments});
     if (o.finished) events += close_item();
     return events;
   }
@@ -158,6 +160,7 @@ class ResponsesWriter : public ResponseWriter {
 
   std::string close_item() const {
     if (open_.empty()) return "";
+    if (open_ == "function_call") return close_call();
     std::string events;
     const json where = {{"item_id", open_id_}, {"output_index", items_.size()}, {"content_index", 0}};
     json item;
@@ -182,22 +185,35 @@ class ResponsesWriter : public ResponseWriter {
     return events;
   }
 
-  // A complete call: added, its arguments (one fragment: the parsers read whole calls), done.
-  std::string function_call(const ToolCall& call) const {
-    std::string events = close_item();
-    const std::string id = responses_id("fc");
+  std::string close_call() const {
+    open_call_.arguments = open_text_;
     const size_t index = items_.size();
-    json added = function_call_item(id, call, "in_progress");
-    added["arguments"] = "";
-    events += event("response.output_item.added", {{"output_index", index}, {"item", added}});
-    events += event("response.function_call_arguments.delta",
-                    {{"item_id", id}, {"output_index", index}, {"delta", call.arguments}});
-    events += event("response.function_call_arguments.done",
-                    {{"item_id", id}, {"output_index", index}, {"arguments", call.arguments}});
-    json item = function_call_item(id, call, "completed");
+    std::string events = event("response.function_call_arguments.done",
+                               {{"item_id", open_id_}, {"output_index", index}, {"arguments", open_text_}});
+    json item = function_call_item(open_id_, open_call_, "completed");
     events += event("response.output_item.done", {{"output_index", index}, {"item", item}});
     items_.push_back(std::move(item));
+    open_.clear();
     return events;
+  }
+
+  // A call's start (its item added) and its arguments' text as function_call_arguments deltas; close_item() ends it.
+  std::string call_fragment(const CallFragment& f) const {
+    std::string events;
+    if (f.start) {
+      events += close_item();
+      open_ = "function_call";
+      open_id_ = responses_id("fc");
+      open_call_ = ToolCall{f.id, f.name, ""};
+      open_text_.clear();
+      events +=
+          event("response.output_item.added",
+                {{"output_index", items_.size()}, {"item", function_call_item(open_id_, open_call_, "in_progress")}});
+    }
+    if (f.arguments.empty()) return events;
+    open_text_ += f.arguments;
+    return events + event("response.function_call_arguments.delta",
+                          {{"item_id", open_id_}, {"output_index", items_.size()}, {"delta", f.arguments}});
   }
 
   int64_t created_;
@@ -208,6 +224,7 @@ class ResponsesWriter : public ResponseWriter {
   mutable std::string open_;            // the open item's type: "message", "reasoning" or ""
   mutable std::string open_id_;
   mutable std::string open_text_;
+  mutable ToolCall open_call_;  // the open function call's id and name
 };
 
 }  // namespace

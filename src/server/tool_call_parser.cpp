@@ -180,6 +180,7 @@ json typed_value(const std::string& text, const json* schema) {
 class Qwen3CoderParser : public ToolCallParser {
  public:
   const char* name() const override { return "qwen3_coder"; }
+  bool json_calls() const override { return false; }  // XML-like bodies
   // A call opens with <tool_call>, or with a bare <function= where the model leaves the wrapper out.
   size_t call_start(std::string_view text, bool partial_ok) const override {
     return std::min(marker_start(text, kToolCall, partial_ok), marker_start(text, kFunction, partial_ok));

@@ -39,6 +39,8 @@ class ToolCallParser {
   virtual ~ToolCallParser() = default;
 
   virtual const char* name() const = 0;
+  // Whether a call's body is JSON with "name" and "arguments" / "parameters" (so ToolCallStream can stream it).
+  virtual bool json_calls() const { return true; }
   // Where the first call starts in text, or npos. partial_ok: a tail of text that could still become the start
   // marker counts as a start (streaming holds it back until it is decided).
   virtual size_t call_start(std::string_view text, bool partial_ok) const = 0;

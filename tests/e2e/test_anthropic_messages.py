@@ -82,7 +82,9 @@ def test_forced_tool_call_and_the_tool_result_round_trip(client):
     # Streamed: the input arrives as input_json_delta fragments the SDK assembles into the same block shape.
     with client.messages.stream(model="m", max_tokens=60, messages=ask("Weather in Paris?"), tools=[WEATHER],
                                 tool_choice={"type": "tool", "name": "get_weather"}, extra_body=GREEDY) as stream:
+        pieces = sum(1 for e in stream if e.type == "content_block_delta" and e.delta.type == "input_json_delta")
         streamed = stream.get_final_message()
+    assert pieces > 2  # the input streamed as it was generated
     assert streamed.stop_reason == "tool_use"
     jsonschema.validate(next(b for b in streamed.content if b.type == "tool_use").input, WEATHER["input_schema"])
     history = ask("Weather in Paris?") + [

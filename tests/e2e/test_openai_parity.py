@@ -178,13 +178,16 @@ def test_auto_tool_calls_parsed_from_the_models_format_whole_and_streamed(client
         delta = chunk.choices[0].delta
         content += delta.content or ""
         for tc in delta.tool_calls or []:
-            entry = calls.setdefault(tc.index, {"name": "", "arguments": ""})
+            entry = calls.setdefault(tc.index, {"name": "", "arguments": "", "pieces": 0})
             entry["name"] += tc.function.name or ""
             entry["arguments"] += tc.function.arguments or ""
+            entry["pieces"] += 1
         if chunk.choices[0].finish_reason:
             reasons.append(chunk.choices[0].finish_reason)
     assert content.strip() == "I will check." and reasons == ["tool_calls"]
     assert [(c["name"], json.loads(c["arguments"])) for c in calls.values()] == [("get_weather", {"city": "Paris"})]
+    # The arguments streamed as the model wrote them, in pieces (vLLM's way), not in one delta at the end.
+    assert calls[0]["pieces"] > 2, calls
     # Without tools the same text is plain content.
     plain = client.chat.completions.create(model="m", messages=ask("Weather in Paris?"), max_tokens=200,
                                            extra_body={"structured_outputs": {"regex": HERMES_CALL}})

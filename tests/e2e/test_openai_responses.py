@@ -105,7 +105,9 @@ def test_function_call_round_trip_through_previous_response_id(client):
     # Streamed, the arguments arrive as function_call_arguments events the helper assembles.
     with client.responses.stream(model="m", input="Weather in Rome?", tools=[WEATHER], max_output_tokens=100,
                                  tool_choice="required", parallel_tool_calls=False) as stream:
+        pieces = sum(1 for e in stream if e.type == "response.function_call_arguments.delta")
         final = stream.get_final_response()
+    assert pieces > 2  # the arguments streamed as they were generated
     call = next(item for item in final.output if item.type == "function_call")
     jsonschema.validate(json.loads(call.arguments), WEATHER["parameters"])
 

@@ -81,6 +81,10 @@ TEST(OpenAiResponses, BadFieldsAreNamed) {
   EXPECT_EQ(param(R"({"input": "Hi", "tools": [{"type": "file_search"}]})"), "tools[0].type");
   EXPECT_EQ(param(R"({"input": "Hi", "text": {"format": {"type": "xml"}}})"), "text.format.type");
   EXPECT_EQ(param(R"({"input": "Hi", "reasoning": {"effort": "extreme"}})"), "reasoning.effort");
+  EXPECT_EQ(param(R"({"input": [{"type": 5, "role": "user", "content": "x"}]})"), "input[0].type");
+  EXPECT_EQ(param(R"({"input": [{"id": 5, "role": "user", "content": "x"}]})"), "input[0].id");
+  EXPECT_EQ(param(R"({"input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "{x"}]})"),
+            "input[0].arguments");
 }
 
 TEST(ResponseStoreTest, MemoryEvictsTheLeastRecentlyUsed) {
