@@ -10,28 +10,20 @@ with vLLM's structured_outputs regex, which exercises the same parsing as a mode
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import anthropic
 import jsonschema
 import pytest
 
+from chat_fixtures import CHAT_TEMPLATES, WEATHER_SCHEMA
 from serve_process import post_json as post, serve
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
-WEATHER = {"name": "get_weather", "description": "Current weather in a city",
-           "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
-                            "required": ["city"], "additionalProperties": False}}
+WEATHER = {"name": "get_weather", "description": "Current weather in a city", "input_schema": WEATHER_SCHEMA}
 
 
 @pytest.fixture(scope="module")
-def url(smollm2_url):
-    return smollm2_url
-
-
-@pytest.fixture(scope="module")
-def client(url):
-    return anthropic.Anthropic(base_url=url, api_key="unused", max_retries=0, timeout=300)
+def client(smollm2_url):
+    return anthropic.Anthropic(base_url=smollm2_url, api_key="unused", max_retries=0, timeout=300)
 
 
 # The current SDK takes no temperature (it samples with the model's defaults); clients may still send one.
@@ -112,7 +104,7 @@ def test_stop_sequences_and_max_tokens(client):
 def test_thinking_blocks_whole_and_streamed(minfer, smollm2_gguf):
     regex = r"<think>\nLet me think\.\n</think>\n\nHello!"
     with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template",
-               DATA / "qwen3.jinja") as base:
+               CHAT_TEMPLATES / "qwen3.jinja") as base:
         c = anthropic.Anthropic(base_url=base, api_key="unused", max_retries=0, timeout=300)
         kwargs = dict(model="m", max_tokens=100, messages=ask("Hi"), extra_body={"structured_outputs": {"regex": regex}},
                       thinking={"type": "enabled", "budget_tokens": 1024})
@@ -160,8 +152,8 @@ BAD = [
 
 
 @pytest.mark.parametrize("body,named", BAD, ids=[n for _, n in BAD])
-def test_bad_input_is_a_400_in_anthropics_shape(url, body, named):
-    status, reply = post(url, "/v1/messages", {"model": "m", **body})
+def test_bad_input_is_a_400_in_anthropics_shape(smollm2_url, body, named):
+    status, reply = post(smollm2_url, "/v1/messages", {"model": "m", **body})
     assert status == 400, reply
     assert reply["type"] == "error" and reply["error"]["type"] == "invalid_request_error", reply
     assert named in reply["error"]["message"], reply

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from pathlib import Path
 
 import jsonschema
 import openai
 import pydantic
 import pytest
 
+from chat_fixtures import CHAT_TEMPLATES, WEATHER_SCHEMA
 from serve_process import post_json as post, serve
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
 
 SCHEMAS = {
     "nested": {"type": "object", "properties": {
@@ -45,13 +44,9 @@ SCHEMAS = {
 }
 
 WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
-                   "required": ["city"], "additionalProperties": False}}}
+    "name": "get_weather", "description": "Current weather in a city", "parameters": WEATHER_SCHEMA}}
 TIME_TOOL = {"type": "function", "function": {
-    "name": "get_time", "description": "Local time in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
-                   "required": ["city"], "additionalProperties": False}}}
+    "name": "get_time", "description": "Local time in a city", "parameters": WEATHER_SCHEMA}}
 
 
 @pytest.fixture(scope="module")
@@ -210,7 +205,7 @@ def test_tool_results_are_rendered_back_into_the_prompt(url):
 
 def test_reasoning_content_is_split_from_think_blocks(minfer, smollm2_gguf):
     regex = r"<think>\nLet me think\.\n</think>\n\nHello!"
-    with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template", DATA / "qwen3.jinja") as base:
+    with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template", CHAT_TEMPLATES / "qwen3.jinja") as base:
         c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=300)
         kwargs = dict(model="m", messages=ask("Hi"), max_tokens=100, extra_body={"structured_outputs": {"regex": regex}})
         whole = c.chat.completions.create(**kwargs).choices[0].message
@@ -236,7 +231,7 @@ def test_harmony_channels_become_reasoning_content_and_tool_calls(minfer, smollm
     SmolLM2 writes the markers as plain text under a regex, which parses as gpt-oss's special tokens do once decoded."""
     thought = r"<\|channel\|>analysis<\|message\|>Let me think\.<\|end\|><\|start\|>assistant"
     with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template",
-               DATA / "openai-gpt-oss.jinja", *flags) as base:
+               CHAT_TEMPLATES / "openai-gpt-oss.jinja", *flags) as base:
         c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=300)
         regex = thought + r"<\|channel\|>final<\|message\|>Hello!"
         kwargs = dict(model="m", messages=ask("Hi"), max_tokens=100, extra_body={"structured_outputs": {"regex": regex}})
@@ -261,7 +256,7 @@ def test_harmony_channels_become_reasoning_content_and_tool_calls(minfer, smollm
 
 
 def test_template_errors_name_the_template_line(minfer, smollm2_gguf):
-    with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template", DATA / "mistral-7b-instruct-v0.1.jinja") as base:
+    with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template", CHAT_TEMPLATES / "mistral-7b-instruct-v0.1.jinja") as base:
         status, body = post(base, "/v1/chat/completions", {"messages": ask("a") + ask("b")})
         assert status == 400 and body["error"]["code"] == "chat_template_error", body
         assert "line" in body["error"]["message"] and "alternate" in body["error"]["message"], body

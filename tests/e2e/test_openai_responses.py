@@ -11,29 +11,22 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from pathlib import Path
 
 import jsonschema
 import openai
 import pydantic
 import pytest
 
+from chat_fixtures import CHAT_TEMPLATES, WEATHER_SCHEMA
 from serve_process import post_json as post, serve
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "chat_templates"
 WEATHER = {"type": "function", "name": "get_weather", "description": "Current weather in a city",
-           "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
-                          "required": ["city"], "additionalProperties": False}}
+           "parameters": WEATHER_SCHEMA}
 
 
 @pytest.fixture(scope="module")
-def url(smollm2_url):
-    return smollm2_url
-
-
-@pytest.fixture(scope="module")
-def client(url):
-    return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0, timeout=300)
+def client(smollm2_url):
+    return openai.OpenAI(base_url=smollm2_url + "/v1", api_key="unused", max_retries=0, timeout=300)
 
 
 
@@ -56,8 +49,8 @@ def test_create_and_stream_agree(client):
         assert expected in types, (expected, types)
 
 
-def test_sequence_numbers_increase(url):
-    request = urllib.request.Request(url + "/v1/responses", method="POST", headers={"Content-Type": "application/json"},
+def test_sequence_numbers_increase(smollm2_url):
+    request = urllib.request.Request(smollm2_url + "/v1/responses", method="POST", headers={"Content-Type": "application/json"},
                                      data=json.dumps({"model": "m", "input": "Hi", "max_output_tokens": 4,
                                                       "stream": True}).encode())
     with urllib.request.urlopen(request, timeout=300) as r:
@@ -129,7 +122,7 @@ def test_retrieve_and_delete(client):
 def test_reasoning_items_whole_and_streamed(minfer, smollm2_gguf):
     regex = r"<think>\nLet me think\.\n</think>\n\nHello!"
     with serve(minfer.binary, "--model", smollm2_gguf, "--served-model-name", "m", "--chat-template",
-               DATA / "qwen3.jinja") as base:
+               CHAT_TEMPLATES / "qwen3.jinja") as base:
         c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=300)
         kwargs = dict(model="m", input="Hi", max_output_tokens=100, reasoning={"effort": "high"},
                       extra_body={"structured_outputs": {"regex": regex}})
@@ -172,12 +165,12 @@ BAD = [
 
 
 @pytest.mark.parametrize("body,param", BAD, ids=[p for _, p in BAD])
-def test_bad_input_is_a_400_naming_the_field(url, body, param):
-    status, reply = post(url, "/v1/responses", {"model": "m", **body})
+def test_bad_input_is_a_400_naming_the_field(smollm2_url, body, param):
+    status, reply = post(smollm2_url, "/v1/responses", {"model": "m", **body})
     assert status == 400, reply
     assert reply["error"]["param"] == param or param in reply["error"]["message"], reply
 
 
-def test_unknown_previous_response_is_a_404_naming_it(url):
-    status, reply = post(url, "/v1/responses", {"model": "m", "input": "Hi", "previous_response_id": "resp_nope"})
+def test_unknown_previous_response_is_a_404_naming_it(smollm2_url):
+    status, reply = post(smollm2_url, "/v1/responses", {"model": "m", "input": "Hi", "previous_response_id": "resp_nope"})
     assert status == 404 and "resp_nope" in reply["error"]["message"] and reply["error"]["param"] == "previous_response_id"
