@@ -13,11 +13,11 @@ cannot be read.
 from ._minfer_loader import _minfer
 from .config import QuantConfig
 from .engine import LLM, Engine, GenerationStream, Tokenizer
-from .outputs import GenerationChunk, GenerationResult
+from .outputs import ChatResult, GenerationChunk, GenerationResult
 from .sampling import SamplingParams, StructuredOutputsParams
 
 MinferError = _minfer.MinferError
 ModelLoadError = _minfer.ModelLoadError
 
-__all__ = ["Engine", "LLM", "QuantConfig", "SamplingParams", "StructuredOutputsParams", "GenerationResult", "GenerationChunk", "GenerationStream",
+__all__ = ["Engine", "LLM", "QuantConfig", "SamplingParams", "StructuredOutputsParams", "GenerationResult", "ChatResult", "GenerationChunk", "GenerationStream",
            "Tokenizer", "MinferError", "ModelLoadError"]

@@ -158,6 +158,7 @@ class Engine:
                  kv_layout: str = "paged", kv_cache_dtype: str = "auto", seed: Optional[int] = None,
                  task: str = "generate", pooling: str = "last", speculative_config: Optional[dict] = None):
         self._engine = None  # so __del__ and close() work when the constructor fails
+        self._chat_formats: Dict[str, Any] = {}  # Engine.chat's template and parsers, by chat_template
         _checks.as_str(_OWNER, "device", device)
         if device.lower() != "cpu":
             raise ValueError(f"{_OWNER}: device={device!r} is not supported: minfer runs on the CPU only "
@@ -309,6 +310,32 @@ class Engine:
         if isinstance(prompt, str):
             return self._live_engine().encode_prompt(prompt)
         return prompt  # already checked by _prompt_list
+
+    @_checks.keywords_checked("Engine.chat")
+    def chat(self, messages, sampling_params: Union[None, SamplingParams, Sequence[SamplingParams]] = None, *,
+             tools: Optional[List[Dict[str, Any]]] = None, tool_choice: Union[None, str, Dict[str, Any]] = None,
+             chat_template_kwargs: Optional[Dict[str, Any]] = None, add_generation_prompt: bool = True,
+             continue_final_message: bool = False, chat_template: Optional[str] = None):
+        """Chat as vLLM's LLM.chat: messages (a list of {"role", "content", ...} dicts, or a list of such
+        conversations run together) rendered by the model's chat template (or the Jinja file chat_template) with
+        tools (OpenAI's function tools) and chat_template_kwargs (e.g. {"enable_thinking": False}); tool_choice
+        "auto", "none", "required" or a named function forces calls as the server does. Returns a ChatResult (a list
+        for several conversations): the GenerationResult fields plus content, reasoning_content and tool_calls,
+        parsed by the template's formats.
+
+        Raises:
+            ValueError (minfer.MinferError): a model without a chat template, or a bad message, tool or field (named).
+        """
+        from . import chat as chat_module  # noqa: PLC0415  (the chat helpers load with their first use)
+        key = chat_template or ""
+        if key not in self._chat_formats:
+            self._chat_formats[key] = _minfer.ChatFormat(self._live_engine(), key)
+        params = _params_per_prompt(sampling_params, {}, 1 if not isinstance(sampling_params, (list, tuple))
+                                    else len(sampling_params))
+        return chat_module.chat(self._live_engine(), self._chat_formats[key], messages, params, tools=tools,
+                                tool_choice=tool_choice, chat_template_kwargs=chat_template_kwargs,
+                                add_generation_prompt=add_generation_prompt,
+                                continue_final_message=continue_final_message)
 
     # ---- everything else ----------------------------------------------------------------------------------
 

@@ -42,6 +42,23 @@ class GenerationResult:
                    spec_decode=_spec_decode(out.spec_decode))
 
 
+@dataclasses.dataclass(frozen=True)
+class ChatResult(GenerationResult):
+    """A finished chat request (Engine.chat): the GenerationResult of its rendered prompt, with the reply split as
+    the server's /v1/chat/completions splits it.
+
+    Attributes:
+        content: the answer (text outside reasoning and tool calls).
+        reasoning_content: the reasoning block's text (<think>, harmony's analysis channel), or None.
+        tool_calls: the calls, OpenAI's shape: [{"id", "type": "function", "function": {"name", "arguments"}}]
+            (arguments is JSON text).
+    """
+
+    content: str = ""
+    reasoning_content: Optional[str] = None
+    tool_calls: List[Dict] = dataclasses.field(default_factory=list)
+
+
 def _spec_decode(usage) -> Optional[Dict[str, int]]:
     if usage.num_drafts == 0:
         return None

@@ -31,4 +31,5 @@ PYBIND11_MODULE(_minfer, m) {
   minfer::python::bind_config(m);
   minfer::python::bind_outputs(m);
   minfer::python::bind_engine(m);
+  minfer::python::bind_chat(m);
 }

@@ -37,6 +37,7 @@ class PyEngine {
 
   EngineStats stats() const { return engine_->stats(); }
   const EngineConfig& config() const { return engine_->config(); }  // as resolved by the engine
+  const AsyncEngine& async_engine() const { return *engine_; }
 
   // Stops the engine: running requests end with finish_reason "abort", new ones are refused. Idempotent.
   void close();

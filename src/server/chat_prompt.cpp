@@ -104,4 +104,24 @@ std::string ChatPrompt::render(const json& messages, const json& extra, bool add
   }
 }
 
+ChatOutputOptions ChatPrompt::output_options(const ChatFields& chat, std::string_view prompt, bool stream) const {
+  ChatOutputOptions o;
+  o.reasoning = reasoning_;
+  // Templates that open the reasoning block themselves (DeepSeek-R1; Qwen3 with thinking) leave the output
+  // inside it.
+  o.starts_in_reasoning = o.reasoning && prompt.substr(0, prompt.find_last_not_of(" \t\r\n") + 1).ends_with("<think>");
+  using Kind = ToolChoice::Kind;
+  const ToolChoice& choice = chat.tool_choice;
+  o.forced_calls = choice.kind == Kind::kRequired || choice.kind == Kind::kFunction;
+  o.forced_function = choice.kind == Kind::kFunction ? choice.function : "";
+  o.mistral_ids = std::string_view(tool_parser_->name()) == "mistral";
+  o.harmony = harmony_;
+  o.stream_calls = stream;
+  if (chat.tools_enabled() && !o.forced_calls) {
+    o.tools = tool_parser_.get();
+    o.tool_defs = chat.tools;
+  }
+  return o;
+}
+
 }  // namespace minfer::server

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "minfer/engine.h"
+#include "server/chat_output.h"
 #include "server/chat_request.h"
 #include "server/json.h"
 #include "server/tool_call_parser.h"
@@ -46,6 +47,9 @@ class ChatPrompt {
   // What a chat request's decoding needs for the output to be parsed: harmony replies keep their markers (special
   // tokens) and end at <|return|> and <|call|>, which a GGUF may not list among its end tokens.
   void decode_for_parsing(SamplingParams& params) const;
+  // How a chat request's output splits into reasoning, content and tool calls (chat_output.h): by the template's
+  // formats, the request's tools and tool_choice, and whether the prompt leaves the reply inside <think>.
+  ChatOutputOptions output_options(const ChatFields& chat, std::string_view prompt, bool stream) const;
 
  private:
   std::optional<ChatTemplate> tmpl_;

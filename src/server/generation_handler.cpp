@@ -218,7 +218,8 @@ std::vector<Choice> GenerationHandler::submit(const GenerationRequest& request,
 ResponseContext GenerationHandler::response_context(const GenerationRequest& request,
                                                     const std::vector<std::vector<int32_t>>& prompts) {
   ResponseContext ctx{&request, next_id(request.kind), created_, model_name_, engine_.tokenizer(), {}, {}, {}};
-  if (is_chat(request.kind)) ctx.chat_output = chat_output_options(request);
+  if (is_chat(request.kind))
+    ctx.chat_output = chat_.output_options(request.chat, request.prompts[0].text, request.stream);
   for (size_t p = 0; p < prompts.size(); ++p) {
     ctx.prompt_tokens.push_back(static_cast<int64_t>(prompts[p].size()));
     if (request.return_token_ids) ctx.prompt_ids.push_back(prompts[p]);
@@ -234,27 +235,6 @@ ResponseContext GenerationHandler::response_context(const GenerationRequest& req
     ctx.echo.push_back(std::move(echo));
   }
   return ctx;
-}
-
-ChatOutputOptions GenerationHandler::chat_output_options(const GenerationRequest& request) const {
-  ChatOutputOptions o;
-  o.reasoning = chat_.reasoning();
-  // Templates that open the reasoning block themselves (DeepSeek-R1; Qwen3 with thinking) leave the output
-  // inside it.
-  const std::string_view prompt = request.prompts[0].text;
-  o.starts_in_reasoning = o.reasoning && prompt.substr(0, prompt.find_last_not_of(" \t\r\n") + 1).ends_with("<think>");
-  using Kind = ToolChoice::Kind;
-  const ToolChoice& choice = request.chat.tool_choice;
-  o.forced_calls = choice.kind == Kind::kRequired || choice.kind == Kind::kFunction;
-  o.forced_function = choice.kind == Kind::kFunction ? choice.function : "";
-  o.mistral_ids = std::string_view(chat_.tool_parser()->name()) == "mistral";
-  o.harmony = chat_.harmony();
-  o.stream_calls = request.stream;
-  if (request.chat.tools_enabled() && !o.forced_calls) {
-    o.tools = chat_.tool_parser();
-    o.tool_defs = request.chat.tools;
-  }
-  return o;
 }
 
 void GenerationHandler::record_finished(const Choice& c, Clock::time_point arrival) {

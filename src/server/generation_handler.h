@@ -60,7 +60,6 @@ class GenerationHandler {
                                Connection& connection, Clock::time_point arrival, const Deadline& deadline);
   asio::awaitable<void> answer_whole(const ResponseWriter& writer, std::vector<Choice>& choices, StrandWakeup& wakeup,
                                      Connection& connection, Clock::time_point arrival, const Deadline& deadline);
-  ChatOutputOptions chat_output_options(const GenerationRequest& request) const;
   void record_finished(const Choice& choice, Clock::time_point arrival);
   std::string next_id(RouteKind kind);
 
