@@ -40,8 +40,7 @@ void bind_chat(py::module_& m) {
             }
             return py::make_tuple(utf8_text(r.content), utf8_text(r.reasoning), calls);
           },
-          py::arg("request_json"), py::arg("prompt"), py::arg("text"),
-          "(content, reasoning, tool_calls) of a reply");
+          py::arg("request_json"), py::arg("prompt"), py::arg("text"), "(content, reasoning, tool_calls) of a reply");
 }
 
 }  // namespace minfer::python

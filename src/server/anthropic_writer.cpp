@@ -35,22 +35,29 @@ class MessagesWriter : public ResponseWriter {
     std::string events;
     if (!d.reasoning.empty())
       events += block_delta("thinking", {{"type", "thinking_delta"}, {"thinking", d.reasoning}});
-    if (!d.content.empty()) events += block_delta("text", {{"type", "text_delta"}, {"text", d.content}});
+    // The end's text follows the streamed calls (what is after them); before that, text precedes calls.
+    const bool calls_first = o.finished && d.calls_streamed;
+    const std::string text =
+        d.content.empty() ? "" : block_delta("text", {{"type", "text_delta"}, {"text", d.content}});
+    if (!calls_first) events += text;
     for (const CallFragment& f : d.fragments) events += tool_use_fragment(f);
     for (size_t i = 0; !d.calls_streamed && i < d.calls.size(); ++i) {  // calls the stream could not follow
       const ToolCall& call = d.calls[i];
       events += tool_use_fragment(CallFragment{i, true, call.id, call.name, tool_use_block(call)["input"].dump()});
     }
+    if (calls_first) events += text;
     if (o.finished) events += close_block();
     return events;
   }
 
   std::string keepalive() const override { return named_event("ping", {{"type", "ping"}}); }
   std::string error_event(const ApiError& error) const override {
+    failed_ = true;
     return named_event("error", anthropic_error_json(error.status(), error.what(), error.param()));
   }
 
   std::string finish(const std::vector<Choice>& choices) const override {
+    if (failed_) return "";  // the error event ended the message
     const CompletionOutput r = choices[0].state->result();
     const auto [reason, sequence] = stop_reason(r, called_);
     return named_event("message_delta", {{"type", "message_delta"},
@@ -117,8 +124,10 @@ class MessagesWriter : public ResponseWriter {
   // A tool_use block's start (its id and name) and its input's JSON text, in input_json_delta fragments.
   std::string tool_use_fragment(const CallFragment& f) const {
     std::string events;
+    if (!f.start && (open_ != "tool_use" || f.index != open_call_)) return events;  // not the open call's
     if (f.start) {
       events += close_block();
+      open_call_ = f.index;
       const json block = {{"type", "tool_use"}, {"id", f.id}, {"name", f.name}, {"input", json::object()}};
       events += named_event("content_block_start",
                             {{"type", "content_block_start"}, {"index", next_index_}, {"content_block", block}});
@@ -143,6 +152,8 @@ class MessagesWriter : public ResponseWriter {
   mutable std::string open_;  // the open block's type, "" when none
   mutable int64_t next_index_ = 0;
   mutable bool called_ = false;
+  mutable bool failed_ = false;   // an error event was sent
+  mutable size_t open_call_ = 0;  // the call whose tool_use block is open (open_ == "tool_use")
 };
 
 }  // namespace

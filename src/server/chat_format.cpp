@@ -1,8 +1,7 @@
 // minfer::ChatFormat (include/minfer/chat.h) over the server's chat pieces: the request parsed and checked as the
 // chat route parses it, rendered by ChatPrompt, the reply split by ChatOutput.
-#include "minfer/chat.h"
-
 #include "base/error.h"
+#include "minfer/chat.h"
 #include "server/api_error.h"
 #include "server/chat_prompt.h"
 #include "server/openai_protocol.h"

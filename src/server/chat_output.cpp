@@ -33,8 +33,14 @@ ChatOutput::ChatOutput(ChatOutputOptions options)
                                             : Phase::kMaybeThink) {
   if (options_.harmony && !options_.forced_calls) harmony_.emplace();
   const bool json_calls = options_.forced_calls || (options_.tools && options_.tools->json_calls());
-  if (options_.stream_calls && json_calls && !harmony_)
-    calls_stream_.emplace(options_.forced_function, options_.mistral_ids);
+  if (options_.stream_calls && json_calls && !harmony_) {
+    std::vector<std::string> names;  // a call must name one of the tools (forced calls: the grammar sees to it)
+    if (options_.tool_defs.is_array())
+      for (const json& t : options_.tool_defs)
+        if (t.contains("function") && t["function"].contains("name") && t["function"]["name"].is_string())
+          names.push_back(t["function"]["name"].get<std::string>());
+    calls_stream_.emplace(options_.forced_function, options_.mistral_ids, std::move(names));
+  }
 }
 
 ChatDelta ChatOutput::push(std::string_view text) {
@@ -121,21 +127,15 @@ void ChatOutput::stream_held_calls(ChatDelta& out) {
   for (CallFragment& f : calls_stream_->update(content_held_)) out.fragments.push_back(std::move(f));
 }
 
-// The complete output's calls against the streamed ones: the streamed calls stand (ids, names, argument text);
-// arguments the stream could not follow (a JSON string) and calls it missed go out as fragments now.
+// The complete output's calls against the streamed ones: the streamed calls stand (ids, names, argument text); calls
+// the parser found beyond them go out whole now.
 void ChatOutput::settle_streamed_calls(ChatDelta& out, size_t before_held) {
-  if (!calls_stream_ || calls_stream_->calls().empty() || !calls_stream_->calls()[0].started) return;
-  if (out.calls.empty()) out.content.resize(before_held);  // cut short: the calls went out, not as content
+  if (!calls_stream_) return;
   std::vector<ToolCall> calls;
-  const auto& streamed = calls_stream_->calls();
-  for (size_t i = 0; i < streamed.size() && streamed[i].started; ++i) {
-    ToolCall call{streamed[i].id, streamed[i].name, streamed[i].arguments};
-    if (call.arguments.empty()) {
-      call.arguments = i < out.calls.size() ? out.calls[i].arguments : "{}";
-      out.fragments.push_back(CallFragment{i, false, "", "", call.arguments});
-    }
-    calls.push_back(std::move(call));
-  }
+  for (const ToolCallStream::Call& c : calls_stream_->calls())
+    if (c.started) calls.push_back(ToolCall{c.id, c.name, c.arguments.empty() ? "{}" : c.arguments});
+  if (calls.empty()) return;
+  if (out.calls.empty()) out.content.resize(before_held);  // cut short: the calls went out, not as content
   for (size_t i = calls.size(); i < out.calls.size(); ++i) {
     out.fragments.push_back(CallFragment{i, true, out.calls[i].id, out.calls[i].name, out.calls[i].arguments});
     calls.push_back(out.calls[i]);

@@ -82,7 +82,8 @@ class ItemConverter {
     if (!function) bad_request(name + ".name", "'{}.name' is required", name);
     const std::string arguments = f.string("arguments").value_or("{}");
     json parsed = json::parse(arguments, nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_discarded()) bad_request(name + ".arguments", "'{}.arguments' must be a JSON string", name);
+    if (!parsed.is_object())
+      bad_request(name + ".arguments", "'{}.arguments' must be the JSON text of an object", name);
     if (out_.empty() || out_.back()["role"] != "assistant") {
       json m = {{"role", "assistant"}, {"content", ""}};
       take_reasoning(m);

@@ -94,7 +94,12 @@ std::optional<json> ResponseStore::get(const std::string& id) {
     Statement s(db_, "SELECT record FROM responses WHERE id = ?1");
     s.bind(1, id);
     if (s.step() != SQLITE_ROW) return std::nullopt;
-    return json::parse(s.text(0), nullptr, /*allow_exceptions=*/false);
+    json record = json::parse(s.text(0), nullptr, /*allow_exceptions=*/false);
+    // A row this server did not write (or a damaged one) is no stored response.
+    if (!record.is_object() || !record.contains("response") || !record["response"].is_object() ||
+        !record.contains("input_items") || !record["input_items"].is_array())
+      return std::nullopt;
+    return record;
   }
   auto it = memory_.find(id);
   if (it == memory_.end()) return std::nullopt;

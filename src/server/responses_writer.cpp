@@ -49,16 +49,20 @@ class ResponsesWriter : public ResponseWriter {
     const ChatDelta d = output_.next(o.text_delta, o.finished);
     std::string events;
     if (!d.reasoning.empty()) events += reasoning_delta(d.reasoning);
-    if (!d.content.empty()) events += text_delta(d.content);
+    // The end's text follows the streamed calls (what is after them); before that, text precedes calls.
+    const bool calls_first = o.finished && d.calls_streamed;
+    if (!calls_first && !d.content.empty()) events += text_delta(d.content);
     for (const CallFragment& f : d.fragments) events += call_fragment(f);
     for (size_t i = 0; !d.calls_streamed && i < d.calls.size(); ++i)  // calls the stream could not follow
       events += call_fragment(CallFragment{i, true, d.calls[i].id, d.calls[i].name, d.calls[i].arguments});
+    if (calls_first && !d.content.empty()) events += text_delta(d.content);
     if (o.finished) events += close_item();
     return events;
   }
 
   // response.failed: the response so far, with the error.
   std::string error_event(const ApiError& error) const override {
+    failed_ = true;
     json response = envelope("failed", items_, nullptr);
     response["error"] = {{"code", error.status() == 503 ? "server_is_overloaded" : "server_error"},
                          {"message", error.what()}};
@@ -66,6 +70,7 @@ class ResponsesWriter : public ResponseWriter {
   }
 
   std::string finish(const std::vector<Choice>& choices) const override {
+    if (failed_) return "";  // response.failed ended the stream
     const json response = complete(choices[0].state->result(), items_);
     return event("response.completed", {{"response", response}});
   }
@@ -108,9 +113,11 @@ class ResponsesWriter : public ResponseWriter {
                   {"output_tokens", output_tokens},
                   {"output_tokens_details", {{"reasoning_tokens", 0}}},
                   {"total_tokens", ctx_.prompt_tokens[0] + output_tokens}};
-    json response = envelope(cut ? "incomplete" : "completed", items, std::move(usage));
+    const bool aborted = r.finish_reason == FinishReason::kAbort;  // the server shut down under it
+    json response = envelope(aborted ? "failed" : cut ? "incomplete" : "completed", items, std::move(usage));
     if (cut) response["incomplete_details"] = {{"reason", "max_output_tokens"}};
-    if (responses().store && responses().store_to)
+    if (aborted) response["error"] = {{"code", "server_error"}, {"message", "the request was aborted"}};
+    if (responses().store && responses().store_to && !aborted)
       responses().store_to->put(ctx_.id, {{"response", response}, {"input_items", responses().input_items}});
     return response;
   }
@@ -200,9 +207,11 @@ class ResponsesWriter : public ResponseWriter {
   // A call's start (its item added) and its arguments' text as function_call_arguments deltas; close_item() ends it.
   std::string call_fragment(const CallFragment& f) const {
     std::string events;
+    if (!f.start && (open_ != "function_call" || f.index != open_call_index_)) return events;  // not the open call's
     if (f.start) {
       events += close_item();
       open_ = "function_call";
+      open_call_index_ = f.index;
       open_id_ = responses_id("fc");
       open_call_ = ToolCall{f.id, f.name, ""};
       open_text_.clear();
@@ -224,7 +233,9 @@ class ResponsesWriter : public ResponseWriter {
   mutable std::string open_;            // the open item's type: "message", "reasoning" or ""
   mutable std::string open_id_;
   mutable std::string open_text_;
-  mutable ToolCall open_call_;  // the open function call's id and name
+  mutable bool failed_ = false;  // response.failed was sent
+  mutable ToolCall open_call_;   // the open function call's id and name
+  mutable size_t open_call_index_ = 0;
 };
 
 }  // namespace

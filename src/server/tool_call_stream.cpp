@@ -1,5 +1,8 @@
 #include "server/tool_call_stream.h"
 
+#include <algorithm>
+
+#include "server/json.h"
 #include "server/tool_call_parser.h"
 
 namespace minfer::server {
@@ -7,8 +10,10 @@ namespace {
 
 bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+bool arguments_key(const std::string& key) { return key == "arguments" || key == "parameters"; }
+
 // Adds argument text of call `index` to the fragments, merged into the last one when it is the same call's.
-void add_arguments(std::vector<CallFragment>& out, size_t index, std::string_view text) {
+void add_fragment_text(std::vector<CallFragment>& out, size_t index, std::string_view text) {
   if (text.empty()) return;
   if (out.empty() || out.back().index != index) out.push_back(CallFragment{index, false, "", "", ""});
   out.back().arguments += text;
@@ -16,8 +21,8 @@ void add_arguments(std::vector<CallFragment>& out, size_t index, std::string_vie
 
 }  // namespace
 
-ToolCallStream::ToolCallStream(std::string forced_function, bool mistral_ids)
-    : forced_function_(std::move(forced_function)), mistral_ids_(mistral_ids) {}
+ToolCallStream::ToolCallStream(std::string forced_function, bool mistral_ids, std::vector<std::string> tool_names)
+    : forced_function_(std::move(forced_function)), mistral_ids_(mistral_ids), tool_names_(std::move(tool_names)) {}
 
 std::vector<CallFragment> ToolCallStream::update(std::string_view text) {
   std::vector<CallFragment> out;
@@ -27,61 +32,24 @@ std::vector<CallFragment> ToolCallStream::update(std::string_view text) {
 
 void ToolCallStream::scan(char c, std::vector<CallFragment>& out) {
   const bool streaming = args_open_;
-  if (streaming) {  // the arguments' own characters, whatever they are
-    Call& call = calls_.back();
-    call.arguments += c;
-    if (call.started)
-      add_arguments(out, calls_.size() - 1, std::string_view(&c, 1));
-    else
-      pending_.back() += c;
-  }
+  if (streaming) add_arguments_text(std::string_view(&c, 1), out);  // the arguments' own characters, whatever they are
   if (in_string_) {
     scan_string_char(c);
-    if (!in_string_ && !streaming)
-      take_key_or_value(out);
-    else if (!in_string_)
-      value_done();
+    if (!in_string_ && !streaming) string_ended(out);
     return;
   }
   if (c == '"') {
     in_string_ = true;
     string_.clear();
+    raw_string_.clear();
     return;
   }
   if (c == '{' || c == '[') {
-    // The forced function's output is its arguments object: call 0, named already, streams from its brace.
-    if (!forced_function_.empty() && stack_.empty() && c == '{' && calls_.empty()) {
-      calls_.push_back(Call{"", forced_function_, "{", false});
-      pending_.push_back("{");
-      emit_start(0, out);
-      open(c);
-      args_open_ = true;
-      args_depth_ = stack_.size();
-      return;
-    }
-    const bool call =
-        c == '{' && forced_function_.empty() && (stack_.empty() || (stack_.size() == 1 && stack_[0].kind == '['));
-    const bool args = !streaming && !stack_.empty() && stack_.back().call && stack_.back().expect == Expect::kValue &&
-                      (last_key_ == "arguments" || last_key_ == "parameters");
-    open(c);
-    stack_.back().call = call;
-    if (call) {
-      calls_.push_back(Call{});
-      pending_.push_back("");
-    }
-    if (args) {
-      args_open_ = true;
-      args_depth_ = stack_.size();
-      calls_.back().arguments += c;
-      if (calls_.back().started)
-        add_arguments(out, calls_.size() - 1, std::string_view(&c, 1));
-      else
-        pending_.back() += c;
-    }
+    open_bracket(c, streaming, out);
     return;
   }
   if (c == '}' || c == ']') {
-    close();
+    close_bracket(out);
     return;
   }
   if (stack_.empty()) return;  // text outside the calls (markers, separators)
@@ -95,35 +63,72 @@ void ToolCallStream::scan(char c, std::vector<CallFragment>& out) {
 }
 
 void ToolCallStream::scan_string_char(char c) {
+  raw_string_ += c;
   if (escape_) {
     escape_ = false;
-    string_ += c;  // kept escaped: only keys and names are read, and they are plain
+    string_ += c;  // keys and names are plain; an escaped arguments string is decoded from raw_string_
   } else if (c == '\\') {
     escape_ = true;
   } else if (c == '"') {
     in_string_ = false;
+    raw_string_.pop_back();
   } else {
     string_ += c;
   }
 }
 
-void ToolCallStream::open(char kind) {
+void ToolCallStream::open_bracket(char c, bool streaming, std::vector<CallFragment>& out) {
+  // The forced function's output is its arguments object: call 0, named already, streams from its brace.
+  if (!forced_function_.empty() && stack_.empty() && c == '{' && calls_.empty()) {
+    calls_.push_back(Call{"", forced_function_, "", false, true});
+    emit_start(out);
+    stack_.push_back(Frame{c, false, Expect::kKey});
+    args_open_ = true;
+    args_depth_ = stack_.size();
+    add_arguments_text("{", out);
+    return;
+  }
+  const bool call =
+      c == '{' && forced_function_.empty() && (stack_.empty() || (stack_.size() == 1 && stack_[0].kind == '['));
+  const bool args = !streaming && !stack_.empty() && stack_.back().call && stack_.back().expect == Expect::kValue &&
+                    arguments_key(last_key_) && !calls_.empty() && !calls_.back().has_arguments;
   if (!stack_.empty() && stack_.back().expect == Expect::kValue) stack_.back().expect = Expect::kComma;
-  stack_.push_back(Frame{kind, false, kind == '{' ? Expect::kKey : Expect::kValue});
+  stack_.push_back(Frame{c, call, c == '{' ? Expect::kKey : Expect::kValue});
+  if (call) {
+    calls_.push_back(Call{});
+    pending_.clear();
+  }
+  if (args) {
+    args_open_ = true;
+    args_depth_ = stack_.size();
+    calls_.back().has_arguments = true;
+    add_arguments_text(std::string_view(&c, 1), out);
+  }
 }
 
-void ToolCallStream::close() {
+void ToolCallStream::close_bracket(std::vector<CallFragment>& out) {
   if (stack_.empty()) return;
+  const bool call = stack_.back().call;
   stack_.pop_back();
   if (args_open_ && stack_.size() < args_depth_) args_open_ = false;  // the arguments value is complete
+  if (!call) return;
+  // A call object closed: one that named no tool was no call; one without arguments takes none ("{}").
+  if (!calls_.back().started) {
+    calls_.pop_back();
+    pending_.clear();
+  } else if (!calls_.back().has_arguments) {
+    calls_.back().has_arguments = true;
+    add_arguments_text("{}", out);
+  }
 }
 
 void ToolCallStream::value_done() {
   if (!stack_.empty() && stack_.back().expect == Expect::kValue) stack_.back().expect = Expect::kComma;
 }
 
-// A string ended outside the arguments: a key of the current object, or a value (the call's name).
-void ToolCallStream::take_key_or_value(std::vector<CallFragment>& out) {
+// A string ended outside the arguments: a key of the current object, or a value (the call's name, or arguments
+// given as a JSON string).
+void ToolCallStream::string_ended(std::vector<CallFragment>& out) {
   if (stack_.empty()) return;
   Frame& f = stack_.back();
   if (f.kind == '{' && f.expect == Expect::kKey) {
@@ -131,19 +136,39 @@ void ToolCallStream::take_key_or_value(std::vector<CallFragment>& out) {
     f.expect = Expect::kColon;
     return;
   }
-  if (f.call && f.expect == Expect::kValue && last_key_ == "name" && !calls_.back().started) {
-    calls_.back().name = string_;
-    emit_start(calls_.size() - 1, out);
+  if (f.call && f.expect == Expect::kValue) {
+    Call& call = calls_.back();
+    if (last_key_ == "name" && !call.started && known_tool(string_)) {
+      call.name = string_;
+      emit_start(out);
+    } else if (arguments_key(last_key_) && !call.has_arguments) {
+      const json decoded = json::parse("\"" + raw_string_ + "\"", nullptr, /*allow_exceptions=*/false);
+      call.has_arguments = true;
+      add_arguments_text(decoded.is_string() ? decoded.get<std::string>() : std::string("{}"), out);
+    }
   }
   value_done();
 }
 
-void ToolCallStream::emit_start(size_t index, std::vector<CallFragment>& out) {
-  Call& call = calls_[index];
+void ToolCallStream::add_arguments_text(std::string_view text, std::vector<CallFragment>& out) {
+  Call& call = calls_.back();
+  call.arguments += text;
+  if (call.started)
+    add_fragment_text(out, calls_.size() - 1, text);
+  else
+    pending_ += text;
+}
+
+void ToolCallStream::emit_start(std::vector<CallFragment>& out) {
+  Call& call = calls_.back();
   call.id = make_tool_call_id(mistral_ids_);
   call.started = true;
-  out.push_back(CallFragment{index, true, call.id, call.name, std::move(pending_[index])});
-  pending_[index].clear();
+  out.push_back(CallFragment{calls_.size() - 1, true, call.id, call.name, std::move(pending_)});
+  pending_.clear();
+}
+
+bool ToolCallStream::known_tool(const std::string& name) const {
+  return tool_names_.empty() || std::find(tool_names_.begin(), tool_names_.end(), name) != tool_names_.end();
 }
 
 }  // namespace minfer::server

@@ -76,11 +76,23 @@ TEST(ToolCallStream, ArgumentsBeforeTheNameWaitForIt) {
   expect_calls(R"({"arguments": {"a": {"b": 1}}, "name": "f"})", "", {"f"}, {R"({"a": {"b": 1}})"});
 }
 
-TEST(ToolCallStream, ArgumentsAsAStringAreLeftToTheParser) {
-  ToolCallStream s;
-  const Seen seen = feed(s, R"({"name": "f", "arguments": "{\"a\": 1}"})", 1);
-  EXPECT_EQ(seen.names, std::vector<std::string>{"f"});
-  EXPECT_EQ(seen.arguments, std::vector<std::string>{""});
+TEST(ToolCallStream, ArgumentsAsAStringAreDecodedWhenTheyEnd) {
+  expect_calls(R"({"name": "f", "arguments": "{\"a\": \"x\\ny\"}"})", "", {"f"}, {R"({"a": "x\ny"})"});
+}
+
+// A call without arguments takes "{}" when it closes, in order; objects naming no tool are no calls (and take no
+// index); braces in the text between calls start nothing that lasts.
+TEST(ToolCallStream, CallsWithoutArgumentsAndObjectsNamingNoTool) {
+  const std::string text =
+      "<tool_call>{\"name\": \"a\"}</tool_call> see {x} <tool_call>{\"name\": \"b\"}</tool_call>"
+      "{\"name\": \"Alice\", \"age\": 3} <tool_call>{\"name\": \"a\", \"arguments\": {\"k\": 1}}</tool_call>";
+  for (size_t chunk : {1, 5, 1000}) {
+    ToolCallStream s("", false, {"a", "b"});
+    const Seen seen = feed(s, text, chunk);
+    EXPECT_FALSE(seen.arguments_before_start);
+    EXPECT_EQ(seen.names, (std::vector<std::string>{"a", "b", "a"}));
+    EXPECT_EQ(seen.arguments, (std::vector<std::string>{"{}", "{}", R"({"k": 1})"}));
+  }
 }
 
 }  // namespace
