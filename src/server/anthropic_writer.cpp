@@ -99,9 +99,10 @@ class MessagesWriter : public ResponseWriter {
   }
 
   // Anthropic's stop_reason and stop_sequence for a finished output.
+  // A reply cut by max_tokens says so even when it got to a call (whose input may be cut too).
   std::pair<json, json> stop_reason(const CompletionOutput& r, bool called) const {
-    if (called) return {"tool_use", nullptr};
     if (r.finish_reason == FinishReason::kLength) return {"max_tokens", nullptr};
+    if (called) return {"tool_use", nullptr};
     if (!r.stop_reason.empty()) return {"stop_sequence", r.stop_reason};
     return {"end_turn", nullptr};
   }

@@ -64,7 +64,8 @@ def test_prefix_cache_hits_are_reported_as_cache_reads(client):
 
 
 def test_forced_tool_call_and_the_tool_result_round_trip(client):
-    reply = client.messages.create(model="m", max_tokens=60, messages=ask("Weather in Paris?"), tools=[WEATHER],
+    # Sampled input can spend many tokens (a 20-character string of \u escapes): room enough for it.
+    reply = client.messages.create(model="m", max_tokens=300, messages=ask("Weather in Paris?"), tools=[WEATHER],
                                    tool_choice={"type": "tool", "name": "get_weather"},
                                    extra_body={"temperature": 1.0})
     assert reply.stop_reason == "tool_use", reply
@@ -186,6 +187,14 @@ def test_unset_sampling_fields_take_the_models_defaults(minfer, tiny_models, tmp
         assert len(sampled) > 1
 
 
+def running_line(base: str) -> str:
+    """The metrics line saying a request runs ("" while none does)."""
+    import urllib.request
+    text = urllib.request.urlopen(base + "/metrics", timeout=60).read().decode()
+    return next((line for line in text.splitlines()
+                 if line.startswith("minfer:num_requests_running") and not line.endswith(" 0")), "")
+
+
 def test_waiting_streams_are_pinged(minfer, smollm2_gguf):
     """A stream waiting behind another request (one sequence at a time) gets ping events every
     --stream-ping-interval seconds (the SDK drops them, so the events are read raw), and still ends with its message."""
@@ -199,7 +208,9 @@ def test_waiting_streams_are_pinged(minfer, smollm2_gguf):
             model="m", max_tokens=300, messages=ask("Tell me a long story."),
             extra_body={"temperature": 0, "ignore_eos": True}))
         first.start()
-        time.sleep(0.5)  # the long request holds the one sequence slot
+        deadline = time.monotonic() + 60
+        while "num_requests_running" not in running_line(base) and time.monotonic() < deadline:
+            time.sleep(0.02)  # until the long request holds the one sequence slot
         body = {"model": "m", "max_tokens": 4, "messages": ask("Hi"), "stream": True, "temperature": 0}
         request = urllib.request.Request(base + "/v1/messages", data=json.dumps(body).encode(), method="POST",
                                          headers={"Content-Type": "application/json"})

@@ -77,12 +77,14 @@ def test_json_object_and_schema_formats(client):
     r = client.responses.create(model="m", input="A number", max_output_tokens=40,
                                 text={"format": {"type": "json_schema", "name": "n", "schema": schema}})
     jsonschema.validate(json.loads(r.output_text), schema)
-    r = client.responses.create(model="m", input="An object", max_output_tokens=60, text={"format": {"type": "json_object"}})
+    r = client.responses.create(model="m", input="An object", max_output_tokens=60, temperature=0,
+                                text={"format": {"type": "json_object"}})
     assert isinstance(json.loads(r.output_text), dict)
 
 
 def test_function_call_round_trip_through_previous_response_id(client):
-    first = client.responses.create(model="m", input="Weather in Paris?", tools=[WEATHER], max_output_tokens=60,
+    # Sampled arguments can spend many tokens (a 20-character string of \u escapes): room enough for them.
+    first = client.responses.create(model="m", input="Weather in Paris?", tools=[WEATHER], max_output_tokens=300,
                                     tool_choice={"type": "function", "name": "get_weather"})
     calls = [item for item in first.output if item.type == "function_call"]
     assert len(calls) == 1 and calls[0].name == "get_weather" and calls[0].call_id
@@ -96,7 +98,7 @@ def test_function_call_round_trip_through_previous_response_id(client):
     assert [i.type for i in items] == ["message", "function_call", "function_call_output"]
     assert items[1].call_id == calls[0].call_id and items[2].output == "21 C and sunny"
     # Streamed, the arguments arrive as function_call_arguments events the helper assembles.
-    with client.responses.stream(model="m", input="Weather in Rome?", tools=[WEATHER], max_output_tokens=100,
+    with client.responses.stream(model="m", input="Weather in Rome?", tools=[WEATHER], max_output_tokens=300,
                                  tool_choice="required", parallel_tool_calls=False) as stream:
         pieces = sum(1 for e in stream if e.type == "response.function_call_arguments.delta")
         final = stream.get_final_response()

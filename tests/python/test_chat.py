@@ -14,7 +14,8 @@ from minfer import SamplingParams, StructuredOutputsParams
 from pyapi_support import ENGINE_ARGS, REPO
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"]}}}
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
+    "additionalProperties": False}}}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def test_chat_renders_the_template_and_returns_content(llm):
 
 
 def test_forced_tool_call_is_parsed(llm):
-    r = llm.chat([{"role": "user", "content": "Weather in Paris?"}], SamplingParams(temperature=1.0, max_tokens=60),
+    r = llm.chat([{"role": "user", "content": "Weather in Paris?"}], SamplingParams(temperature=1.0, max_tokens=300),
                  tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}})
     assert len(r.tool_calls) == 1 and r.tool_calls[0]["function"]["name"] == "get_weather"
     assert isinstance(json.loads(r.tool_calls[0]["function"]["arguments"])["city"], str)
