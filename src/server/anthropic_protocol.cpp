@@ -8,7 +8,6 @@
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
-#include "server/structured_output_request.h"
 
 namespace minfer::server {
 namespace {
@@ -21,24 +20,6 @@ std::string text_of(const json& block, const std::string& field) {
   auto text = bf.string("text");
   if (!text) bad_request(field + ".text", "'{}.text' is required", field);
   return *text;
-}
-
-// A string, or an array of text blocks joined by newlines (the system prompt, a tool_result's content).
-std::string joined_text(const json& content, const std::string& field) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array())
-    bad_request(field, "'{}' must be a string or an array of text blocks, got {}", field, type_name(content));
-  std::string text;
-  for (size_t j = 0; j < content.size(); ++j) {
-    const std::string name = fmt::format("{}[{}]", field, j);
-    if (!content[j].is_object()) bad_request(name, "'{}' must be an object, got {}", name, type_name(content[j]));
-    const std::string type = Fields(content[j], name + ".").string("type").value_or("");
-    if (type != "text")
-      bad_request(name + ".type", "'{}.type' is '{}': only text blocks are supported here", name, type);
-    if (j > 0) text += '\n';
-    text += text_of(content[j], name);
-  }
-  return text;
 }
 
 [[noreturn]] void refuse_block(const std::string& name, const std::string& type) {
@@ -135,7 +116,7 @@ struct MessageConverter {
     if (!tool_ids.count(*id))
       bad_request(name + ".tool_use_id", "'{}.tool_use_id' is '{}', which no earlier tool_use block has", name, *id);
     const json* content = bf.get("content");
-    std::string text = content ? joined_text(*content, name + ".content") : "";
+    std::string text = content ? joined_text_parts(*content, name + ".content", {"text"}) : "";
     if (bf.boolean("is_error").value_or(false)) text = "Error: " + text;
     return {{"role", "tool"}, {"tool_call_id", *id}, {"content", std::move(text)}};
   }
@@ -144,7 +125,7 @@ struct MessageConverter {
 json chat_messages(const Fields& f) {
   json out = json::array();
   if (const json* system = f.get("system"))
-    out.push_back({{"role", "system"}, {"content", joined_text(*system, "system")}});
+    out.push_back({{"role", "system"}, {"content", joined_text_parts(*system, "system", {"text"})}});
   const json* messages = f.get("messages");
   if (!messages) bad_request("messages", "'messages' is required: an array of {{role, content}} objects");
   if (!messages->is_array() || messages->empty())
@@ -294,20 +275,8 @@ GenerationRequest parse_messages_request(const json& body, bool count_tokens) {
   chat_body["chat_template_kwargs"] = std::move(kwargs);
   r.chat = parse_chat_fields(Fields(chat_body));
   parse_messages_sampling(f, r, count_tokens);
-  // vLLM's structured_outputs extension (regex, choice, grammar, ...), as on the OpenAI routes.
-  if (auto so = parse_structured_outputs(f)) {
-    if (r.params.structured_outputs)
-      bad_request(so->field, "'{}' cannot be combined with 'output_config.format'", so->field);
-    r.params.structured_outputs = std::move(so->spec);
-    r.structured_field = std::move(so->field);
-  }
-  if (auto schema = forced_tool_schema(r.chat)) {
-    if (r.params.structured_outputs)
-      bad_request("tool_choice",
-                  "'tool_choice' forces a tool call, which cannot be combined with 'output_config.format'");
-    r.params.structured_outputs = StructuredOutputs{StructuredOutputs::Kind::kJsonSchema, std::move(*schema)};
-    r.structured_field = "tool_choice";
-  }
+  add_structured_outputs(f, r);  // vLLM's extension (regex, choice, grammar, ...), as on the OpenAI routes
+  force_tool_calls(r);
   return r;
 }
 

@@ -2,32 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace minfer::server {
 namespace {
-
-// content: a string, or parts of which only text is accepted (image, audio and file parts are refused by
-// name: this server serves text models).
-json message_content(const json& content, const std::string& field) {
-  if (content.is_string()) return content;
-  if (!content.is_array())
-    bad_request(field, "'{}' must be a string or an array of content parts, got {}", field, type_name(content));
-  std::string text;
-  for (size_t j = 0; j < content.size(); ++j) {
-    const json& part = content[j];
-    const std::string part_name = fmt::format("{}[{}]", field, j);
-    if (!part.is_object()) bad_request(part_name, "'{}' must be an object, got {}", part_name, type_name(part));
-    const Fields pf(part, part_name + ".");
-    const std::string type = pf.string("type").value_or("");
-    if (type != "text")
-      bad_request(part_name + ".type", "'{}.type' is '{}': only text parts are supported (this model reads text)",
-                  part_name, type);
-    auto part_text = pf.string("text");
-    if (!part_text) bad_request(part_name + ".text", "'{}.text' is required", part_name);
-    if (j > 0) text += '\n';
-    text += *part_text;
-  }
-  return text;
-}
 
 void parse_tool_calls(json& message, const std::string& prefix) {
   json& calls = message["tool_calls"];
@@ -61,7 +39,7 @@ json parse_message(const json& m, size_t i) {
   json message = m;
   message["role"] = *role;
   if (const json* content = mf.get("content")) {
-    message["content"] = message_content(*content, prefix + "content");
+    message["content"] = joined_text_parts(*content, prefix + "content", {"text"});
   } else if (*role == "assistant") {
     message["content"] = "";  // a message of tool calls only; "" as vLLM gives templates (Qwen3 tests `in content`)
   } else {
@@ -127,6 +105,28 @@ ToolChoice parse_tool_choice(const json& choice, const json& tools) {
 }
 
 }  // namespace
+
+std::string joined_text_parts(const json& content, const std::string& field,
+                              std::initializer_list<std::string_view> types) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array())
+    bad_request(field, "'{}' must be a string or an array of content parts, got {}", field, type_name(content));
+  std::string text;
+  for (size_t j = 0; j < content.size(); ++j) {
+    const std::string name = fmt::format("{}[{}]", field, j);
+    if (!content[j].is_object()) bad_request(name, "'{}' must be an object, got {}", name, type_name(content[j]));
+    const Fields pf(content[j], name + ".");
+    const std::string type = pf.string("type").value_or("");
+    if (std::find(types.begin(), types.end(), type) == types.end())
+      bad_request(name + ".type", "'{}.type' is '{}': only text parts are supported (this server reads text)", name,
+                  type);
+    auto part = pf.string("text");
+    if (!part) bad_request(name + ".text", "'{}.text' is required", name);
+    if (j > 0) text += '\n';
+    text += *part;
+  }
+  return text;
+}
 
 std::optional<std::string> forced_tool_schema(const ChatFields& chat) {
   using Kind = ToolChoice::Kind;

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "server/json.h"
 #include "server/json_fields.h"
@@ -40,6 +42,11 @@ struct ChatFields {
   // The template's variables besides messages: tools (when given) and the kwargs.
   json template_variables() const;
 };
+
+// A message's text: a string, or an array of parts whose type is one of `types` (text parts; image, audio and file
+// parts are refused naming the part), joined by newlines as vLLM joins them. Throws ApiError 400 naming the field.
+std::string joined_text_parts(const json& content, const std::string& field,
+                              std::initializer_list<std::string_view> types);
 
 // tool_choice "required" or a named function, as a JSON schema the output must follow (vLLM's approach): an
 // array of {"name", "parameters"} (at most one item without parallel_tool_calls), or the named function's

@@ -192,6 +192,26 @@ GenerationRequest parse_completion_request(const json& body) {
   return r;
 }
 
+void force_tool_calls(GenerationRequest& r) {
+  auto schema = forced_tool_schema(r.chat);
+  if (!schema) return;
+  if (r.params.structured_outputs)
+    bad_request("tool_choice", "'tool_choice' '{}' forces a tool call, which cannot be combined with '{}'",
+                r.chat.tool_choice.kind == ToolChoice::Kind::kRequired ? "required" : r.chat.tool_choice.function,
+                r.structured_field);
+  r.params.structured_outputs = StructuredOutputs{StructuredOutputs::Kind::kJsonSchema, std::move(*schema)};
+  r.structured_field = "tool_choice";
+}
+
+void add_structured_outputs(const Fields& f, GenerationRequest& r) {
+  auto so = parse_structured_outputs(f);
+  if (!so) return;
+  if (r.params.structured_outputs)
+    bad_request(so->field, "'{}' cannot be combined with '{}'", so->field, r.structured_field);
+  r.params.structured_outputs = std::move(so->spec);
+  r.structured_field = std::move(so->field);
+}
+
 GenerationRequest parse_chat_request(const json& body) {
   GenerationRequest r;
   r.kind = RouteKind::kChat;
@@ -202,14 +222,7 @@ GenerationRequest parse_chat_request(const json& body) {
     r.params.max_tokens = static_cast<int32_t>(*v);
     r.max_tokens_given = true;
   }
-  if (auto schema = forced_tool_schema(r.chat)) {
-    if (r.params.structured_outputs)
-      bad_request("tool_choice", "'tool_choice' '{}' forces a tool call, which cannot be combined with '{}'",
-                  r.chat.tool_choice.kind == ToolChoice::Kind::kRequired ? "required" : r.chat.tool_choice.function,
-                  r.structured_field);
-    r.params.structured_outputs = StructuredOutputs{StructuredOutputs::Kind::kJsonSchema, std::move(*schema)};
-    r.structured_field = "tool_choice";
-  }
+  force_tool_calls(r);
   if (r.max_tokens_given && r.params.min_tokens > r.params.max_tokens)
     bad_request("min_tokens", "'min_tokens' ({}) must not exceed the maximum output length ({})", r.params.min_tokens,
                 r.params.max_tokens);

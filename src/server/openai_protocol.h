@@ -14,6 +14,7 @@
 #include "minfer/sampling.h"
 #include "server/chat_request.h"
 #include "server/json.h"
+#include "server/json_fields.h"
 
 namespace minfer::server {
 
@@ -75,5 +76,11 @@ json parse_json_body(std::string_view body);
 GenerationRequest parse_generate_request(const json& body);
 GenerationRequest parse_completion_request(const json& body);
 GenerationRequest parse_chat_request(const json& body);
+
+// What the chat-shaped routes share (chat completions, Anthropic's messages, OpenAI's responses):
+// tool_choice "required" / a named function as the output's grammar (a grammar given already is a 400 naming both),
+// and vLLM's structured_outputs extension on the routes whose own API spells grammars another way.
+void force_tool_calls(GenerationRequest& r);
+void add_structured_outputs(const Fields& f, GenerationRequest& r);
 
 }  // namespace minfer::server

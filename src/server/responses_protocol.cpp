@@ -8,32 +8,12 @@
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
-#include "server/structured_output_request.h"
 
 namespace minfer::server {
 namespace {
 
-// A message item's text: a string, or parts of type input_text / output_text / text joined by newlines.
-std::string item_text(const json& content, const std::string& field) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array())
-    bad_request(field, "'{}' must be a string or an array of content parts, got {}", field, type_name(content));
-  std::string text;
-  for (size_t j = 0; j < content.size(); ++j) {
-    const std::string name = fmt::format("{}[{}]", field, j);
-    if (!content[j].is_object()) bad_request(name, "'{}' must be an object, got {}", name, type_name(content[j]));
-    const Fields pf(content[j], name + ".");
-    const std::string type = pf.string("type").value_or("");
-    if (type != "input_text" && type != "output_text" && type != "text")
-      bad_request(name + ".type", "'{}.type' is '{}': only text parts are supported (this server reads text)", name,
-                  type);
-    auto part = pf.string("text");
-    if (!part) bad_request(name + ".text", "'{}.text' is required", name);
-    if (j > 0) text += '\n';
-    text += *part;
-  }
-  return text;
-}
+// The text parts of a message item's content (input_text in requests, output_text in earlier outputs).
+const std::initializer_list<std::string_view> kTextParts = {"input_text", "output_text", "text"};
 
 // The chat messages the conversation's items become, in order; a function call joins the assistant message before
 // it (or starts one), reasoning goes to the next assistant message, a function_call_output must answer an earlier
@@ -70,7 +50,7 @@ class ItemConverter {
       bad_request(name + ".role", "'{}.role' must be user, assistant, system or developer, got '{}'", name, role);
     const json* content = f.get("content");
     if (!content) bad_request(name + ".content", "'{}.content' is required", name);
-    json m = {{"role", role}, {"content", item_text(*content, name + ".content")}};
+    json m = {{"role", role}, {"content", joined_text_parts(*content, name + ".content", kTextParts)}};
     if (role == "assistant") take_reasoning(m);
     out_.push_back(std::move(m));
   }
@@ -101,7 +81,9 @@ class ItemConverter {
       bad_request(name + ".call_id", "'{}.call_id' is '{}', which no earlier function_call has", name, *call_id);
     const json* output = f.get("output");
     if (!output) bad_request(name + ".output", "'{}.output' is required", name);
-    out_.push_back({{"role", "tool"}, {"tool_call_id", *call_id}, {"content", item_text(*output, name + ".output")}});
+    out_.push_back({{"role", "tool"},
+                    {"tool_call_id", *call_id},
+                    {"content", joined_text_parts(*output, name + ".output", kTextParts)}});
   }
 
   // A reasoning item's text (its content, else its summary), kept for the next assistant message.
@@ -309,18 +291,8 @@ GenerationRequest parse_responses_request(const json& body, ResponseStore& store
   r.chat = parse_chat_fields(Fields(chat_body));
   parse_responses_sampling(f, r);
   add_text_format(f, r);
-  // vLLM's structured_outputs extension (regex, choice, grammar, ...), as on the other routes.
-  if (auto so = parse_structured_outputs(f)) {
-    if (r.params.structured_outputs) bad_request(so->field, "'{}' cannot be combined with 'text.format'", so->field);
-    r.params.structured_outputs = std::move(so->spec);
-    r.structured_field = std::move(so->field);
-  }
-  if (auto schema = forced_tool_schema(r.chat)) {
-    if (r.params.structured_outputs)
-      bad_request("tool_choice", "'tool_choice' forces a function call, which cannot be combined with 'text.format'");
-    r.params.structured_outputs = StructuredOutputs{StructuredOutputs::Kind::kJsonSchema, std::move(*schema)};
-    r.structured_field = "tool_choice";
-  }
+  add_structured_outputs(f, r);  // vLLM's extension (regex, choice, grammar, ...), as on the other routes
+  force_tool_calls(r);
   context->store = f.boolean("store").value_or(true);
   context->store_to = &store;
   context->echo = echo_fields(f, r);
