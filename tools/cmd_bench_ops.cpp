@@ -36,8 +36,9 @@ struct OpsArgs {
   int mix_decodes = 0;  // > 0: also time a step of the prefill beside this many decodes (continuous batching)
   int repeat = 8;       // timed steps per mode and scenario (median reported)
   bool list_passes = false;
-  bool profile = false;         // also time every node and print the time per operator
-  graph::FusionOptions fusion;  // the "auto" column (honours --disable-pass)
+  bool profile = false;                         // also time every node and print the time per operator
+  KvCacheDtype kv_dtype = KvCacheDtype::kAuto;  // auto: bf16 for bf16 weights, else f32
+  graph::FusionOptions fusion;                  // the "auto" column (honours --disable-pass)
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -157,7 +158,9 @@ KvPlan plan_kv(const OpsArgs& a, const ModelConfig& m, int max_batch) {
                             .head_dim = m.head_dim,
                             .page = PageGeometry::of(page),
                             .num_pages = 1 + (max_batch + 1) * pages_per_seq};
-  plan.shape.dtype = m.dtype == DType::BF16 ? DType::BF16 : DType::F32;
+  plan.shape.dtype = a.kv_dtype != KvCacheDtype::kAuto ? a.kv_dtype
+                     : m.dtype == DType::BF16          ? KvCacheDtype::kBf16
+                                                       : KvCacheDtype::kF32;
   plan.tables.resize(static_cast<size_t>(max_batch) + 1);
   for (int s = 0; s <= max_batch; ++s)
     for (int64_t p = 0; p < pages_per_seq; ++p)
@@ -314,6 +317,10 @@ void add_bench_ops_command(CLI::App& bench) {
       "ops", "Dispatches per layer and per step, and step times, with fusion none vs auto (--report-ops)");
   cmd->add_option("-m,--model", args->model, "Model directory or file");
   cmd->add_option("-t,--threads", args->threads, "Worker threads")->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--kv-cache-dtype", [args](const std::string& v) { parse_kv_cache_dtype(v, &args->kv_dtype); },
+         "KV cache type of the timed pools (auto: bf16 for bf16 weights, else f32)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "int8", "fp8_e4m3", "q8_0", "q4_0"}));
   cmd->add_option("--batches", args->batches, "Decode batch sizes (sequences)")->delimiter(',')->capture_default_str();
   cmd->add_option("--context", args->context, "Cached tokens per sequence before the decode steps")
       ->check(CLI::PositiveNumber)

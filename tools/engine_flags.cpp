@@ -83,9 +83,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& mode
       ->capture_default_str();
   cmd.add_option_function<std::string>(
          "--kv-cache-dtype", [&e](const std::string& v) { parse_kv_cache_dtype(v, &e.kv_cache_dtype); },
-         "KV cache element type: auto (bf16 for bf16 weights, else f32), f32 or bf16")
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
-      ->option_text("auto|f32|bf16")
+         "KV cache element type: auto (a 16-bit type for 16-bit and quantized weights, else f32), f32, bf16, f16, "
+         "int8 (a scale per token and head), fp8_e4m3, q8_0 or q4_0 (llama.cpp's blocks of 32)")
+      ->check(CLI::IsMember({"auto", "f32", "bf16", "f16", "int8", "fp8_e4m3", "fp8", "q8_0", "q4_0"}))
+      ->option_text("auto|f32|bf16|f16|int8|fp8_e4m3|q8_0|q4_0")
       ->default_str(kv_cache_dtype_name(e.kv_cache_dtype));
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", e.enable_prefix_caching,
                "Share the KV pages of equal prompt prefixes (default on)");

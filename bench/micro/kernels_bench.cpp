@@ -5,6 +5,8 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,28 +20,21 @@ namespace {
 constexpr int64_t kHeads = 14, kKvHeads = 2, kHeadDim = 64, kPage = 16, kHidden = 896;
 
 // Decode (q_len 1) or a prefill chunk (q_len = chunk) for `seqs` sequences with `ctx` tokens of context each,
-// f32 or bf16 KV, over `layers` layers of their own KV (24, as in a model step, so that the cache does not fit
-// the CPU's caches and streams from memory as it does in the engine).
-void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, int64_t q_len, DType kv_dtype,
+// KV of any KvCacheDtype, over `layers` layers of their own KV (24, as in a model step, so that the cache does not
+// fit the CPU's caches and streams from memory as it does in the engine).
+void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, int64_t q_len, KvCacheDtype kv_dtype,
                   int layers) {
   const KernelTable* t = kernel_table(isa);
   if (!t) return state.SkipWithError("ISA not supported on this CPU");
   ThreadPool pool(static_cast<int>(state.range(0)));
   const int64_t pages_per_seq = (ctx + kPage - 1) / kPage;
-  const size_t row = kKvHeads * kHeadDim;
-  const size_t pool_elems = static_cast<size_t>(layers * seqs * pages_per_seq * kPage) * row;
+  const int64_t slots = seqs * pages_per_seq * kPage * kKvHeads;  // token slots x kv heads, per layer
+  const int64_t code_bytes = slots * kHeadDim * kv_code_bits(kv_dtype) / 8;
+  const int64_t scale_bytes = slots * kv_scale_groups(kv_dtype, kHeadDim) * kv_scale_bytes(kv_dtype);
+  const int64_t layer_bytes = (2 * (code_bytes + scale_bytes) + 63) / 64 * 64;
   // Pools as the engine's KvCache holds them: on transparent huge pages.
-  const auto elems = static_cast<int64_t>(pool_elems);
-  Tensor kpt = Tensor::allocate(DType::F32, {elems}), vpt = Tensor::allocate(DType::F32, {elems});
-  Tensor kpt16 = Tensor::allocate(DType::BF16, {elems}), vpt16 = Tensor::allocate(DType::BF16, {elems});
-  float* kp = kpt.mutable_as<float>();
-  float* vp = vpt.mutable_as<float>();
-  auto* kp16 = kpt16.mutable_as<uint16_t>();
-  auto* vp16 = vpt16.mutable_as<uint16_t>();
-  std::fill(kp, kp + pool_elems, 0.01f);
-  std::fill(vp, vp + pool_elems, 0.01f);
-  std::fill(kp16, kp16 + pool_elems, uint16_t{0x3c24});  // bf16 0.01
-  std::fill(vp16, vp16 + pool_elems, uint16_t{0x3c24});
+  Tensor storage = Tensor::allocate(DType::I8, {layers * layer_bytes});
+  auto* base = storage.mutable_as<int8_t>();
   std::vector<int32_t> q_start, q_lens, ctx_lens, tables;
   for (int64_t s = 0; s < seqs; ++s) {
     q_start.push_back(static_cast<int32_t>(s * q_len));
@@ -48,12 +43,20 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, i
     for (int64_t p = 0; p < pages_per_seq; ++p) tables.push_back(static_cast<int32_t>(s * pages_per_seq + p));
   }
   std::vector<float> q(static_cast<size_t>(seqs * q_len * kHeads * kHeadDim), 0.1f), out(q.size());
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> kv(static_cast<size_t>(seqs * pages_per_seq * kPage * kKvHeads * kHeadDim));
+  for (float& x : kv) x = dist(rng);
+  std::vector<int64_t> slot_ids(static_cast<size_t>(seqs * pages_per_seq * kPage));
+  std::iota(slot_ids.begin(), slot_ids.end(), 0);
   std::vector<KvLayerView> caches;
   for (int l = 0; l < layers; ++l) {
-    const size_t at = pool_elems / static_cast<size_t>(layers) * static_cast<size_t>(l);
-    caches.push_back(kv_dtype == DType::BF16
-                         ? KvLayerView{kp16 + at, vp16 + at, PageGeometry::of(kPage), kKvHeads, kHeadDim, DType::BF16}
-                         : KvLayerView{kp + at, vp + at, PageGeometry::of(kPage), kKvHeads, kHeadDim});
+    int8_t* at = base + l * layer_bytes;
+    const bool scaled = scale_bytes > 0;
+    caches.push_back(KvLayerView{at, at + code_bytes, scaled ? at + 2 * code_bytes : nullptr,
+                                 scaled ? at + 2 * code_bytes + scale_bytes : nullptr, PageGeometry::of(kPage),
+                                 kKvHeads, kHeadDim, kv_dtype});
+    t->kv_write(caches.back(), kv.data(), kv.data(), slot_ids.data(), static_cast<int64_t>(slot_ids.size()));
   }
   const AttentionBatch batch{seqs, q_start.data(), q_lens.data(), ctx_lens.data(), tables.data(), pages_per_seq};
   for (auto _ : state) {
@@ -63,8 +66,7 @@ void BM_Attention(benchmark::State& state, Isa isa, int64_t seqs, int64_t ctx, i
   }
   // K and V bytes each sequence reads (once per kv-head span; what bounds decode), and the flops (QK^T and PV,
   // causal; what bounds prefill).
-  state.SetBytesProcessed(state.iterations() * layers * seqs * ctx *
-                          static_cast<int64_t>(dtype_bytes(kv_dtype, 2 * row)));
+  state.SetBytesProcessed(state.iterations() * layers * seqs * ctx * 2 * kKvHeads * kv_head_bytes(kv_dtype, kHeadDim));
   double flops = 0;
   for (int64_t pos = ctx - q_len; pos < ctx; ++pos) flops += 4.0 * kHeads * kHeadDim * static_cast<double>(pos + 1);
   state.counters["GFLOPS"] = benchmark::Counter(static_cast<double>(state.iterations()) * layers * seqs * flops * 1e-9,
@@ -187,8 +189,9 @@ void BM_DeltaNet(benchmark::State& state, Isa isa, bool chunked) {
 int register_all() {
   for (Isa isa : kAllIsas) {
     const std::string s = isa_name(isa);
-    for (DType kv : {DType::F32, DType::BF16}) {
-      const std::string d = kv == DType::BF16 ? "_bf16" : "_f32";
+    for (KvCacheDtype kv : {KvCacheDtype::kF32, KvCacheDtype::kBf16, KvCacheDtype::kF16, KvCacheDtype::kInt8,
+                            KvCacheDtype::kFp8E4m3, KvCacheDtype::kQ8_0, KvCacheDtype::kQ4_0}) {
+      const std::string d = std::string("_") + kv_cache_dtype_name(kv);
       benchmark::RegisterBenchmark(("attention_decode/" + s + "/seqs1_ctx4096" + d).c_str(), BM_Attention, isa, 1, 4096,
                                    1, kv, 1)
           ->Arg(1)

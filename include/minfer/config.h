@@ -13,10 +13,15 @@ namespace minfer {
 // engine without paging must; it exists only to measure what paging gains.
 enum class KvLayout : uint8_t { kPaged, kContiguous };
 
-// Element type of the KV cache. kAuto = bf16 when the model's weights are bf16, else f32. bf16 halves the KV
-// memory (twice the tokens per budget); attention still computes in f32.
-enum class KvCacheDtype : uint8_t { kAuto, kF32, kBf16 };
-// "auto", "f32" or "bf16" (also "float32", "bfloat16"); false for anything else.
+// Element type of the KV cache (vLLM's --kv-cache-dtype, llama.cpp's -ctk/-ctv type names). kAuto = a 16-bit type
+// for models whose weights are 16-bit or quantized (the one this CPU reads fastest), f32 for f32 models. Values are
+// quantized once, as they are written into a page; attention reads the pages as stored, computing in f32:
+//  kInt8: int8 with an f32 scale per token and kv head (MindIE's and xFasterTransformer's layout);
+//  kFp8E4m3: OCP e4m3 with an f32 scale per token and kv head;
+//  kQ8_0 / kQ4_0: llama.cpp's blocks of 32 along the head dimension, an f16 scale each (8.5 / 4.5 bits a value).
+enum class KvCacheDtype : uint8_t { kAuto, kF32, kBf16, kF16, kInt8, kFp8E4m3, kQ8_0, kQ4_0 };
+// "auto", "f32", "bf16", "f16", "int8", "fp8_e4m3" (also "fp8"), "q8_0", "q4_0" (and the long spellings
+// "float32", "bfloat16", "float16"); false for anything else.
 bool parse_kv_cache_dtype(std::string_view name, KvCacheDtype* out);
 const char* kv_cache_dtype_name(KvCacheDtype dtype);
 

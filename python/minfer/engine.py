@@ -129,7 +129,9 @@ class Engine:
         max_num_seqs: most requests running at once.
         max_num_batched_tokens: most tokens one step computes (long prompts are prefilled in chunks).
         kv_layout: "paged", or "contiguous" (max_model_len reserved per request; only to measure paging).
-        kv_cache_dtype: "auto" (bf16 for a bf16 model, else f32), "f32" or "bf16".
+        kv_cache_dtype: "auto" (bf16 for a bf16 model, f16 for f16 and quantized ones, f32 for f32 ones), "f32",
+            "bf16", "f16", "int8" (a scale per token and head), "fp8_e4m3", or llama.cpp's "q8_0" / "q4_0" (blocks
+            of 32 along the head dimension; head_dim must be a multiple of 32). vLLM's --kv-cache-dtype.
         seed: seed of the requests that give none (each gets seed + its request id: a repeatable run whose
             requests still differ); None = such requests draw from the OS's entropy.
         task: "generate" (text), or "embed" (Engine.embed: one pooled, L2-normalised final hidden state per
@@ -169,7 +171,8 @@ class Engine:
         c.model_path = os.fspath(model_path)
         c.fusion_strategy = _choice("fusion_strategy", fusion_strategy, ("auto", "none"))
         c.kv_layout = _choice("kv_layout", kv_layout, ("paged", "contiguous"))
-        c.kv_cache_dtype = _choice("kv_cache_dtype", kv_cache_dtype, ("auto", "f32", "bf16"))
+        c.kv_cache_dtype = _choice("kv_cache_dtype", kv_cache_dtype,
+                                   ("auto", "f32", "bf16", "f16", "int8", "fp8_e4m3", "q8_0", "q4_0"))
         c.task = _choice("task", task, ("generate", "embed"))
         c.pooling = _choice("pooling", pooling, ("last", "mean"))
         c.enable_continuous_batching = _checks.as_bool(_OWNER, "enable_continuous_batching",

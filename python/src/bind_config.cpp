@@ -75,7 +75,8 @@ void bind_engine_config(py::module_& m) {
           "kv_cache_dtype", [](const EngineConfig& c) { return std::string(kv_cache_dtype_name(c.kv_cache_dtype)); },
           [](EngineConfig& c, const std::string& name) {
             if (!parse_kv_cache_dtype(name, &c.kv_cache_dtype))
-              throw std::invalid_argument("kv_cache_dtype: '" + name + "' is not auto, f32 or bf16");
+              throw std::invalid_argument("kv_cache_dtype: '" + name +
+                                          "' is not auto, f32, bf16, f16, int8, fp8_e4m3, q8_0 or q4_0");
           })
       .def_readwrite("enable_prefix_caching", &EngineConfig::enable_prefix_caching)
       .def_readwrite("max_model_len", &EngineConfig::max_model_len)

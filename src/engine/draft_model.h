@@ -34,7 +34,7 @@ struct DraftModelOptions {
   graph::FusionOptions fusion;
   PageGeometry page;
   int64_t num_pages = 0;  // the draft pool, null page included
-  DType kv_dtype = DType::F32;
+  KvCacheDtype kv_dtype = KvCacheDtype::kF32;
   int64_t max_model_len = 0;
   int64_t max_catch_up = 2048;  // tokens one step catches up at most, all sequences together
 };

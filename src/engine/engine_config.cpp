@@ -45,28 +45,6 @@ void EngineConfig::validate() const {
     fail("EngineConfig.speculative needs task generate: an embedding engine samples no tokens");
 }
 
-bool parse_kv_cache_dtype(std::string_view name, KvCacheDtype* out) {
-  if (name == "auto") {
-    *out = KvCacheDtype::kAuto;
-  } else if (name == "f32" || name == "float32") {
-    *out = KvCacheDtype::kF32;
-  } else if (name == "bf16" || name == "bfloat16") {
-    *out = KvCacheDtype::kBf16;
-  } else {
-    return false;
-  }
-  return true;
-}
-
-const char* kv_cache_dtype_name(KvCacheDtype dtype) {
-  switch (dtype) {
-    case KvCacheDtype::kAuto: return "auto";
-    case KvCacheDtype::kF32: return "f32";
-    case KvCacheDtype::kBf16: return "bf16";
-  }
-  return "";
-}
-
 bool parse_speculative_method(std::string_view name, SpeculativeMethod* out) {
   if (name == "none") {
     *out = SpeculativeMethod::kNone;

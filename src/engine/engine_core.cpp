@@ -15,12 +15,21 @@
 namespace minfer {
 namespace {
 
+// The model's own context unless one is given (fit_max_model_len may then cut it to the KV budget).
 int64_t resolve_max_model_len(const EngineConfig& c, const ModelConfig& m) {
-  if (c.max_model_len == 0) return std::min<int64_t>(m.max_position_embeddings, 8192);
+  if (c.max_model_len == 0) return m.max_position_embeddings;
   if (c.max_model_len > m.max_position_embeddings)
     fail("max_model_len {} exceeds the model's context ({} positions, max_position_embeddings); lower it",
          c.max_model_len, m.max_position_embeddings);
   return c.max_model_len;
+}
+
+// kAuto: bf16 models keep their own type; f16 and quantized ones take f16 (llama.cpp's default KV type: read through
+// F16C as fast as bf16 in decode and prefill, docs/BENCHMARKS.md, with three more mantissa bits); f32 models, and
+// CPUs without AVX2 (whose scalar kernels would convert every half on its own), f32.
+KvCacheDtype auto_kv_cache_dtype(DType weights) {
+  if (weights == DType::F32 || std::string_view(kernels::active_isa()) == "scalar") return KvCacheDtype::kF32;
+  return weights == DType::BF16 ? KvCacheDtype::kBf16 : KvCacheDtype::kF16;
 }
 
 }  // namespace
@@ -38,7 +47,8 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
   if (config_.quant.enabled()) quantize_model(shard_ ? *shard_ : weights_, config_.quant, pool_.size());
   load_tokenizer_and_eos_ids();
   resolve_config();
-  const KvPoolRequest request = kv_pool_request();
+  KvPoolRequest request = kv_pool_request();
+  fit_max_model_len(request);
   create_kv_groups(request);
   start_runner();
   start_scheduler();
@@ -61,14 +71,14 @@ void EngineCore::load_tokenizer_and_eos_ids() {
 // The config's automatic and conflicting settings as this model and this machine resolve them.
 void EngineCore::resolve_config() {
   const ModelConfig& m = weights_.config;
+  max_model_len_source_ = config_.max_model_len > 0 ? "given" : "the model's max_position_embeddings";
   config_.max_model_len = resolve_max_model_len(config_, m);
   config_.num_threads = pool_.size();
   if (contiguous_kv() && config_.enable_prefix_caching) {
     spdlog::info("prefix caching is off in the contiguous KV layout");
     config_.enable_prefix_caching = false;
   }
-  if (config_.kv_cache_dtype == KvCacheDtype::kAuto)
-    config_.kv_cache_dtype = m.dtype == DType::BF16 ? KvCacheDtype::kBf16 : KvCacheDtype::kF32;
+  if (config_.kv_cache_dtype == KvCacheDtype::kAuto) config_.kv_cache_dtype = auto_kv_cache_dtype(m.dtype);
 }
 
 // Compiles the model's graph (the other ranks of a tensor-parallel group load theirs meanwhile).

@@ -104,6 +104,7 @@ class EngineCore {
 
   // The KV pools (engine_core_kv.cpp).
   KvPoolRequest kv_pool_request() const;
+  void fit_max_model_len(KvPoolRequest& request);
   void create_kv_groups(const KvPoolRequest& request);
   void create_state_pool(KvPoolRequest& request);
   void create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages);
@@ -143,6 +144,7 @@ class EngineCore {
 
   EngineConfig config_;
   PageGeometry page_;  // from config_.page_size, checked once; every pool, page manager and view gets this one
+  std::string max_model_len_source_;  // which bound set config_.max_model_len, for the start-up log
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;

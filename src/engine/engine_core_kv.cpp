@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/system_memory.h"
 #include "engine/engine_core.h"
 #include "kv/kv_budget.h"
 
@@ -22,7 +23,7 @@ int64_t activation_bytes(const EngineConfig& c, const ModelConfig& m) {
 KvPoolRequest EngineCore::kv_pool_request() const {
   const ModelConfig& m = weights_.config;
   KvPoolRequest req;
-  req.shape.dtype = config_.kv_cache_dtype == KvCacheDtype::kBf16 ? DType::BF16 : DType::F32;
+  req.shape.dtype = config_.kv_cache_dtype;
   req.shape.num_layers = 0;  // the attention layers: recurrent ones keep a state slot instead (create_state_pool)
   for (int64_t i = 0; i < m.num_layers; ++i) req.shape.num_layers += m.attends(i) ? 1 : 0;
   req.shape.kv_heads = runner_weights().config.num_kv_heads;  // this rank's, under tensor parallel
@@ -30,19 +31,46 @@ KvPoolRequest EngineCore::kv_pool_request() const {
   req.shape.page = page_;
   req.max_model_len = config_.max_model_len;
   req.max_useful_pages = config_.max_num_seqs * pages_per_seq();
+  const SystemMemory mem = read_system_memory();  // read after the weights are loaded: they are not available
+  const int64_t activations = activation_bytes(config_, m);
   if (config_.kv_cache_memory > 0) {
     req.budget_bytes = config_.kv_cache_memory;
     req.budget_source = "kv_cache_memory";
+    // The pool is committed as it fills: a budget beyond what this machine (or container) can give would start,
+    // then be killed by the kernel under load, with every request in flight.
+    if (config_.kv_cache_memory + activations > mem.available())
+      fail(
+          "the KV budget (--kv-cache-memory / kv_cache_memory) of {} MiB, with {} MiB for activations, exceeds the "
+          "memory this process can still take with its weights loaded: {}. Lower --kv-cache-memory, or leave it "
+          "at 0 to take --kv-cache-memory-fraction ({}) of what is available",
+          config_.kv_cache_memory >> 20, activations >> 20, mem.describe(), config_.kv_cache_memory_fraction);
     return req;
   }
-  const int64_t avail = available_memory_bytes();
-  req.budget_bytes = static_cast<int64_t>(static_cast<double>(avail) * config_.kv_cache_memory_fraction) -
-                     activation_bytes(config_, m);
-  req.budget_source =
-      fmt::format("{:.0f}% of {} MiB available, less {} MiB for activations", 100 * config_.kv_cache_memory_fraction,
-                  avail >> 20, activation_bytes(config_, m) >> 20);
+  const int64_t avail = mem.available();
+  req.budget_bytes = static_cast<int64_t>(static_cast<double>(avail) * config_.kv_cache_memory_fraction) - activations;
+  req.budget_source = fmt::format("{:.0f}% of {}, less {} MiB for activations", 100 * config_.kv_cache_memory_fraction,
+                                  mem.describe(), activations >> 20);
   share_kv_budget(req);
   return req;
+}
+
+// With no max_model_len given, the model's own context, cut to what the KV budget holds for one sequence (half the
+// budget when recurrent layers take state slots from it too; the windows of sliding-window layers are counted as
+// whole-context layers, so the cut is on the safe side). Past that the start-up refusal of plan_kv_pool applies.
+void EngineCore::fit_max_model_len(KvPoolRequest& request) {
+  if (max_model_len_source_ == "given" || contiguous_kv()) return;
+  const bool states = runner_weights().config.has_recurrent_layers();
+  const int64_t usable = states ? request.budget_bytes / 2 : request.budget_bytes;
+  const int64_t fits = (usable / request.shape.bytes_per_page() - 1) * page_.size();  // less the null page
+  if (fits >= config_.max_model_len || fits < page_.size()) return;
+  spdlog::info(
+      "max_model_len {}: the model's {} positions do not fit the KV budget for one sequence (use a "
+      "quantized --kv-cache-dtype or a larger --kv-cache-memory for more)",
+      fits, config_.max_model_len);
+  max_model_len_source_ = fmt::format("bounded by the {} MiB KV budget", request.budget_bytes >> 20);
+  config_.max_model_len = fits;
+  request.max_model_len = fits;
+  request.max_useful_pages = config_.max_num_seqs * pages_per_seq();
 }
 
 // The recurrent layers' state slots, from the same budget as the pages: one per sequence that may run
@@ -126,10 +154,11 @@ void EngineCore::create_kv_groups(const KvPoolRequest& request) {
 void EngineCore::log_kv_pools() const {
   const ModelConfig& m = weights_.config;
   spdlog::info(
-      "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}){}, {} layout, prefix "
-      "caching {}, {} batching",
+      "KV pool: {} pages of {} tokens ({} tokens, {} MiB {}, {} full-length sequences of {}, max_model_len {}){}, {} "
+      "layout, prefix caching {}, {} batching",
       kv_pages_, page_.size(), kv_pages_ * page_.size(), config_.kv_cache_memory >> 20,
       kv_cache_dtype_name(config_.kv_cache_dtype), kv_pages_ / pages_per_seq(), config_.max_model_len,
+      max_model_len_source_,
       window_.pages && full_.pages
           ? fmt::format(" for {} full-attention layers, {} pages for the {}-position windows of the other {}",
                         full_.cache->shape().num_layers, window_.pages->num_usable_pages(), m.sliding_window,

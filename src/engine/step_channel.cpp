@@ -13,7 +13,7 @@ enum Message : int32_t { kSetup = 1, kStep = 2, kEndEngine = 3, kEndRun = 4 };
 nlohmann::json shape_json(const std::optional<KvCacheShape>& s) {
   if (!s) return nullptr;
   return {{"num_layers", s->num_layers}, {"kv_heads", s->kv_heads},   {"head_dim", s->head_dim},
-          {"page", s->page.size()},      {"num_pages", s->num_pages}, {"bf16", s->dtype == DType::BF16}};
+          {"page", s->page.size()},      {"num_pages", s->num_pages}, {"dtype", static_cast<int>(s->dtype)}};
 }
 
 std::optional<KvCacheShape> shape_of(const nlohmann::json& j) {
@@ -24,7 +24,7 @@ std::optional<KvCacheShape> shape_of(const nlohmann::json& j) {
   s.head_dim = j.at("head_dim");
   s.page = PageGeometry::of(j.at("page").get<int64_t>());
   s.num_pages = j.at("num_pages");
-  s.dtype = j.at("bf16").get<bool>() ? DType::BF16 : DType::F32;
+  s.dtype = static_cast<KvCacheDtype>(j.at("dtype").get<int>());
   return s;
 }
 

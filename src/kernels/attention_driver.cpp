@@ -26,8 +26,10 @@ void check_batch(int64_t heads, const KvLayerView& cache, const AttentionBatch& 
   if (cache.head_dim <= 0 || cache.page.size() <= 0) {
     fail("paged_attention: head_dim {} and page_size {} must be positive", cache.head_dim, cache.page.size());
   }
-  if (cache.dtype != DType::F32 && cache.dtype != DType::BF16) {
-    fail("paged_attention: KV cache of {} (f32 or bf16 supported)", dtype_name(cache.dtype));
+  if (cache.code_bits() == 0) fail("paged_attention: KV cache of type {}", kv_cache_dtype_name(cache.dtype));
+  if (kv_is_blocked(cache.dtype) && cache.head_dim % kKvBlockDims != 0) {
+    fail("paged_attention: a {} KV cache needs head_dim a multiple of {}, got {}", kv_cache_dtype_name(cache.dtype),
+         kKvBlockDims, cache.head_dim);
   }
   for (int64_t s = 0; s < batch.num_seqs; ++s) {
     const int64_t q_len = batch.q_len[s];

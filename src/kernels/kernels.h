@@ -10,6 +10,7 @@
 #include <string>
 
 #include "base/thread_pool.h"
+#include "kernels/kv_format.h"
 #include "kernels/page_geometry.h"
 #include "tensor/tensor.h"
 
@@ -61,23 +62,35 @@ void softmax(float* x, int64_t rows, int64_t cols);
 void embedding(const int32_t* ids, int64_t n, const Tensor& table, float* out);
 
 // ---- Paged KV cache and attention --------------------------------------------------------------------
-// One layer's cache: k and v pools of num_pages pages of page_size token slots, elements of `dtype` (F32, or
-// BF16 to halve the KV memory; attention always computes in f32). Token slot s lives in page s / page_size at
-// offset t = s % page_size. Within a page every kv head has its own block of page_size x head_dim elements
+// One layer's cache: k and v pools of num_pages pages of page_size token slots, each value stored as `dtype`
+// (KvCacheDtype; attention always computes in f32). Token slot s lives in page s / page_size at offset
+// t = s % page_size. Within a page every kv head has its own block of page_size x head_dim elements
 // (head_block), so one head's keys of a page are contiguous for the attention that reads them:
 //  * keys transposed: element d of key t at d * page_size + t, so one vector load reads a dimension of 16
 //    consecutive keys and the scores of 16 keys are 16-wide FMAs with no transpose or horizontal sum;
 //  * values row by row: element d of value t at t * head_dim + d, the row a weighted sum of values adds.
+// Elements are codes of code_bits() bits: an element offset i is at byte i * code_bits / 8. q4_0 packs two codes
+// a byte: keys the dimension pair (2i, 2i + 1) of a key in one byte (low nibble first), values llama.cpp's
+// block_q4_0 order (byte i of a block of 32: element i low, element 16 + i high). The scaled types keep
+// scale_groups() scales per token and kv head in k_scale / v_scale, from scale_block(page, g): a key's scale of
+// group b at b * page_size + t (transposed like the keys), a value's at t * scale_groups() + b.
 struct KvLayerView {
   void* k = nullptr;
   void* v = nullptr;
+  void* k_scale = nullptr;  // f32 (int8, fp8_e4m3) or f16 (q8_0, q4_0) scales; null for the unscaled types
+  void* v_scale = nullptr;
   PageGeometry page;
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
-  DType dtype = DType::F32;
+  KvCacheDtype dtype = KvCacheDtype::kF32;
 
   // Element offset of kv head g's block in page `page` (the same in the k and v pools).
   int64_t head_block(int64_t page_id, int64_t g) const { return (page_id * kv_heads + g) * page.size() * head_dim; }
+  int code_bits() const { return kv_code_bits(dtype); }
+  int64_t scale_groups() const { return kv_scale_groups(dtype, head_dim); }
+  int64_t scale_block(int64_t page_id, int64_t g) const {
+    return (page_id * kv_heads + g) * page.size() * scale_groups();
+  }
 };
 
 // Writes k, v [tokens, kv_heads, head_dim] (f32; rounded to nearest even for a bf16 cache) into the cache at

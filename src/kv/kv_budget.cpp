@@ -1,7 +1,6 @@
 #include "kv/kv_budget.h"
 
 #include <algorithm>
-#include <fstream>
 #include <string>
 
 #include "base/error.h"
@@ -28,11 +27,11 @@ KvPoolPlan plan_kv_pool(const KvPoolRequest& r) {
         "{:.1f} MiB. Lower max_model_len (to at most {} with this budget), raise the KV budget "
         "(--kv-cache-memory / kv_cache_memory){}, or use a smaller model or quantization",
         r.max_model_len, mib(needed), plan.pages_per_max_seq + 1, r.shape.page.size(), mib(per_page),
-        r.shape.num_layers, r.shape.kv_heads, r.shape.head_dim, dtype_name(r.shape.dtype), r.budget_source,
+        r.shape.num_layers, r.shape.kv_heads, r.shape.head_dim, kv_cache_dtype_name(r.shape.dtype), r.budget_source,
         mib(r.budget_bytes), max_len_fits,
-        r.shape.dtype == DType::F32 ? ", store the KV cache in bf16 (--kv-cache-dtype bf16 / kv_cache_dtype, half the "
-                                      "memory)"
-                                    : "");
+        kv_code_bits(r.shape.dtype) <= 8       ? ""
+        : r.shape.head_dim % kKvBlockDims == 0 ? ", store the KV cache quantized (--kv-cache-dtype q8_0, q4_0 or int8)"
+                                               : ", store the KV cache quantized (--kv-cache-dtype int8 or fp8_e4m3)");
   }
   int64_t usable = affordable;
   if (r.max_useful_pages > 0) usable = std::min(usable, std::max(r.max_useful_pages, plan.pages_per_max_seq));
@@ -41,18 +40,6 @@ KvPoolPlan plan_kv_pool(const KvPoolRequest& r) {
   plan.num_pages = usable + 1;
   plan.bytes = plan.num_pages * per_page;
   return plan;
-}
-
-int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t value = 0;
-  std::string unit;
-  while (in >> key >> value) {
-    std::getline(in, unit);
-    if (key == "MemAvailable:") return value * 1024;
-  }
-  return 0;
 }
 
 }  // namespace minfer

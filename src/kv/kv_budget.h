@@ -26,7 +26,4 @@ struct KvPoolPlan {
 // Throws minfer::Error when the budget cannot hold one sequence of max_model_len tokens.
 KvPoolPlan plan_kv_pool(const KvPoolRequest& request);
 
-// MemAvailable from /proc/meminfo (0 when unknown).
-int64_t available_memory_bytes();
-
 }  // namespace minfer

@@ -8,13 +8,27 @@
 
 namespace minfer {
 
+namespace {
+
+constexpr int64_t round_up_64(int64_t bytes) { return (bytes + 63) / 64 * 64; }
+
+}  // namespace
+
+// Each layer's K codes, V codes, K scales and V scales, one after the other, each on a 64-byte boundary.
 KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   MINFER_CHECK(shape.num_pages >= 2 && shape.page.size() > 0, "KV cache needs at least one usable page");
-  MINFER_CHECK(shape.dtype == DType::F32 || shape.dtype == DType::BF16, "KV cache of {}: f32 or bf16 only",
-               dtype_name(shape.dtype));
-  const int64_t per_layer =
-      shape.num_pages * shape.page.size() * shape.kv_heads * shape.head_dim * shape.element_bytes();  // bytes
-  const size_t bytes = static_cast<size_t>(2 * shape.num_layers * per_layer);
+  MINFER_CHECK(kv_code_bits(shape.dtype) > 0, "KV cache of type {}", kv_cache_dtype_name(shape.dtype));
+  if (kv_is_blocked(shape.dtype) && shape.head_dim % kKvBlockDims != 0)
+    fail(
+        "--kv-cache-dtype {} stores blocks of {} along the head dimension, but this model's head_dim is {}; use "
+        "int8, fp8_e4m3 or a 16-bit type",
+        kv_cache_dtype_name(shape.dtype), kKvBlockDims, shape.head_dim);
+  const int64_t slots = shape.num_pages * shape.page.size() * shape.kv_heads;  // token slots x kv heads
+  const int64_t code_bytes = round_up_64(slots * shape.head_dim * kv_code_bits(shape.dtype) / 8);
+  const int64_t scale_bytes =
+      round_up_64(slots * kv_scale_groups(shape.dtype, shape.head_dim) * kv_scale_bytes(shape.dtype));
+  const int64_t per_layer = 2 * (code_bytes + scale_bytes);
+  const size_t bytes = static_cast<size_t>(shape.num_layers * per_layer);
   constexpr size_t kHugePage = size_t{2} << 20;
   storage_.bytes = bytes + kHugePage;
   void* base =
@@ -27,9 +41,14 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   data_ = static_cast<unsigned char*>(base) + (kHugePage - addr % kHugePage) % kHugePage;
   ::madvise(data_, bytes, MADV_HUGEPAGE);  // advice only: ignored where THP is off
   for (int64_t l = 0; l < shape.num_layers; ++l) {
+    unsigned char* layer = data_ + l * per_layer;
     kernels::KvLayerView v;
-    v.k = data_ + (2 * l) * per_layer;
-    v.v = data_ + (2 * l + 1) * per_layer;
+    v.k = layer;
+    v.v = layer + code_bytes;
+    if (scale_bytes > 0) {
+      v.k_scale = layer + 2 * code_bytes;
+      v.v_scale = layer + 2 * code_bytes + scale_bytes;
+    }
     v.page = shape.page;
     v.kv_heads = shape.kv_heads;
     v.head_dim = shape.head_dim;

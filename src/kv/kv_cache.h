@@ -1,6 +1,6 @@
 // The paged KV cache pool: for every layer, K and V pools of num_pages pages (each page_size x kv_heads x
-// head_dim elements in the layout of kernels::KvLayerView) of f32 or bf16 (half the memory; attention still
-// computes in f32), allocated once. Sequences address it through page tables
+// head_dim elements in the layout of kernels::KvLayerView) stored as the shape's KvCacheDtype (with their scales for
+// the quantized types; attention still computes in f32), allocated once. Sequences address it through page tables
 // of page ids; page 0 is a reserved null page that is never handed out, so a zeroed page table entry can never alias a
 // live page.
 #pragma once
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/kv_format.h"
 
 namespace minfer {
 
@@ -19,12 +20,11 @@ struct KvCacheShape {
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   PageGeometry page;
-  int64_t num_pages = 0;     // including the null page
-  DType dtype = DType::F32;  // F32 or BF16
+  int64_t num_pages = 0;                    // including the null page
+  KvCacheDtype dtype = KvCacheDtype::kF32;  // never kAuto
 
-  int64_t element_bytes() const { return dtype == DType::BF16 ? 2 : 4; }
-  // Bytes one page takes across all layers (K and V).
-  int64_t bytes_per_page() const { return 2 * num_layers * page.size() * kv_heads * head_dim * element_bytes(); }
+  // Bytes one page takes across all layers (K and V, scales included).
+  int64_t bytes_per_page() const { return 2 * num_layers * page.size() * kv_heads * kv_head_bytes(dtype, head_dim); }
 };
 
 class KvCache {

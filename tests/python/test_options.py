@@ -81,7 +81,8 @@ def test_device_other_than_cpu(stories_model):
 @pytest.mark.parametrize("field, value, error, pattern", [
     ("fusion_strategy", "fast", ValueError, r"fusion_strategy must be one of 'auto', 'none', got 'fast'"),
     ("kv_layout", "flat", ValueError, "kv_layout must be one of"),
-    ("kv_cache_dtype", "f16", ValueError, r"kv_cache_dtype must be one of 'auto', 'f32', 'bf16', got 'f16'"),
+    ("kv_cache_dtype", "f8", ValueError, r"kv_cache_dtype must be one of 'auto', 'f32', 'bf16', 'f16', 'int8', "
+                                         r"'fp8_e4m3', 'q8_0', 'q4_0', got 'f8'"),
     ("page_size", 7, ValueError, r"page_size must be a power of two in \[8, 256\], got 7"),
     ("page_size", "16", TypeError, "page_size must be an int, got str"),
     ("page_size", 16.0, TypeError, "page_size must be an int, got float"),

@@ -112,11 +112,19 @@ TEST(EngineApi, RejectsWhatCannotBeServed) {
 TEST(EngineApi, RefusesToStartWhenOneSequenceDoesNotFit) {
   EngineConfig c = config();
   c.kv_cache_memory = 100000;  // stories260K: 20 KiB a page, so under 5 pages; 512 tokens need 32
+  c.max_model_len = 512;
   const std::string msg = expect_error([&] { Engine e(c); });
   EXPECT_NE(msg.find("max_model_len=512"), std::string::npos) << msg;
   EXPECT_NE(msg.find("kv_cache_memory"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--kv-cache-dtype bf16"), std::string::npos) << msg;
+  // head_dim 8: llama.cpp's blocks of 32 do not apply, the per-token types do.
+  EXPECT_NE(msg.find("--kv-cache-dtype int8"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("q8_0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("quantization"), std::string::npos) << msg;
+  // With no max_model_len given, the model's 512 positions are cut to the 4 pages the budget holds, less the
+  // null page.
+  c.max_model_len = 0;
+  Engine fitted(c);
+  EXPECT_EQ(fitted.config().max_model_len, 48);
   c = config();
   c.page_size = 12;
   EXPECT_NE(expect_error([&] { Engine e(c); }).find("page_size"), std::string::npos);
@@ -146,7 +154,13 @@ TEST(EngineApi, KvCacheDtypeAutoFollowsTheWeightsAndBf16HoldsTwiceTheTokens) {
   EXPECT_EQ(d, KvCacheDtype::kBf16);
   EXPECT_TRUE(parse_kv_cache_dtype("f32", &d));
   EXPECT_EQ(d, KvCacheDtype::kF32);
-  EXPECT_FALSE(parse_kv_cache_dtype("f16", &d));
+  for (const char* name : {"f16", "int8", "fp8_e4m3", "q8_0", "q4_0"}) {
+    EXPECT_TRUE(parse_kv_cache_dtype(name, &d)) << name;
+    EXPECT_STREQ(kv_cache_dtype_name(d), name);
+  }
+  EXPECT_TRUE(parse_kv_cache_dtype("fp8", &d));
+  EXPECT_EQ(d, KvCacheDtype::kFp8E4m3);
+  EXPECT_FALSE(parse_kv_cache_dtype("q5_0", &d));
   EXPECT_STREQ(kv_cache_dtype_name(KvCacheDtype::kAuto), "auto");
 }
 

@@ -13,6 +13,7 @@
 
 #include "engine/engine_access.h"
 #include "engine_test_support.h"
+#include "kv/state_pool.h"
 #include "minfer/engine.h"
 #include "model/test_model_writer.h"
 
@@ -177,19 +178,38 @@ TEST_P(BatchingTest, ConcurrentGreedyEqualsAlone) {
   }
 }
 
-// The same with a bf16 KV cache: rounding K and V changes the tokens against f32, but batched and alone
-// still agree exactly (the rounding is per token, and attention's result per row does not depend on the batch).
-TEST_P(BatchingTest, Bf16KvCacheBatchedEqualsAlone) {
+// The same with 16-bit and quantized KV caches: rounding K and V changes the tokens against f32, but batched and
+// alone still agree exactly, with and without prefix caching, and under preemption (the quantization is per token
+// as it is written, and attention's result per row does not depend on the batch).
+TEST_P(BatchingTest, QuantizedKvCacheBatchedEqualsAlone) {
   const std::string model = model_path(GetParam());
   const std::vector<Request> reqs = make_requests(8, 250, 13);
-  const auto alone = run_alone(model, reqs, KvCacheDtype::kBf16);
-  EngineConfig c = base_config(model);
-  c.kv_cache_dtype = KvCacheDtype::kBf16;
-  for (bool prefix : {true, false}) {
-    SCOPED_TRACE(prefix ? "prefix caching on" : "prefix caching off");
-    c.enable_prefix_caching = prefix;
-    const auto batched = run_batched(c, reqs, nullptr);
-    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batched[i], alone[i]) << "request " << i;
+  const ModelConfig m = [&] {
+    Engine probe(base_config(model));
+    return EngineAccess::core(probe).model_config();
+  }();
+  const int64_t head_dim = m.head_dim;
+  for (KvCacheDtype dtype : {KvCacheDtype::kBf16, testing::quantized_kv_for(GetParam(), head_dim)}) {
+    SCOPED_TRACE(kv_cache_dtype_name(dtype));
+    const auto alone = run_alone(model, reqs, dtype);
+    EngineConfig c = base_config(model);
+    c.kv_cache_dtype = dtype;
+    for (bool prefix : {true, false}) {
+      SCOPED_TRACE(prefix ? "prefix caching on" : "prefix caching off");
+      c.enable_prefix_caching = prefix;
+      EngineStats stats;
+      const auto batched = run_batched(c, reqs, &stats);
+      for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(batched[i], alone[i]) << "request " << i;
+    }
+    if (dtype == KvCacheDtype::kBf16) continue;
+    // Preemption: room for one max_model_len sequence and a little more (and two state slots for a hybrid).
+    int64_t attention_layers = 0;
+    for (int64_t l = 0; l < m.num_layers; ++l) attention_layers += m.attends(l) ? 1 : 0;
+    const int64_t page_bytes = 2 * 16 * attention_layers * m.num_kv_heads * kv_head_bytes(dtype, head_dim);
+    c.kv_cache_memory = page_bytes * (128 / 16 + 3) + (m.has_recurrent_layers() ? 2 * StatePool::slot_bytes(m) : 0);
+    EngineStats stats;
+    const auto preempted = run_batched(c, reqs, &stats);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(preempted[i], alone[i]) << "preempted, request " << i;
   }
 }
 

@@ -211,6 +211,27 @@ TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEngines) {
   }
 }
 
+// Speculative decoding on a quantized KV cache: the rejected drafts' K and V are overwritten as the next drafts are
+// written, and greedy ids equal the plain engine's on the same KV type.
+TEST_P(SpeculativeTest, GreedyOutputsEqualThePlainEnginesOnQuantizedKv) {
+  EngineConfig base = testing::small_engine_config(model(), 1, 160);
+  const ModelConfig m = [&] {
+    Engine probe(base);
+    return EngineAccess::core(probe).model_config();
+  }();
+  base.kv_cache_dtype = testing::quantized_kv_for(GetParam() + "-spec", m.head_dim);
+  SCOPED_TRACE(kv_cache_dtype_name(base.kv_cache_dtype));
+  const auto prompts = quoting_prompts(8, static_cast<int32_t>(std::min<int64_t>(m.vocab_size, 500)), 5);
+  const auto params = greedy_params(prompts.size(), 9);
+  const RunResult plain = run_all(base, prompts, params);
+  for (int k : {1, 4}) {
+    const RunResult spec = run_all(spec_config(base, k), prompts, params);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      EXPECT_EQ(spec.outputs[i].token_ids, plain.outputs[i].token_ids) << "k=" << k << " request " << i;
+    EXPECT_GT(spec.stats.spec_draft_tokens, 0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, SpeculativeTest,
                          ::testing::Values("stories260K", "tiny-llama", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3.5",
                                            "tiny-lfm2", "tiny-granite-4.0-h", "tiny-qwen3-next", "tiny-lfm2-moe",

@@ -45,6 +45,17 @@ inline std::string tiny_model_dir(const std::string& preset, uint64_t seed = 7) 
   return dir.string();
 }
 
+// The KV type a model is tested with beside f32 and bf16: one of the quantized ones (or f16), chosen from the model's
+// name so that the presets cover every type (llama.cpp's blocks only where head_dim is a multiple of 32).
+inline KvCacheDtype quantized_kv_for(const std::string& name, int64_t head_dim) {
+  size_t h = 0;
+  for (char ch : name) h = h * 31 + static_cast<unsigned char>(ch);
+  const KvCacheDtype blocked[] = {KvCacheDtype::kQ8_0, KvCacheDtype::kQ4_0, KvCacheDtype::kInt8, KvCacheDtype::kFp8E4m3,
+                                  KvCacheDtype::kF16};
+  const KvCacheDtype per_token[] = {KvCacheDtype::kInt8, KvCacheDtype::kFp8E4m3, KvCacheDtype::kF16};
+  return head_dim % 32 == 0 ? blocked[h % 5] : per_token[h % 3];
+}
+
 // Greedy sampling of up to max_tokens (EOS ignored unless stop_at_eos).
 inline SamplingParams greedy(int32_t max_tokens, bool stop_at_eos = false) {
   SamplingParams p;

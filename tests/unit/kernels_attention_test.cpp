@@ -1,10 +1,13 @@
 // Paged attention and the KV-cache write: every ISA's table against the scalar paged reference and against a
 // dense (unpaged, double-precision) reference on random batches: page sizes 8..256, GQA and MHA, decode steps,
-// whole prompts and prompt chunks that attend to cached pages, f32 and bf16 KV, and long contexts split into
-// ranges whose partial softmax results are merged (flash-decoding).
+// whole prompts and prompt chunks that attend to cached pages, every KV cache type (f32, bf16, f16, int8, fp8_e4m3,
+// q8_0, q4_0: the kernels against the reference reading the same codes, the reference against a dense attention
+// over the decoded values), and long contexts split into ranges whose partial softmax results are merged
+// (flash-decoding).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <string>
 
@@ -21,21 +24,33 @@ using testing::available_tables;
 using testing::expect_close;
 using testing::random_floats;
 
+// Every KV cache type, and the head dims each is tested with (llama.cpp's blocks need multiples of 32).
+constexpr KvCacheDtype kKvDtypes[] = {KvCacheDtype::kF32,  KvCacheDtype::kBf16,    KvCacheDtype::kF16,
+                                      KvCacheDtype::kInt8, KvCacheDtype::kFp8E4m3, KvCacheDtype::kQ8_0,
+                                      KvCacheDtype::kQ4_0};
+std::string kv_name(KvCacheDtype d) { return kv_cache_dtype_name(d); }
+
 struct Batch {
   int64_t heads, kv_heads, head_dim, page_size;
-  DType dtype = DType::F32;
-  std::vector<float> k_pool, v_pool;     // f32 cache
-  std::vector<uint16_t> k_bf16, v_bf16;  // bf16 cache
+  KvCacheDtype dtype = KvCacheDtype::kF32;
+  std::vector<uint8_t> k_codes, v_codes, k_scales, v_scales;  // the pools, as KvCache lays them out
   std::vector<float> q;
   std::vector<int32_t> q_start, q_len, context_len, page_tables;
   int64_t max_pages = 0;
   int64_t tokens = 0;
-  // Per sequence, its whole context [ctx, kv_heads, head_dim] (bf16-rounded for bf16): what the cache holds.
+  // Per sequence, its whole context [ctx, kv_heads, head_dim] as the cache holds it (decoded): the dense
+  // reference's input.
   std::vector<std::vector<float>> dense_k, dense_v;
   KvLayerView view() {
-    if (dtype == DType::BF16)
-      return KvLayerView{k_bf16.data(), v_bf16.data(), PageGeometry::of(page_size), kv_heads, head_dim, dtype};
-    return KvLayerView{k_pool.data(), v_pool.data(), PageGeometry::of(page_size), kv_heads, head_dim, dtype};
+    const bool scaled = !k_scales.empty();
+    return KvLayerView{k_codes.data(),
+                       v_codes.data(),
+                       scaled ? k_scales.data() : nullptr,
+                       scaled ? v_scales.data() : nullptr,
+                       PageGeometry::of(page_size),
+                       kv_heads,
+                       head_dim,
+                       dtype};
   }
   AttentionBatch batch() const {
     return AttentionBatch{static_cast<int64_t>(q_len.size()),
@@ -47,10 +62,35 @@ struct Batch {
   }
 };
 
+// Pools of `slots` token slots x kv heads, every value unwritten: NaN for the float types, NaN scales for the
+// scaled ones (their codes are zero), so reading a slot that was never written poisons the result.
+void allocate_poisoned(Batch& b, int64_t slots) {
+  const int64_t hd = b.head_dim, groups = kv_scale_groups(b.dtype, hd);
+  b.k_codes.assign(static_cast<size_t>(slots * hd * kv_code_bits(b.dtype) / 8 + 64), 0);
+  b.k_scales.assign(static_cast<size_t>(slots * groups * kv_scale_bytes(b.dtype)), 0);
+  const auto fill16 = [](std::vector<uint8_t>& pool, uint16_t bits) {
+    for (size_t i = 0; i + 1 < pool.size(); i += 2) std::memcpy(pool.data() + i, &bits, 2);
+  };
+  const auto fill32 = [](std::vector<uint8_t>& pool) {
+    const float nan = NAN;
+    for (size_t i = 0; i + 3 < pool.size(); i += 4) std::memcpy(pool.data() + i, &nan, 4);
+  };
+  switch (b.dtype) {
+    case KvCacheDtype::kF32: fill32(b.k_codes); break;
+    case KvCacheDtype::kBf16: fill16(b.k_codes, f32_to_bf16(NAN)); break;
+    case KvCacheDtype::kF16: fill16(b.k_codes, 0x7e00); break;
+    case KvCacheDtype::kQ8_0:
+    case KvCacheDtype::kQ4_0: fill16(b.k_scales, 0x7e00); break;
+    default: fill32(b.k_scales); break;
+  }
+  b.v_codes = b.k_codes;
+  b.v_scales = b.k_scales;
+}
+
 // Sequences with the given (context_len, q_len); pages assigned in a shuffled order from a pool with spare
-// pages; every slot not written holds NaN, so reading past a sequence's context poisons the result.
+// pages; every slot not written is poisoned (allocate_poisoned).
 Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t page_size,
-                 const std::vector<std::pair<int32_t, int32_t>>& seqs, DType dtype = DType::F32) {
+                 const std::vector<std::pair<int32_t, int32_t>>& seqs, KvCacheDtype dtype = KvCacheDtype::kF32) {
   Batch b{heads, kv_heads, head_dim, page_size, dtype, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, 0, {}, {}};
   int64_t pages = 0;
   for (auto [ctx, ql] : seqs) {
@@ -63,14 +103,7 @@ Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t hea
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
   const size_t row = static_cast<size_t>(kv_heads * head_dim);
-  const size_t pool_elems = static_cast<size_t>(pool_pages * page_size) * row;
-  if (dtype == DType::BF16) {
-    b.k_bf16.assign(pool_elems, f32_to_bf16(NAN));
-    b.v_bf16 = b.k_bf16;
-  } else {
-    b.k_pool.assign(pool_elems, NAN);
-    b.v_pool = b.k_pool;
-  }
+  allocate_poisoned(b, pool_pages * page_size * kv_heads);
   size_t next_page = 0;
   for (auto [ctx, ql] : seqs) {
     b.q_start.push_back(static_cast<int32_t>(b.tokens));
@@ -86,9 +119,15 @@ Batch make_batch(std::mt19937& rng, int64_t heads, int64_t kv_heads, int64_t hea
     auto k = random_floats(rng, static_cast<size_t>(ctx) * row);
     auto v = random_floats(rng, static_cast<size_t>(ctx) * row);
     ref::kv_write(b.view(), k.data(), v.data(), slots.data(), ctx);
-    if (dtype == DType::BF16) {
-      for (float& x : k) x = bf16_to_f32(f32_to_bf16(x));
-      for (float& x : v) x = bf16_to_f32(f32_to_bf16(x));
+    for (int64_t p = 0; p < ctx; ++p) {
+      const int64_t page = slots[static_cast<size_t>(p)] / page_size, t = p % page_size;
+      for (int64_t g = 0; g < kv_heads; ++g) {
+        for (int64_t d = 0; d < head_dim; ++d) {
+          const auto i = static_cast<size_t>(p) * row + static_cast<size_t>(g * head_dim + d);
+          k[i] = ref::kv_key_at(b.view(), page, g, t, d);
+          v[i] = ref::kv_value_at(b.view(), page, g, t, d);
+        }
+      }
     }
     b.dense_k.push_back(std::move(k));
     b.dense_v.push_back(std::move(v));
@@ -181,9 +220,10 @@ void check_all_tables(Batch& b, const std::string& what, AttentionParams params 
 TEST(KernelsAttention, RandomBatchesMatchReference) {
   std::mt19937 rng(11);
   const std::tuple<int64_t, int64_t> groupings[] = {{8, 4}, {14, 2}, {4, 4}};  // GQA, GQA 7:1, MHA
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (KvCacheDtype dtype : kKvDtypes) {
     for (auto [heads, kv_heads] : groupings) {
-      const int64_t head_dims[] = {8, 64, 72, 128};
+      const bool blocked = kv_is_blocked(dtype);
+      const int64_t head_dims[] = {blocked ? 32 : 8, 64, blocked ? 96 : 72, 128};
       int config = 0;
       for (int64_t page_size : {8, 16, 32, 64, 128, 256}) {
         // Every head dim with every grouping and dtype, over the page sizes (the full cross product is slow).
@@ -200,9 +240,8 @@ TEST(KernelsAttention, RandomBatchesMatchReference) {
             seqs.emplace_back(ctx, ql);
           }
           Batch b = make_batch(rng, heads, kv_heads, head_dim, page_size, seqs, dtype);
-          check_all_tables(b, std::string(dtype_name(dtype)) + " heads " + std::to_string(heads) + "/" +
-                                  std::to_string(kv_heads) + " head_dim " + std::to_string(head_dim) + " page " +
-                                  std::to_string(page_size));
+          check_all_tables(b, kv_name(dtype) + " heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) +
+                                  " head_dim " + std::to_string(head_dim) + " page " + std::to_string(page_size));
         }
       }
     }
@@ -210,12 +249,12 @@ TEST(KernelsAttention, RandomBatchesMatchReference) {
 }
 
 TEST(KernelsAttention, LongContextDecodeAndEmptySequences) {
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (KvCacheDtype dtype : kKvDtypes) {
     std::mt19937 rng(12);
     // A decode step over 3000 cached tokens (many pages: the online softmax rescales often), next to a
     // sequence with nothing to compute this step and a 40-token chunk over a 100-token prefix.
     Batch b = make_batch(rng, 14, 2, 64, 16, {{3000, 1}, {5, 0}, {140, 40}}, dtype);
-    check_all_tables(b, std::string(dtype_name(dtype)) + " long context");
+    check_all_tables(b, kv_name(dtype) + " long context");
   }
 }
 
@@ -225,7 +264,7 @@ TEST(KernelsAttention, LongContextDecodeAndEmptySequences) {
 TEST(KernelsAttention, SlidingWindowAndSoftcapMatchDense) {
   std::mt19937 rng(15);
   int config = 0;
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (KvCacheDtype dtype : {KvCacheDtype::kF32, KvCacheDtype::kBf16, KvCacheDtype::kQ8_0, KvCacheDtype::kInt8}) {
     for (int64_t page_size : {8, 16, 64, 256}) {
       for (int64_t window : {1, 7, 100, 128, 300, 700}) {
         const float softcap = config++ % 2 == 0 ? 0.0f : 1.5f;
@@ -238,8 +277,8 @@ TEST(KernelsAttention, SlidingWindowAndSoftcapMatchDense) {
           for (int64_t j = 0; (j + 1) * page_size <= lo / grid * grid; ++j) table[j] = table[b.max_pages - 1];
         }
         check_all_tables(b,
-                         std::string(dtype_name(dtype)) + " page " + std::to_string(page_size) + " window " +
-                             std::to_string(window) + " softcap " + std::to_string(softcap),
+                         kv_name(dtype) + " page " + std::to_string(page_size) + " window " + std::to_string(window) +
+                             " softcap " + std::to_string(softcap),
                          {.window = window, .softcap = softcap});
       }
     }
@@ -287,11 +326,11 @@ void split_context_rows_are_batch_invariant(const AttentionParams& params) {
 // Sinks from -3 to 6: below, near and above the scores (|q k| / sqrt(64) ~ 1).
 TEST(KernelsAttention, SinksMatchDense) {
   std::mt19937 rng(16);
-  for (DType dtype : {DType::F32, DType::BF16}) {
+  for (KvCacheDtype dtype : {KvCacheDtype::kF32, KvCacheDtype::kBf16, KvCacheDtype::kFp8E4m3, KvCacheDtype::kQ4_0}) {
     for (int64_t window : {0, 5, 128}) {
       Batch b = make_batch(rng, 8, 2, 64, 16, {{1300, 1}, {200, 30}, {7, 7}}, dtype);
       const std::vector<float> sinks = random_floats(rng, 8, -3.0f, 6.0f);
-      check_all_tables(b, std::string(dtype_name(dtype)) + " sinks window " + std::to_string(window),
+      check_all_tables(b, kv_name(dtype) + " sinks window " + std::to_string(window),
                        {.window = window, .sinks = sinks.data()});
     }
   }
@@ -311,7 +350,8 @@ TEST(KernelsAttention, SplitContextRowsAreBatchInvariant) {
 TEST(KernelsAttention, KvWriteRoundsToBf16) {
   const int64_t kv_heads = 1, head_dim = 4, page_size = 8;
   std::vector<uint16_t> kp(static_cast<size_t>(2 * page_size * head_dim), 0), vp = kp;
-  const KvLayerView view{kp.data(), vp.data(), PageGeometry::of(page_size), kv_heads, head_dim, DType::BF16};
+  const KvLayerView view{kp.data(), vp.data(),          nullptr, nullptr, PageGeometry::of(page_size), kv_heads,
+                         head_dim,  KvCacheDtype::kBf16};
   const std::vector<float> k = {1.0f, 1.00390625f, -3.3f, 65504.0f}, v = {0.1f, -0.2f, 0.3f, 1e-3f};
   const std::vector<int64_t> slots = {9};  // page 1, place 1
   for (const KernelTable* t : available_tables()) {
@@ -329,7 +369,7 @@ TEST(KernelsAttention, KvWriteLaysOutPagesByHead) {
   const int64_t kv_heads = 2, head_dim = 3, page_size = 4, pages = 2;
   std::vector<float> kp(static_cast<size_t>(pages * page_size * kv_heads * head_dim), 0.0f);
   std::vector<float> vp = kp;
-  const KvLayerView view{kp.data(), vp.data(), PageGeometry::of(page_size), kv_heads, head_dim};
+  const KvLayerView view{kp.data(), vp.data(), nullptr, nullptr, PageGeometry::of(page_size), kv_heads, head_dim};
   std::vector<float> k(3 * 6), v(3 * 6);  // 3 tokens x 2 heads x 3
   std::iota(k.begin(), k.end(), 1.0f);
   std::iota(v.begin(), v.end(), 100.0f);

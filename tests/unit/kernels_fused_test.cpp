@@ -151,8 +151,10 @@ TEST(FusedMatMul, QkvEpilogueMatchesProjectionsRopeAndKvWrite) {
     const float eps = 1e-5f;
     const int64_t pages = 8, page_size = 16, cache_elems = pages * page_size * kvw;
 
-    const KvLayerView empty_view{
-        .page = PageGeometry::of(page_size), .kv_heads = c.kv_heads, .head_dim = c.head_dim, .dtype = c.kv};
+    const KvLayerView empty_view{.page = PageGeometry::of(page_size),
+                                 .kv_heads = c.kv_heads,
+                                 .head_dim = c.head_dim,
+                                 .dtype = c.kv == DType::BF16 ? KvCacheDtype::kBf16 : KvCacheDtype::kF32};
 
     const Tensor packed = pack_qkv(wq, wk, wv, c.head_dim);
     const Tensor packed_bias = pack_qkv(bq, bk, bv, c.head_dim);

@@ -117,7 +117,7 @@ TEST(KernelsReference, AttentionByHand) {
   put(0, 0.0f, 0.0f, 0.0f);
   put(1, std::log(3.0f), 1.0f, 10.0f);
   put(2, 0.0f, 2.0f, 20.0f);
-  const KvLayerView cache{kp.data(), vp.data(), PageGeometry::of(2), 1, 2};
+  const KvLayerView cache{kp.data(), vp.data(), nullptr, nullptr, PageGeometry::of(2), 1, 2};
   const std::vector<int32_t> table = {1, 0};
   // Two query tokens at positions 1 and 2, q = (1, 0), scale 1.
   const std::vector<float> q = {1, 0, 1, 0};

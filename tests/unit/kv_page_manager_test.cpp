@@ -290,7 +290,7 @@ TEST(KvBudget, RefusesWithTheNumbersAndTheKnobs) {
   EXPECT_EQ(plan_kv_pool(r).num_pages, 65);
 }
 
-TEST(KvBudget, Bf16PagesTakeHalfTheMemoryAndF32RefusalsSuggestIt) {
+TEST(KvBudget, PagesShrinkWithTheKvTypeAndRefusalsSuggestQuantizedKv) {
   KvPoolRequest r;
   r.shape.num_layers = 2;
   r.shape.kv_heads = 2;
@@ -306,9 +306,9 @@ TEST(KvBudget, Bf16PagesTakeHalfTheMemoryAndF32RefusalsSuggestIt) {
   } catch (const std::exception& e) {
     msg = e.what();
   }
-  EXPECT_NE(msg.find("--kv-cache-dtype bf16"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--kv-cache-dtype int8"), std::string::npos) << msg;  // head_dim 8: no blocks of 32
   EXPECT_NE(msg.find("x f32)"), std::string::npos) << msg;
-  r.shape.dtype = DType::BF16;
+  r.shape.dtype = KvCacheDtype::kBf16;
   EXPECT_EQ(r.shape.bytes_per_page(), 2048);
   r.budget_bytes = 17 * 2048;
   EXPECT_EQ(plan_kv_pool(r).num_pages, 17);
@@ -320,7 +320,22 @@ TEST(KvBudget, Bf16PagesTakeHalfTheMemoryAndF32RefusalsSuggestIt) {
     msg = e.what();
   }
   EXPECT_NE(msg.find("x bf16)"), std::string::npos) << msg;
-  EXPECT_EQ(msg.find("--kv-cache-dtype"), std::string::npos) << msg;  // already bf16: not offered again
+  // 8-bit codes and a 4-byte scale per token and head: 8 + 4 bytes a head for head_dim 8.
+  r.shape.dtype = KvCacheDtype::kInt8;
+  EXPECT_EQ(r.shape.bytes_per_page(), 2 * 2 * 16 * 2 * 12);
+  msg.clear();
+  try {
+    plan_kv_pool(r);
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg.find("--kv-cache-dtype"), std::string::npos) << msg;  // already quantized: not offered again
+  // llama.cpp's blocks: 34 and 18 bytes per 32 values.
+  r.shape.head_dim = 64;
+  r.shape.dtype = KvCacheDtype::kQ8_0;
+  EXPECT_EQ(r.shape.bytes_per_page(), 2 * 2 * 16 * 2 * 68);
+  r.shape.dtype = KvCacheDtype::kQ4_0;
+  EXPECT_EQ(r.shape.bytes_per_page(), 2 * 2 * 16 * 2 * 36);
 }
 
 TEST(KvCache, Bf16PoolViewsHalfTheBytes) {
@@ -330,17 +345,41 @@ TEST(KvCache, Bf16PoolViewsHalfTheBytes) {
   shape.head_dim = 8;
   shape.page = PageGeometry::of(16);
   shape.num_pages = 4;
-  shape.dtype = DType::BF16;
+  shape.dtype = KvCacheDtype::kBf16;
   KvCache cache(shape);
   ASSERT_EQ(cache.layers().size(), 3u);
   const int64_t layer_bytes = 4 * 16 * 2 * 8 * 2;
   for (size_t l = 0; l < 3; ++l) {
-    EXPECT_EQ(cache.layers()[l].dtype, DType::BF16);
+    EXPECT_EQ(cache.layers()[l].dtype, KvCacheDtype::kBf16);
+    EXPECT_EQ(cache.layers()[l].k_scale, nullptr);
     EXPECT_EQ(static_cast<char*>(cache.layers()[l].v) - static_cast<char*>(cache.layers()[l].k), layer_bytes);
   }
   EXPECT_EQ(static_cast<char*>(cache.layers()[1].k) - static_cast<char*>(cache.layers()[0].k), 2 * layer_bytes);
-  shape.dtype = DType::F16;
+  shape.dtype = KvCacheDtype::kAuto;  // never a pool's type
   EXPECT_THROW(KvCache bad(shape), std::exception);
+  shape.dtype = KvCacheDtype::kQ4_0;  // head_dim 8: no block of 32
+  EXPECT_THROW(KvCache bad(shape), std::exception);
+}
+
+// A quantized pool: codes, then their scales, per layer, each region on a 64-byte boundary.
+TEST(KvCache, QuantizedPoolsHoldCodesAndScales) {
+  KvCacheShape shape;
+  shape.num_layers = 2;
+  shape.kv_heads = 2;
+  shape.head_dim = 64;
+  shape.page = PageGeometry::of(16);
+  shape.num_pages = 4;
+  for (KvCacheDtype d : {KvCacheDtype::kInt8, KvCacheDtype::kQ8_0, KvCacheDtype::kQ4_0}) {
+    shape.dtype = d;
+    KvCache cache(shape);
+    const auto& l0 = cache.layers()[0];
+    const int64_t codes = 4 * 16 * 2 * 64 * kv_code_bits(d) / 8;
+    const int64_t scales = 4 * 16 * 2 * kv_scale_groups(d, 64) * kv_scale_bytes(d);
+    EXPECT_EQ(static_cast<char*>(l0.v) - static_cast<char*>(l0.k), codes);
+    EXPECT_EQ(static_cast<char*>(l0.k_scale) - static_cast<char*>(l0.k), 2 * codes);
+    EXPECT_EQ(static_cast<char*>(l0.v_scale) - static_cast<char*>(l0.k_scale), scales);
+    EXPECT_EQ(static_cast<char*>(cache.layers()[1].k) - static_cast<char*>(l0.k), 2 * (codes + scales));
+  }
 }
 
 }  // namespace

@@ -1,51 +1,14 @@
 // Reference paged attention: for each (token, head) all scores over the context (or the span's range of it),
-// then a two-pass softmax and the weighted sum of values; f32 or bf16 KV, in the page layout of KvLayerView.
-// Also the KV-cache write (the only one: it only stores).
+// then a two-pass softmax and the weighted sum of values; every KV type, each value decoded on its own
+// (kv_codes_ref.cpp), in the page layout of KvLayerView.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "base/error.h"
-#include "base/half.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace minfer::kernels::ref {
-
-namespace {
-
-// Element `i` of a K or V pool as f32.
-float kv_at(const void* pool, DType dtype, int64_t i) {
-  return dtype == DType::BF16 ? bf16_to_f32(static_cast<const uint16_t*>(pool)[i]) : static_cast<const float*>(pool)[i];
-}
-
-// pool[offset + i * step] = src[i] for i < n, rounded to bf16 for a bf16 pool.
-void put(void* pool, DType dtype, int64_t offset, int64_t step, const float* src, int64_t n) {
-  if (dtype == DType::BF16) {
-    for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(pool)[offset + i * step] = f32_to_bf16(src[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) static_cast<float*>(pool)[offset + i * step] = src[i];
-  }
-}
-
-}  // namespace
-
-void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, const float* v, int64_t slot) {
-  MINFER_CHECK(cache.dtype == DType::F32 || cache.dtype == DType::BF16, "kv_write: KV cache of {}",
-               dtype_name(cache.dtype));
-  if (slot < 0) return;
-  const int64_t ps = cache.page.size(), hd = cache.head_dim, t = cache.page.slot_in_page(slot);
-  const int64_t block = cache.head_block(cache.page.page_of(slot), kv_head);
-  put(cache.k, cache.dtype, block + t, ps, k, hd);  // transposed: element d at d * page_size + t
-  put(cache.v, cache.dtype, block + t * hd, 1, v, hd);
-}
-
-void kv_write(const KvLayerView& cache, const float* k, const float* v, const int64_t* slot_mapping, int64_t tokens) {
-  const int64_t hd = cache.head_dim, row = cache.kv_heads * hd;
-  for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t g = 0; g < cache.kv_heads; ++g)
-      ref::kv_write_head(cache, g, k + t * row + g * hd, v + t * row + g * hd, slot_mapping[t]);
-  }
-}
 
 void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* /*scratch*/) {
   const int64_t hd = cache.head_dim;
@@ -62,9 +25,9 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
       // A sink starts the softmax as a key scored sinks[h] whose value is zero.
       float mx = span.sinks ? span.sinks[h] : -INFINITY;
       for (int64_t j = begin; j < end; ++j) {
-        const int64_t block = cache.head_block(span.page_table[j / ps], span.kv_head);
+        const int64_t page = span.page_table[j / ps];
         float dot = 0.0f;
-        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv_at(cache.k, cache.dtype, block + d * ps + j % ps);
+        for (int64_t d = 0; d < hd; ++d) dot += qv[d] * kv_key_at(cache, page, span.kv_head, j % ps, d);
         float score = dot * span.scale;
         if (span.softcap > 0.0f) score = span.softcap * std::tanh(score / span.softcap);
         scores[static_cast<size_t>(j)] = score;
@@ -77,9 +40,10 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t j = begin; j < end; ++j) {
-        const int64_t base = cache.head_block(span.page_table[j / ps], span.kv_head) + (j % ps) * hd;
+        const int64_t page = span.page_table[j / ps];
         const float p = scores[static_cast<size_t>(j)];
-        for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += p * kv_at(cache.v, cache.dtype, base + d);
+        for (int64_t d = 0; d < hd; ++d)
+          acc[static_cast<size_t>(d)] += p * kv_value_at(cache, page, span.kv_head, j % ps, d);
       }
       if (span.partial) {
         float* part = span.partial + (t * nh + (h - span.head_begin)) * (hd + 2);

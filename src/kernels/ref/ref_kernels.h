@@ -33,6 +33,9 @@ void kv_write(const KvLayerView& cache, const float* k, const float* v, const in
 void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, const float* v, int64_t slot);
 void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
                      const AttentionParams& params);
+// Element d of the key / value of token slot t of page `page`, kv head g, decoded to f32 (kv_codes_ref.cpp).
+float kv_key_at(const KvLayerView& cache, int64_t page, int64_t g, int64_t t, int64_t d);
+float kv_value_at(const KvLayerView& cache, int64_t page, int64_t g, int64_t t, int64_t d);
 
 // Leaf forms (see kernels/leaf.h).
 void gemm_cols(const float* x, int64_t m, int64_t k, const void* w, DType wtype, int64_t n, const float* bias, float* y,

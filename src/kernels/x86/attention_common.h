@@ -26,9 +26,32 @@ inline void prefetch_bytes(const void* p, int64_t bytes) {
 // The keys a span reads: [ctx_begin, keys_end(sp)), its causal context cut to its range.
 inline int64_t keys_end(const AttentionSpan& sp) { return std::min(sp.ctx_end, sp.first_pos + sp.ntok); }
 
-// One kv head's keys and values of a span, page by page through its page table.
-template <class Elem>
+// How a KV cache type's codes are read (kernels/kv_format.h): W widens codes to f32 (times 1 / kUnit), Scaling
+// says where their scales are and ScaleW loads them (f32 or f16), and q4_0 packs two codes a byte (Q4W's loads
+// give both nibbles).
+enum class KvScaling { kNone, kPerToken, kPerBlock };
+template <class W, KvScaling S, class ScaleW = W, bool Q4 = false>
+struct KvCodes {
+  using Load = W;
+  using Elem = typename W::Elem;
+  using ScaleLoad = ScaleW;
+  using ScaleElem = typename ScaleW::Elem;
+  static constexpr KvScaling kScaling = S;
+  static constexpr bool kQ4 = Q4;
+  static constexpr int64_t kPerElem = Q4 ? 2 : 1;  // codes per Elem
+  static constexpr float kUnit = [] {
+    if constexpr (requires { W::kUnit; }) {
+      return W::kUnit;
+    } else {
+      return 1.0f;
+    }
+  }();
+};
+
+// One kv head's keys and values of a span, page by page through its page table: codes and their scales.
+template <class K>
 struct HeadPages {
+  using Elem = typename K::Elem;
   const KvLayerView& cache;
   const Elem* k;  // cache.k, cache.v
   const Elem* v;
@@ -45,24 +68,29 @@ struct HeadPages {
         ps(c.page.size()),
         hd(c.head_dim),
         page_shift(c.page.shift()) {}
-  // Offset of the head's block in the page holding `key`, and the key's place in that page.
+  // Offset of the head's block in the page holding `key` (in codes), and the key's place in that page.
   int64_t block(int64_t key) const { return cache.head_block(page_table[key >> page_shift], kv_head); }
   int64_t in_page(int64_t key) const { return key & (ps - 1); }
-  // Element d of `key` is at key_row(key)[d * ps] (keys transposed); its value starts at v + value_offset(key).
-  const Elem* key_row(int64_t key) const { return k + block(key) + in_page(key); }
-  int64_t value_offset(int64_t key) const { return block(key) + in_page(key) * hd; }
+  // Row d of the keys from `key` on is at key_row(key) + d * ps (keys transposed; q4_0: row d / 2 holds dims d and
+  // d + 1); its value starts at v + value_offset(key) (in Elems).
+  const Elem* key_row(int64_t key) const { return k + block(key) / K::kPerElem + in_page(key); }
+  int64_t value_offset(int64_t key) const { return (block(key) + in_page(key) * hd) / K::kPerElem; }
+  // The scales of `key` (kernels.h: group b of a key at + b * ps, of a value at + b).
+  int64_t scale_block(int64_t key) const { return cache.scale_block(page_table[key >> page_shift], kv_head); }
+  int64_t key_scale_offset(int64_t key) const { return scale_block(key) + in_page(key); }
+  int64_t value_scale_offset(int64_t key) const { return scale_block(key) + in_page(key) * cache.scale_groups(); }
   // Requests keys and/or values [b, e), a page at a time (each a contiguous run, or hd runs for a part of a
   // page's transposed keys).
   void prefetch(int64_t b, int64_t e, bool keys, bool values) const {
-    const auto bytes = static_cast<int64_t>(sizeof(Elem));
+    const int64_t bytes = static_cast<int64_t>(sizeof(Elem)), rows = hd / K::kPerElem;
     while (b < e) {
-      const int64_t at = block(b), t0 = in_page(b), n = std::min(e - b, ps - t0);
+      const int64_t at = block(b) / K::kPerElem, t0 = in_page(b), n = std::min(e - b, ps - t0);
       if (keys && n == ps) {
-        prefetch_bytes(k + at, ps * hd * bytes);
+        prefetch_bytes(k + at, ps * rows * bytes);
       } else if (keys) {
-        for (int64_t d = 0; d < hd; ++d) prefetch_bytes(k + at + d * ps + t0, n * bytes);
+        for (int64_t d = 0; d < rows; ++d) prefetch_bytes(k + at + d * ps + t0, n * bytes);
       }
-      if (values) prefetch_bytes(v + at + t0 * hd, n * hd * bytes);
+      if (values) prefetch_bytes(v + at + t0 * rows, n * rows * bytes);
       b += n;
     }
   }
@@ -163,10 +191,10 @@ struct BlockRows {
 // the core's miss buffers are full): its own values, and the keys of the next block of the span, or after the
 // span's last block the first keys of the span this thread runs next (sp.next: its pages lie elsewhere in the
 // pool, where no hardware prefetcher would look).
-template <class Elem>
+template <class K>
 class BlockRequests {
  public:
-  BlockRequests(const KvLayerView& cache, const AttentionSpan& sp, const HeadPages<Elem>& pages, int64_t b0, int64_t nb)
+  BlockRequests(const KvLayerView& cache, const AttentionSpan& sp, const HeadPages<K>& pages, int64_t b0, int64_t nb)
       : pages_(pages), ahead_(&pages), b0_(b0), nb_(nb) {
     const int64_t end = keys_end(sp);
     ahead_begin_ = b0 + nb;
@@ -191,9 +219,9 @@ class BlockRequests {
   }
 
  private:
-  const HeadPages<Elem>& pages_;
-  std::optional<HeadPages<Elem>> next_;
-  const HeadPages<Elem>* ahead_;
+  const HeadPages<K>& pages_;
+  std::optional<HeadPages<K>> next_;
+  const HeadPages<K>* ahead_;
   int64_t b0_, nb_, ahead_begin_ = 0, ahead_end_ = 0;
 };
 

@@ -70,6 +70,35 @@ struct I8W {
     return load(tmp);
   }
 };
+// KV codes (kernels/kv_format.h): OCP e4m3 bytes, loaded as f32 times 2^-8 (kUnit: the caller scales by 256). The
+// byte's exponent and mantissa moved under an f16's (bias 15 against e4m3's 7) make an f16 of the value / 2^8,
+// normals and subnormals alike, which the F16C conversion widens exactly.
+struct Fp8W {
+  using Elem = uint8_t;
+  static constexpr float kUnit = 256.0f;
+  static __m256 widen(__m128i b) {
+    const __m128i x = _mm_cvtepu8_epi16(b);
+    const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7f)), 7),
+                                   _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x80)), 8));
+    return _mm256_cvtph_ps(h);
+  }
+  static __m256 load(const uint8_t* p) { return widen(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
+  static __m256 load(const uint8_t* p, int64_t n) {
+    alignas(16) uint8_t tmp[16] = {};
+    std::memcpy(tmp, p, static_cast<size_t>(n));
+    return load(tmp);
+  }
+};
+// q4_0 codes: 8 bytes, each holding two codes (low and high nibble), as two vectors of f32 code - 8.
+struct Q4W {
+  using Elem = uint8_t;
+  static void load(const uint8_t* p, __m256& low, __m256& high) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i eight = _mm256_set1_epi32(8);
+    low = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(b, _mm256_set1_epi32(15)), eight));
+    high = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), eight));
+  }
+};
 
 // Per-128-bit-lane sums of a0..a3 (lane-local partials still to be folded).
 inline __m256 hsum4_lanes(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {

@@ -38,6 +38,32 @@ struct I8W {
   static __m512 load(const int8_t* p, __mmask16 m) { return m == 0xffff ? load(p) : widen(_mm_maskz_loadu_epi8(m, p)); }
 };
 
+// KV codes (kernels/kv_format.h): OCP e4m3 bytes, loaded as f32 times 2^-8 (kUnit: the caller scales by 256). The
+// byte's exponent and mantissa moved under an f16's (bias 15 against e4m3's 7) make an f16 of the value / 2^8,
+// normals and subnormals alike, which the F16C conversion widens exactly.
+struct Fp8W {
+  using Elem = uint8_t;
+  static constexpr float kUnit = 256.0f;
+  static __m512 widen(__m128i b) {
+    const __m256i x = _mm256_cvtepu8_epi16(b);
+    const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x7f)), 7),
+                                      _mm256_slli_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x80)), 8));
+    return _mm512_cvtph_ps(h);
+  }
+  static __m512 load(const uint8_t* p) { return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static __m512 load(const uint8_t* p, __mmask16 m) { return widen(_mm_maskz_loadu_epi8(m, p)); }
+};
+// q4_0 codes: 16 bytes, each holding two codes (low and high nibble), as two vectors of f32 code - 8.
+struct Q4W {
+  using Elem = uint8_t;
+  static void load(const uint8_t* p, __m512& low, __m512& high) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m512i eight = _mm512_set1_epi32(8);
+    low = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(b, _mm512_set1_epi32(15)), eight));
+    high = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(b, 4), eight));
+  }
+};
+
 // The first n of 16 lanes (none for n <= 0, all from 16 on): 2^clamp(n, 0, 16) - 1. Branch-free, because in the
 // attention leaves n varies from row to row and a branch on it mispredicts.
 inline __mmask16 tail_mask(int64_t n) {

@@ -1,0 +1,48 @@
+// The storage of each KV cache type (KvCacheDtype) in numbers: bits of a value's code, scales per token and kv
+// head, bytes of a scale. The page layout they describe is KvLayerView's (kernels.h); the KV cache sizes its pools
+// by them, the budget counts them, and the kernels address codes and scales with them.
+#pragma once
+
+#include <cstdint>
+
+#include "minfer/config.h"
+
+namespace minfer {
+
+constexpr int kv_code_bits(KvCacheDtype d) {
+  switch (d) {
+    case KvCacheDtype::kF32: return 32;
+    case KvCacheDtype::kBf16:
+    case KvCacheDtype::kF16: return 16;
+    case KvCacheDtype::kInt8:
+    case KvCacheDtype::kFp8E4m3:
+    case KvCacheDtype::kQ8_0: return 8;
+    case KvCacheDtype::kQ4_0: return 4;
+    case KvCacheDtype::kAuto: break;
+  }
+  return 0;
+}
+
+// llama.cpp's q8_0 / q4_0 blocks: 32 values along the head dimension share an f16 scale.
+inline constexpr int64_t kKvBlockDims = 32;
+
+constexpr bool kv_is_blocked(KvCacheDtype d) { return d == KvCacheDtype::kQ8_0 || d == KvCacheDtype::kQ4_0; }
+constexpr bool kv_is_token_scaled(KvCacheDtype d) { return d == KvCacheDtype::kInt8 || d == KvCacheDtype::kFp8E4m3; }
+
+// Scales per token and kv head (for each of K and V): 0 for the float types, 1 for int8 and fp8_e4m3,
+// head_dim / 32 for q8_0 and q4_0.
+constexpr int64_t kv_scale_groups(KvCacheDtype d, int64_t head_dim) {
+  return kv_is_blocked(d) ? head_dim / kKvBlockDims : kv_is_token_scaled(d) ? 1 : 0;
+}
+// Bytes of one scale: f32 for int8 / fp8_e4m3, f16 for llama.cpp's blocks.
+constexpr int64_t kv_scale_bytes(KvCacheDtype d) { return kv_is_blocked(d) ? 2 : 4; }
+
+// Bytes one token's K (or V) takes for one kv head, codes and scales.
+constexpr int64_t kv_head_bytes(KvCacheDtype d, int64_t head_dim) {
+  return head_dim * kv_code_bits(d) / 8 + kv_scale_groups(d, head_dim) * kv_scale_bytes(d);
+}
+
+// The largest finite e4m3 value (OCP FP8 E4M3, "e4m3fn": no infinities, S.1111.111 is NaN).
+inline constexpr float kFp8E4m3Max = 448.0f;
+
+}  // namespace minfer
