@@ -37,13 +37,6 @@ struct EvalQuantArgs {
   float alpha = 0.5f;
 };
 
-struct Scored {
-  double nll_ref = 0, nll_q = 0, kl = 0, kl_max = 0;
-  int64_t tokens = 0, top1_agree = 0;
-};
-
-int64_t argmax(const float* v, int64_t n) { return std::max_element(v, v + n) - v; }
-
 void run_eval_quant(const EvalQuantArgs& a) {
   const ModelWeights base = load_model(a.model);
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(base);
@@ -62,7 +55,6 @@ void run_eval_quant(const EvalQuantArgs& a) {
 
   // The float model's logits once, kept per window.
   WindowLogits ref(base, a.threads, context);
-  const int64_t vocab = ref.vocab();
   std::vector<std::vector<float>> ref_logits;
   for (const EvalWindow& w : windows) ref_logits.push_back(ref.run(tokens, w.begin, w.end));
   const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 1);  // BOS: the model's own text
@@ -77,7 +69,6 @@ void run_eval_quant(const EvalQuantArgs& a) {
   if (!a.calibrate.empty())
     ranges =
         calibrate_activation_ranges(base, encode_file(*tokenizer, a.calibrate, a.calibration_tokens), 512, a.threads);
-  std::vector<double> lr, lq;
   for (size_t run = 0; run < schemes.size() * (ranges.empty() ? 1 : 2); ++run) {
     const QuantConfig& q = schemes[run % schemes.size()];
     const bool smoothed = run >= schemes.size();
@@ -86,39 +77,12 @@ void run_eval_quant(const EvalQuantArgs& a) {
     if (smoothed) plan = smooth_model(qw, ranges, a.alpha);
     quantize_model(qw, q, a.threads, {}, smoothed ? &plan : nullptr);
     WindowLogits model(qw, a.threads, context);
-    Scored s;
-    for (size_t wi = 0; wi < windows.size(); ++wi) {
-      const EvalWindow& w = windows[wi];
-      const std::vector<float>& ql = model.run(tokens, w.begin, w.end);
-      for (int64_t t = w.score_from; t < w.end; ++t) {
-        const int64_t row = t - 1 - w.begin;
-        const float* r = ref_logits[wi].data() + row * vocab;
-        const float* qr = ql.data() + row * vocab;
-        log_softmax(r, vocab, lr);
-        log_softmax(qr, vocab, lq);
-        double kl = 0.0;
-        for (int64_t v = 0; v < vocab; ++v) {
-          const size_t i = static_cast<size_t>(v);
-          kl += std::exp(lr[i]) * (lr[i] - lq[i]);
-        }
-        s.kl += kl;
-        s.kl_max = std::max(s.kl_max, kl);
-        const size_t target = static_cast<size_t>(tokens[static_cast<size_t>(t)]);
-        s.nll_ref -= lr[target];
-        s.nll_q -= lq[target];
-        s.top1_agree += argmax(r, vocab) == argmax(qr, vocab);
-        ++s.tokens;
-      }
-    }
-    const std::vector<int32_t> q_greedy = model.greedy(prompt, a.greedy_tokens);
-    size_t same = 0;
-    while (same < q_greedy.size() && same < ref_greedy.size() && q_greedy[same] == ref_greedy[same]) ++same;
-    const double n = static_cast<double>(s.tokens);
-    const double ppl_ref = std::exp(s.nll_ref / n), ppl_q = std::exp(s.nll_q / n);
+    const LogitScores s = score_windows(model, ref_logits, tokens, windows);
+    const size_t same = common_prefix(model.greedy(prompt, a.greedy_tokens), ref_greedy);
     fmt::print("{:<40} {:>7.1f}MiB {:>10.2e} {:>10.2e} {:>8.2f}% {:>9.3f} {:>10.3f} {:>7.2f}% {:>5}/{:<5}\n",
                quantization_name(q) + (smoothed ? ", smooth" : ""), static_cast<double>(weight_bytes(qw)) / (1 << 20),
-               s.kl / n, s.kl_max, 100.0 * static_cast<double>(s.top1_agree) / n, ppl_ref, ppl_q,
-               100.0 * (ppl_q / ppl_ref - 1.0), same, ref_greedy.size());
+               s.kl_mean(), s.kl_max, s.top1_percent(), s.ppl_ref(), s.ppl(), 100.0 * (s.ppl() / s.ppl_ref() - 1.0),
+               same, ref_greedy.size());
   }
 }
 

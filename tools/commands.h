@@ -17,6 +17,8 @@ void add_generate_command(CLI::App& app);
 // Quantization (issue 5): eval-ppl, eval-quant, quantize.
 void add_eval_ppl_command(CLI::App& app);
 void add_eval_quant_command(CLI::App& app);
+// Quantized KV (issue 42): eval-kv.
+void add_eval_kv_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_make_test_model_command(CLI::App& app);

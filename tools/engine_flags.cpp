@@ -65,7 +65,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& mode
   EngineConfig& e = flags.config;
   cmd.add_option("-m,--model", e.model_path, model_help);
   cmd.add_option("-t,--threads", e.num_threads, "Compute threads (0 = one per core)")->capture_default_str();
-  cmd.add_option("--max-model-len", e.max_model_len, "Context per request, prompt + output (0 = model's, <= 8192)")
+  cmd.add_option("--max-model-len", e.max_model_len,
+                 "Context per request, prompt + output (0 = the model's, cut to what the KV budget holds)")
       ->capture_default_str();
   cmd.add_option("--max-num-seqs", e.max_num_seqs, "Most sequences running at once")->capture_default_str();
   cmd.add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Most tokens computed in one step")

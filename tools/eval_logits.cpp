@@ -35,14 +35,14 @@ std::vector<int32_t> encode_file(const Tokenizer& tokenizer, const std::string& 
 }
 
 namespace {
-EngineConfig config_for(const ModelWeights& weights, int threads, int64_t context) {
+EngineConfig config_for(const ModelWeights& weights, int threads, int64_t context, KvCacheDtype kv) {
   EngineConfig c;
   c.model_path = weights.path;
   c.num_threads = threads;
   c.max_model_len = std::min(context + 1, weights.config.max_position_embeddings);
   c.max_num_seqs = 1;
   c.enable_prefix_caching = false;
-  c.kv_cache_dtype = KvCacheDtype::kF32;  // the weights' error alone, not the KV cache's rounding
+  c.kv_cache_dtype = kv;
   return c;
 }
 
@@ -55,8 +55,8 @@ SamplingParams greedy_params(int32_t count) {
 }
 }  // namespace
 
-WindowLogits::WindowLogits(const ModelWeights& weights, int threads, int64_t context)
-    : engine_(EngineAccess::from_weights(config_for(weights, threads, std::max<int64_t>(context, 256)), weights)),
+WindowLogits::WindowLogits(const ModelWeights& weights, int threads, int64_t context, KvCacheDtype kv)
+    : engine_(EngineAccess::from_weights(config_for(weights, threads, std::max<int64_t>(context, 256), kv), weights)),
       vocab_(weights.config.vocab_size) {}
 
 const std::vector<float>& WindowLogits::run(const std::vector<int32_t>& tokens, int64_t begin, int64_t end) {
@@ -79,6 +79,43 @@ void log_softmax(const float* logits, int64_t n, std::vector<double>& out) {
   for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
   const double lse = mx + std::log(sum);
   for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<double>(logits[i]) - lse;
+}
+
+double LogitScores::ppl_ref() const { return std::exp(nll_ref / static_cast<double>(tokens)); }
+double LogitScores::ppl() const { return std::exp(nll / static_cast<double>(tokens)); }
+
+LogitScores score_windows(WindowLogits& model, const std::vector<std::vector<float>>& ref_logits,
+                          const std::vector<int32_t>& tokens, const std::vector<EvalWindow>& windows) {
+  const int64_t vocab = model.vocab();
+  std::vector<double> lr, lq;
+  LogitScores s;
+  for (size_t wi = 0; wi < windows.size(); ++wi) {
+    const EvalWindow& w = windows[wi];
+    const std::vector<float>& ql = model.run(tokens, w.begin, w.end);
+    for (int64_t t = w.score_from; t < w.end; ++t) {
+      const int64_t row = t - 1 - w.begin;
+      const float* r = ref_logits[wi].data() + row * vocab;
+      const float* qr = ql.data() + row * vocab;
+      log_softmax(r, vocab, lr);
+      log_softmax(qr, vocab, lq);
+      double kl = 0.0;
+      for (size_t v = 0; v < lr.size(); ++v) kl += std::exp(lr[v]) * (lr[v] - lq[v]);
+      s.kl += kl;
+      s.kl_max = std::max(s.kl_max, kl);
+      const size_t target = static_cast<size_t>(tokens[static_cast<size_t>(t)]);
+      s.nll_ref -= lr[target];
+      s.nll -= lq[target];
+      s.top1_agree += std::max_element(r, r + vocab) - r == std::max_element(qr, qr + vocab) - qr;
+      ++s.tokens;
+    }
+  }
+  return s;
+}
+
+size_t common_prefix(const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
+  size_t same = 0;
+  while (same < got.size() && same < want.size() && got[same] == want[same]) ++same;
+  return same;
 }
 
 }  // namespace minfer::tools

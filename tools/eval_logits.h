@@ -26,7 +26,8 @@ std::vector<int32_t> encode_file(const Tokenizer& tokenizer, const std::string& 
 
 class WindowLogits {
  public:
-  WindowLogits(const ModelWeights& weights, int threads, int64_t context);
+  // kv: the KV cache's type (f32 by default: a weights' evaluation measures the weights' error alone).
+  WindowLogits(const ModelWeights& weights, int threads, int64_t context, KvCacheDtype kv = KvCacheDtype::kF32);
   // Logits [end - begin, vocab] of tokens[begin, end).
   const std::vector<float>& run(const std::vector<int32_t>& tokens, int64_t begin, int64_t end);
   // Greedy continuation of `prompt` by `count` tokens.
@@ -41,5 +42,20 @@ class WindowLogits {
 
 // log softmax of one row into out (same length).
 void log_softmax(const float* logits, int64_t n, std::vector<double>& out);
+
+// A model's next-token distributions against a reference's over the same windows: KL(p_ref || p_model) per token,
+// top-1 agreement (teacher-forced), and the perplexity of both.
+struct LogitScores {
+  double nll_ref = 0, nll = 0, kl = 0, kl_max = 0;
+  int64_t tokens = 0, top1_agree = 0;
+  double kl_mean() const { return kl / static_cast<double>(tokens); }
+  double top1_percent() const { return 100.0 * static_cast<double>(top1_agree) / static_cast<double>(tokens); }
+  double ppl_ref() const;
+  double ppl() const;
+};
+LogitScores score_windows(WindowLogits& model, const std::vector<std::vector<float>>& ref_logits,
+                          const std::vector<int32_t>& tokens, const std::vector<EvalWindow>& windows);
+// How many leading tokens of `got` equal `want`'s.
+size_t common_prefix(const std::vector<int32_t>& got, const std::vector<int32_t>& want);
 
 }  // namespace minfer::tools

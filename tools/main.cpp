@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   minfer::tools::add_generate_command(app);
   minfer::tools::add_eval_ppl_command(app);
   minfer::tools::add_eval_quant_command(app);
+  minfer::tools::add_eval_kv_command(app);
   minfer::tools::add_quantize_command(app);
   minfer::tools::add_info_command(app);
   minfer::tools::add_make_test_model_command(app);

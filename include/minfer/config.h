@@ -97,7 +97,8 @@ struct EngineConfig {
   // this many pages of a prompt (prefills are cut at those boundaries); 0 = their prefixes are never reused.
   int64_t state_snapshot_pages = 32;
 
-  // Context length per request (prompt + output). 0 = the model's max_position_embeddings, capped at 8192.
+  // Context length per request (prompt + output). 0 = the model's max_position_embeddings, cut to what the KV budget
+  // holds for one sequence (the start-up log says so).
   int64_t max_model_len = 0;
 
   // Scheduling: at most max_num_seqs sequences run at once, and one step computes at most

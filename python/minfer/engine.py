@@ -117,7 +117,7 @@ class Engine:
             before forming the next (False, static batching).
         page_size: tokens per KV-cache page, a power of two in [8, 256].
         max_model_len: context length per request, prompt + output; None = the model's
-            max_position_embeddings, capped at 8192.
+            max_position_embeddings, cut to what the KV budget holds for one sequence.
         max_seq_len: MindIE's name for max_model_len (give one or the other).
         quant_config: QuantConfig for int8 weights (W8A16) or int8 weights and activations (W8A8); None = the
             weights as stored.

@@ -50,6 +50,7 @@ KvPoolRequest EngineCore::kv_pool_request() const {
   req.budget_bytes = static_cast<int64_t>(static_cast<double>(avail) * config_.kv_cache_memory_fraction) - activations;
   req.budget_source = fmt::format("{:.0f}% of {}, less {} MiB for activations", 100 * config_.kv_cache_memory_fraction,
                                   mem.describe(), activations >> 20);
+  spdlog::info("KV budget {} MiB: {}", std::max<int64_t>(0, req.budget_bytes) >> 20, req.budget_source);
   share_kv_budget(req);
   return req;
 }

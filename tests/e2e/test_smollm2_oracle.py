@@ -69,9 +69,11 @@ def llama_logits(llama, ids):
 
 
 def minfer_prompt_logits(minfer, model, ids, tmp_path, steps=1):
+    """minfer's prompt logits and greedy ids with an f32 KV cache: these tests measure the weights' and kernels' error
+    against the references (the KV types' own error is `minfer eval-kv`'s, docs/BENCHMARKS.md)."""
     logits_file, ids_file = tmp_path / "prompt_logits.f32", tmp_path / "ids.txt"
     minfer.run("generate", "--model", model, "--prompt-ids", ids_arg(ids), "-n", steps, "--temperature", 0,
-               "--ignore-eos", "--dump-prompt-logits", logits_file, "--ids-out", ids_file)
+               "--ignore-eos", "--dump-prompt-logits", logits_file, "--ids-out", ids_file, "--kv-cache-dtype", "f32")
     return np.fromfile(logits_file, dtype="<f4").reshape(len(ids), -1), read_ids(ids_file)
 
 

@@ -68,6 +68,15 @@ def test_greedy_ids_equal_one_process(preset, tiny_models, tmp_path):
             assert generate_ids(tmp_path, model, "--enable-expert-parallel", ranks=ranks) == want, f"EP={ranks}"
 
 
+@pytest.mark.parametrize("kv", ["bf16", "f16", "int8", "fp8_e4m3", "q8_0", "q4_0"])
+def test_kv_types_equal_one_process(kv, tiny_models, tmp_path):
+    """Every KV cache type under tensor parallel: each rank quantizes its own heads' K and V as one process would
+    (tiny-qwen3: head_dim 32, so llama.cpp's blocks apply)."""
+    model = tiny_models("tiny-qwen3", "f32")
+    want = generate_ids(tmp_path, model, "--kv-cache-dtype", kv)
+    assert generate_ids(tmp_path, model, "--kv-cache-dtype", kv, ranks=2) == want, f"TP=2, {kv}"
+
+
 HYBRIDS = ["tiny-qwen3.5", "tiny-qwen3.5-moe", "tiny-qwen3-next", "tiny-lfm2", "tiny-lfm2-moe", "tiny-nemotron-h"]
 
 
@@ -104,8 +113,10 @@ def test_self_launch_unfused_and_batched_prefill(tiny_models, tmp_path):
 
 def test_real_quantized_models(smollm2_gguf, gemma3_gguf, tmp_path):
     """SmolLM2 (9 heads: 3 ranks, Q4_1 split on 32-blocks) and Gemma 3 (1 KV head replicated, Q4_K/Q6_K split on
-    256-blocks, sliding-window layers) keep one process's greedy text."""
-    prompt = ["--prompt", "The capital of France is"]
+    256-blocks, sliding-window layers) keep one process's greedy text, on an f32 KV cache: a rounded cache (their
+    default bf16) turns the last-bit differences of the row-split GEMMs' summation order into whole rounding steps
+    of K and V, which a real model's greedy text can follow (exactness per KV type: test_kv_types_equal_one_process)."""
+    prompt = ["--prompt", "The capital of France is", "--kv-cache-dtype", "f32"]
     for model, ranks in ((smollm2_gguf, 3), (gemma3_gguf, 2)):
         want = generate_ids(tmp_path, model, prompt=prompt, tokens=24)
         assert generate_ids(tmp_path, model, prompt=prompt, tokens=24, ranks=ranks, launch="self") == want, model.name

@@ -55,6 +55,14 @@ def test_kv_cache_dtype(stories_model):
         assert bf16.config["kv_cache_dtype"] == "bf16"
         got = bf16.generate("Once upon a time", max_new_tokens=8, temperature=0).token_ids
     assert len(got) == 8 and got[:2] == want[:2]  # bf16 rounding may change later greedy picks
+    for kv in ("int8", "fp8_e4m3", "f16"):  # stories260K's head_dim is 8: the per-token scaled types apply
+        with Engine(model_path=stories_model, max_seq_len=128, num_threads=1, kv_cache_memory=4 << 20,
+                    kv_cache_dtype=kv) as quantized:
+            assert quantized.config["kv_cache_dtype"] == kv
+            assert len(quantized.generate("Once upon a time", max_new_tokens=8, temperature=0).token_ids) == 8
+    with pytest.raises(Exception, match="head_dim is 8"):  # llama.cpp's blocks of 32 do not fit
+        Engine(model_path=stories_model, max_seq_len=128, num_threads=1, kv_cache_memory=4 << 20,
+               kv_cache_dtype="q4_0")
 
 
 def test_unknown_keyword_names_it(stories_model):

@@ -1,8 +1,10 @@
 // The Engine API on the real stories260K checkpoint: text in and out, stop strings, limits and the
 // errors a user sees, abort, stats, and generate() living beside step()-driven requests.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -174,6 +176,28 @@ TEST(EngineApi, DefaultBudgetIsAFractionOfFreeMemory) {
   EXPECT_EQ(s.pages_total, 2 * 512 / 16);
   EXPECT_EQ(engine.config().kv_cache_memory, s.kv_pool_bytes);
   EXPECT_EQ(engine.generate(std::vector<std::vector<int32_t>>{{1}}, greedy(5))[0].token_ids.size(), 5u);
+}
+
+// Inside a container whose cgroup leaves 64 MiB (simulated: MINFER_CGROUP_MEMORY_DIR), an explicit 40 GiB budget is
+// refused at start with the numbers and the knobs, and the default budget is a fraction of those 64 MiB.
+TEST(EngineApi, BudgetsBeyondTheMemoryLimitAreRefused) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "minfer_engine_api_cgroup";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "memory.max") << (int64_t{128} << 20) << "\n";
+  std::ofstream(dir / "memory.current") << (int64_t{64} << 20) << "\n";
+  ::setenv("MINFER_CGROUP_MEMORY_DIR", dir.c_str(), 1);
+  EngineConfig c = config();
+  c.kv_cache_memory = int64_t{40} << 30;
+  const std::string msg = expect_error([&] { Engine e(c); });
+  EXPECT_NE(msg.find("40960 MiB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cgroup limit 128 MiB with 64 MiB left"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--kv-cache-memory"), std::string::npos) << msg;
+  c.kv_cache_memory = 0;
+  c.kv_cache_memory_fraction = 0.5;
+  Engine fits(c);
+  EXPECT_LE(fits.stats().kv_pool_bytes, int64_t{32} << 20);
+  ::unsetenv("MINFER_CGROUP_MEMORY_DIR");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(EngineApi, AbortEndsARequestAndFreesItsPages) {

@@ -219,7 +219,7 @@ void check_all_tables(Batch& b, const std::string& what, AttentionParams params 
 
 TEST(KernelsAttention, RandomBatchesMatchReference) {
   std::mt19937 rng(11);
-  const std::tuple<int64_t, int64_t> groupings[] = {{8, 4}, {14, 2}, {4, 4}};  // GQA, GQA 7:1, MHA
+  const std::tuple<int64_t, int64_t> groupings[] = {{8, 4}, {14, 2}, {4, 4}, {9, 3}};  // GQA, GQA 7:1, MHA, 3:1
   for (KvCacheDtype dtype : kKvDtypes) {
     for (auto [heads, kv_heads] : groupings) {
       const bool blocked = kv_is_blocked(dtype);

@@ -1,0 +1,83 @@
+// `minfer eval-kv --model PATH --text FILE`: how far each KV cache type moves a model's next-token distributions
+// from an f32 cache, the weights as stored. Over the same windows of the text as eval-ppl: the per-token
+// KL(p_f32_kv || p_kv), top-1 agreement (teacher-forced), both perplexities, free-running greedy agreement, and
+// the KV bytes a token takes. llama.cpp's `llama-perplexity --kl-divergence -ctk T -ctv T` is the peer figure
+// (bench/kv_accuracy_llamacpp.py computes the same measures through llama-cpp-python).
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/kv_format.h"
+#include "model/model_tokenizer.h"
+#include "tools/commands.h"
+#include "tools/eval_logits.h"
+
+namespace minfer::tools {
+namespace {
+
+struct EvalKvArgs {
+  std::string model;
+  std::string text;
+  std::vector<std::string> dtypes = {"bf16", "f16", "int8", "fp8_e4m3", "q8_0", "q4_0"};
+  int threads = 0;
+  int64_t context = 512;
+  int64_t stride = 256;
+  int64_t max_tokens = 4096;
+  int32_t greedy_tokens = 64;
+};
+
+void run_eval_kv(const EvalKvArgs& a) {
+  const ModelWeights weights = load_model(a.model);
+  const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(weights);
+  const ModelConfig& m = weights.config;
+  const int64_t context = std::min<int64_t>(a.context, m.max_position_embeddings);
+  const std::vector<int32_t> tokens = encode_file(*tokenizer, a.text, a.max_tokens);
+  const auto windows = eval_windows(static_cast<int64_t>(tokens.size()), context, std::min(a.stride, context));
+  WindowLogits ref(weights, a.threads, context, KvCacheDtype::kF32);
+  std::vector<std::vector<float>> ref_logits;
+  for (const EvalWindow& w : windows) ref_logits.push_back(ref.run(tokens, w.begin, w.end));
+  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 1);
+  const std::vector<int32_t> ref_greedy = ref.greedy(prompt, a.greedy_tokens);
+  int64_t attention_layers = 0;
+  for (int64_t l = 0; l < m.num_layers; ++l) attention_layers += m.attends(l) ? 1 : 0;
+
+  fmt::print("model {} ({}), text {}: {} tokens in {} windows of {} (stride {}); reference: f32 KV\n", a.model,
+             dtype_name(m.dtype), a.text, tokens.size(), windows.size(), context, std::min(a.stride, context));
+  fmt::print("{:<10} {:>12} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>11}\n", "kv dtype", "KV B/token", "KL mean",
+             "KL max", "top-1", "ppl f32", "ppl kv", "dppl", "greedy");
+  for (const std::string& name : a.dtypes) {
+    KvCacheDtype dtype = KvCacheDtype::kF32;
+    parse_kv_cache_dtype(name, &dtype);
+    WindowLogits model(weights, a.threads, context, dtype);
+    const LogitScores s = score_windows(model, ref_logits, tokens, windows);
+    const size_t same = common_prefix(model.greedy(prompt, a.greedy_tokens), ref_greedy);
+    const int64_t bytes = 2 * attention_layers * m.num_kv_heads * kv_head_bytes(dtype, m.head_dim);
+    fmt::print("{:<10} {:>12} {:>10.2e} {:>10.2e} {:>8.2f}% {:>9.4f} {:>9.4f} {:>7.3f}% {:>5}/{:<5}\n", name, bytes,
+               s.kl_mean(), s.kl_max, s.top1_percent(), s.ppl_ref(), s.ppl(), 100.0 * (s.ppl() / s.ppl_ref() - 1.0),
+               same, ref_greedy.size());
+  }
+}
+
+}  // namespace
+
+void add_eval_kv_command(CLI::App& app) {
+  auto args = std::make_shared<EvalKvArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "eval-kv", "Accuracy of each KV cache type vs an f32 cache: logit KL, top-1 agreement, perplexity, greedy");
+  cmd->add_option("-m,--model", args->model, "Hugging Face directory, .gguf file, or llama2.c .bin")->required();
+  cmd->add_option("--text", args->text, "UTF-8 text file to evaluate on")->required();
+  cmd->add_option("--kv-cache-dtype", args->dtypes, "KV types to compare (repeatable)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16", "int8", "fp8_e4m3", "q8_0", "q4_0"}))
+      ->capture_default_str();
+  cmd->add_option("--context", args->context, "Tokens per window")->capture_default_str();
+  cmd->add_option("--stride", args->stride, "Tokens the window advances by")->capture_default_str();
+  cmd->add_option("--max-tokens", args->max_tokens, "Evaluate at most this many tokens of the text (0 = all)")
+      ->capture_default_str();
+  cmd->add_option("--greedy-tokens", args->greedy_tokens, "Greedy continuation length compared")->capture_default_str();
+  cmd->add_option("-t,--threads", args->threads, "Worker threads (0 = all cores)")->capture_default_str();
+  cmd->callback([args] { run_eval_kv(*args); });
+}
+
+}  // namespace minfer::tools
