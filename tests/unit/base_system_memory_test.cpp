@@ -40,15 +40,15 @@ TEST(SystemMemory, ReadsThisMachine) {
 }
 
 TEST_F(SimulatedCgroup, TheRoomUnderTheLimitBoundsWhatIsAvailable) {
-  // 1 GiB limit, 700 MiB used of which 100 MiB is inactive page cache: 400 MiB of room.
+  // 1 GiB limit, 700 MiB used of which 100 MiB is inactive page cache (reclaimable): 424 MiB of room.
   write(dir_ / "memory.max", "1073741824\n");
   write(dir_ / "memory.current", std::to_string(700ll << 20) + "\n");
   write(dir_ / "memory.stat", "anon 600\ninactive_file " + std::to_string(100ll << 20) + "\nactive_file 0\n");
   const SystemMemory m = read_system_memory();
   EXPECT_EQ(m.cgroup_limit, 1ll << 30);
-  EXPECT_EQ(m.cgroup_room, 400ll << 20);
-  EXPECT_EQ(m.available(), std::min<int64_t>(400ll << 20, m.mem_available - m.mapped_in_use));
-  EXPECT_NE(m.describe().find("cgroup limit 1024 MiB with 400 MiB left"), std::string::npos) << m.describe();
+  EXPECT_EQ(m.cgroup_room, 424ll << 20);
+  EXPECT_EQ(m.available(), std::min<int64_t>(424ll << 20, m.mem_available - m.mapped_in_use));
+  EXPECT_NE(m.describe().find("cgroup limit 1024 MiB with 424 MiB left"), std::string::npos) << m.describe();
 }
 
 TEST_F(SimulatedCgroup, NoLimitLeavesMemAvailable) {
