@@ -230,6 +230,8 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
                          const AttentionBatch& batch, const AttentionParams& params, ThreadPool& pool,
                          const AttentionSplitOptions& split) {
   check_batch(heads, cache, batch);
+  const bool rotated = kv_rotated(cache.dtype, cache.head_dim);
+  if (rotated) q = rotate_queries(q, heads, cache.head_dim, batch);
   int64_t token_blocks = 0;
   for (int64_t s = 0; s < batch.num_seqs; ++s) token_blocks += ceil_div(batch.q_len[s], kAttentionMaxSpanTokens);
   if (token_blocks == 0) return;
@@ -251,6 +253,7 @@ void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64
       attention_scratch_floats(kAttentionMaxSpanTokens * plan.heads_per_part, cache.head_dim, cache.page.size());
   run_items(leaf, cache, items, source, scratch_floats, pool);
   merge_split_spans(items, source);
+  if (rotated) unrotate_outputs(out, heads, cache.head_dim, batch);
 }
 
 }  // namespace minfer::kernels

@@ -129,6 +129,11 @@ void run_gemm(const LeafKernels& leaves, const float* x, int64_t m, int64_t k, c
 struct AttentionSplitOptions {
   int64_t range_tokens = 512;  // rounded up to whole pages
 };
+// A cache whose vectors are stored rotated (kv_rotated): the batch's query rows times H, in the calling thread's
+// scratch (valid until its next call), for the leaves to score against the rotated keys; and each sequence's output
+// rows rotated back in place after them (the leaves' output of rotated values is H times the true one).
+const float* rotate_queries(const float* q, int64_t heads, int64_t head_dim, const AttentionBatch& batch);
+void unrotate_outputs(float* out, int64_t heads, int64_t head_dim, const AttentionBatch& batch);
 void run_paged_attention(AttentionSpanFn leaf, const float* q, float* out, int64_t heads, const KvLayerView& cache,
                          const AttentionBatch& batch, const AttentionParams& params, ThreadPool& pool,
                          const AttentionSplitOptions& split = {});

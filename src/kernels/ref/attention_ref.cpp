@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/leaf.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace minfer::kernels::ref {
@@ -62,6 +63,8 @@ void paged_attention(const float* q, float* out, int64_t heads, const KvLayerVie
                      const AttentionParams& params) {
   MINFER_CHECK(cache.kv_heads > 0 && heads % cache.kv_heads == 0, "heads {} kv_heads {}", heads, cache.kv_heads);
   const int64_t group = heads / cache.kv_heads;
+  const bool rotated = kv_rotated(cache.dtype, cache.head_dim);
+  if (rotated) q = rotate_queries(q, heads, cache.head_dim, batch);
   for (int64_t s = 0; s < batch.num_seqs; ++s) {
     AttentionSpan span;
     span.q = q + batch.q_start[s] * heads * cache.head_dim;
@@ -81,6 +84,7 @@ void paged_attention(const float* q, float* out, int64_t heads, const KvLayerVie
       attention_span(cache, span, nullptr);
     }
   }
+  if (rotated) unrotate_outputs(out, heads, cache.head_dim, batch);
 }
 
 }  // namespace minfer::kernels::ref

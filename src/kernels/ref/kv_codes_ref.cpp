@@ -3,6 +3,7 @@
 // reference attention reads them with. Layout: KvLayerView (kernels.h).
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "base/error.h"
 #include "base/half.h"
@@ -134,6 +135,14 @@ void store_vector(const KvLayerView& c, void* codes, void* scales, const float* 
 void kv_write_head(const KvLayerView& cache, int64_t kv_head, const float* k, const float* v, int64_t slot) {
   MINFER_CHECK(cache.code_bits() > 0, "kv_write: KV cache of type {}", kv_cache_dtype_name(cache.dtype));
   if (slot < 0) return;
+  thread_local std::vector<float> rotated;
+  if (kv_rotated(cache.dtype, cache.head_dim)) {  // the 8- and 4-bit types store H k and H v (kv_format.h)
+    rotated.assign(k, k + cache.head_dim);
+    rotated.insert(rotated.end(), v, v + cache.head_dim);
+    hadamard_rows(rotated.data(), 2, cache.head_dim);
+    k = rotated.data();
+    v = rotated.data() + cache.head_dim;
+  }
   const int64_t ps = cache.page.size(), t = cache.page.slot_in_page(slot), page = cache.page.page_of(slot);
   const int64_t block = cache.head_block(page, kv_head), sblock = cache.scale_block(page, kv_head);
   const int64_t groups = cache.scale_groups();
