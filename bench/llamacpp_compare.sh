@@ -7,8 +7,7 @@
 # HF directory that bench/hf_to_gguf.py writes as GGUF first (TYPE keep or q8_0).
 #   bench/llamacpp_compare.sh MODEL [ROUNDS=3] [THREADS=2] [TYPE=keep|q8_0]
 # MINFER_FLAGS adds engine flags to minfer's `bench offline` runs (prefill, 8 and 32 sequences), e.g.
-# MINFER_FLAGS="--kv-cache-dtype bf16" for a 16-bit KV cache like llama.cpp's default f16 one (minfer's default is f32;
-# `generate`, the batch-1 decode, does not take the flag yet).
+# MINFER_FLAGS="--kv-cache-dtype f32" for an f32 KV cache (minfer's default for GGUF files is bf16, llama.cpp's f16).
 # Per round and engine: greedy decode at batch 1 (64 steps after a 4-token prompt; the two engines' greedy ids
 # are compared), prefill of a 512-token prompt (best of 3), and aggregate decode tok/s of 8 and 32 sequences
 # decoding together (16-token prompts, 16 timed steps).

@@ -18,45 +18,31 @@ namespace minfer::tools {
 namespace {
 
 struct EvalKvArgs {
-  std::string model;
-  std::string text;
+  EvalTextOptions eval{.context = 512, .stride = 256, .max_tokens = 4096};
   std::vector<std::string> dtypes = {"bf16", "f16", "int8", "fp8_e4m3", "q8_0", "q4_0"};
-  int threads = 0;
-  int64_t context = 512;
-  int64_t stride = 256;
-  int64_t max_tokens = 4096;
-  int32_t greedy_tokens = 64;
 };
 
 void run_eval_kv(const EvalKvArgs& a) {
-  const ModelWeights weights = load_model(a.model);
+  const ModelWeights weights = load_model(a.eval.model);
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(weights);
   const ModelConfig& m = weights.config;
-  const int64_t context = std::min<int64_t>(a.context, m.max_position_embeddings);
-  const std::vector<int32_t> tokens = encode_file(*tokenizer, a.text, a.max_tokens);
-  const auto windows = eval_windows(static_cast<int64_t>(tokens.size()), context, std::min(a.stride, context));
-  WindowLogits ref(weights, a.threads, context, KvCacheDtype::kF32);
-  std::vector<std::vector<float>> ref_logits;
-  for (const EvalWindow& w : windows) ref_logits.push_back(ref.run(tokens, w.begin, w.end));
-  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 1);
-  const std::vector<int32_t> ref_greedy = ref.greedy(prompt, a.greedy_tokens);
+  const EvalReference ref = eval_reference(weights, *tokenizer, a.eval, KvCacheDtype::kF32);
   int64_t attention_layers = 0;
   for (int64_t l = 0; l < m.num_layers; ++l) attention_layers += m.attends(l) ? 1 : 0;
 
-  fmt::print("model {} ({}), text {}: {} tokens in {} windows of {} (stride {}); reference: f32 KV\n", a.model,
-             dtype_name(m.dtype), a.text, tokens.size(), windows.size(), context, std::min(a.stride, context));
+  fmt::print("{}; reference: f32 KV\n", ref.describe(a.eval, weights));
   fmt::print("{:<10} {:>12} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>11}\n", "kv dtype", "KV B/token", "KL mean",
              "KL max", "top-1", "ppl f32", "ppl kv", "dppl", "greedy");
   for (const std::string& name : a.dtypes) {
     KvCacheDtype dtype = KvCacheDtype::kF32;
     parse_kv_cache_dtype(name, &dtype);
-    WindowLogits model(weights, a.threads, context, dtype);
-    const LogitScores s = score_windows(model, ref_logits, tokens, windows);
-    const size_t same = common_prefix(model.greedy(prompt, a.greedy_tokens), ref_greedy);
+    WindowLogits model(weights, a.eval.threads, ref.context, dtype);
+    const LogitScores s = score_windows(model, ref.logits, ref.tokens, ref.windows);
+    const size_t same = common_prefix(model.greedy(ref.prompt, a.eval.greedy_tokens), ref.greedy);
     const int64_t bytes = 2 * attention_layers * m.num_kv_heads * kv_head_bytes(dtype, m.head_dim);
     fmt::print("{:<10} {:>12} {:>10.2e} {:>10.2e} {:>8.2f}% {:>9.4f} {:>9.4f} {:>7.3f}% {:>5}/{:<5}\n", name, bytes,
                s.kl_mean(), s.kl_max, s.top1_percent(), s.ppl_ref(), s.ppl(), 100.0 * (s.ppl() / s.ppl_ref() - 1.0),
-               same, ref_greedy.size());
+               same, ref.greedy.size());
   }
 }
 
@@ -66,17 +52,10 @@ void add_eval_kv_command(CLI::App& app) {
   auto args = std::make_shared<EvalKvArgs>();
   CLI::App* cmd = app.add_subcommand(
       "eval-kv", "Accuracy of each KV cache type vs an f32 cache: logit KL, top-1 agreement, perplexity, greedy");
-  cmd->add_option("-m,--model", args->model, "Hugging Face directory, .gguf file, or llama2.c .bin")->required();
-  cmd->add_option("--text", args->text, "UTF-8 text file to evaluate on")->required();
+  add_eval_text_options(cmd, args->eval);
   cmd->add_option("--kv-cache-dtype", args->dtypes, "KV types to compare (repeatable)")
       ->check(CLI::IsMember({"f32", "bf16", "f16", "int8", "fp8_e4m3", "q8_0", "q4_0"}))
       ->capture_default_str();
-  cmd->add_option("--context", args->context, "Tokens per window")->capture_default_str();
-  cmd->add_option("--stride", args->stride, "Tokens the window advances by")->capture_default_str();
-  cmd->add_option("--max-tokens", args->max_tokens, "Evaluate at most this many tokens of the text (0 = all)")
-      ->capture_default_str();
-  cmd->add_option("--greedy-tokens", args->greedy_tokens, "Greedy continuation length compared")->capture_default_str();
-  cmd->add_option("-t,--threads", args->threads, "Worker threads (0 = all cores)")->capture_default_str();
   cmd->callback([args] { run_eval_kv(*args); });
 }
 

@@ -22,28 +22,18 @@ namespace minfer::tools {
 namespace {
 
 struct EvalQuantArgs {
-  std::string model;
-  std::string text;
+  EvalTextOptions eval;
   std::vector<std::string> modes;
   int group_size = -1;  // -1: the default set of schemes
   bool asymmetric = false;
-  int threads = 0;
-  int64_t context = 128;
-  int64_t stride = 64;
-  int64_t max_tokens = 512;
-  int32_t greedy_tokens = 64;
   std::string calibrate;
   int64_t calibration_tokens = 2048;
   float alpha = 0.5f;
 };
 
 void run_eval_quant(const EvalQuantArgs& a) {
-  const ModelWeights base = load_model(a.model);
+  const ModelWeights base = load_model(a.eval.model);
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(base);
-  const int64_t context = std::min<int64_t>(a.context, base.config.max_position_embeddings);
-  const std::vector<int32_t> tokens = encode_file(*tokenizer, a.text, a.max_tokens);
-  const auto windows = eval_windows(static_cast<int64_t>(tokens.size()), context, std::min(a.stride, context));
-
   std::vector<QuantConfig> schemes;
   if (a.modes.empty() && a.group_size < 0) {
     schemes = {parse_quantization("w8a16"), parse_quantization("w8a16", 128), parse_quantization("w8a8"),
@@ -54,35 +44,28 @@ void run_eval_quant(const EvalQuantArgs& a) {
   }
 
   // The float model's logits once, kept per window.
-  WindowLogits ref(base, a.threads, context);
-  std::vector<std::vector<float>> ref_logits;
-  for (const EvalWindow& w : windows) ref_logits.push_back(ref.run(tokens, w.begin, w.end));
-  const std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + 1);  // BOS: the model's own text
-  const std::vector<int32_t> ref_greedy = ref.greedy(prompt, a.greedy_tokens);
-
-  fmt::print("model {} ({}), text {}: {} tokens in {} windows of {} (stride {})\n", a.model,
-             dtype_name(base.config.dtype), a.text, tokens.size(), windows.size(), context,
-             std::min(a.stride, context));
+  const EvalReference ref = eval_reference(base, *tokenizer, a.eval);
+  fmt::print("{}\n", ref.describe(a.eval, base));
   fmt::print("{:<40} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>8} {:>11}\n", "scheme", "weights", "KL mean", "KL max",
              "top-1", "ppl ref", "ppl quant", "dppl", "greedy");
   ActivationRanges ranges;
   if (!a.calibrate.empty())
-    ranges =
-        calibrate_activation_ranges(base, encode_file(*tokenizer, a.calibrate, a.calibration_tokens), 512, a.threads);
+    ranges = calibrate_activation_ranges(base, encode_file(*tokenizer, a.calibrate, a.calibration_tokens), 512,
+                                         a.eval.threads);
   for (size_t run = 0; run < schemes.size() * (ranges.empty() ? 1 : 2); ++run) {
     const QuantConfig& q = schemes[run % schemes.size()];
     const bool smoothed = run >= schemes.size();
     ModelWeights qw = base;
     SmoothingPlan plan;
     if (smoothed) plan = smooth_model(qw, ranges, a.alpha);
-    quantize_model(qw, q, a.threads, {}, smoothed ? &plan : nullptr);
-    WindowLogits model(qw, a.threads, context);
-    const LogitScores s = score_windows(model, ref_logits, tokens, windows);
-    const size_t same = common_prefix(model.greedy(prompt, a.greedy_tokens), ref_greedy);
+    quantize_model(qw, q, a.eval.threads, {}, smoothed ? &plan : nullptr);
+    WindowLogits model(qw, a.eval.threads, ref.context);
+    const LogitScores s = score_windows(model, ref.logits, ref.tokens, ref.windows);
+    const size_t same = common_prefix(model.greedy(ref.prompt, a.eval.greedy_tokens), ref.greedy);
     fmt::print("{:<40} {:>7.1f}MiB {:>10.2e} {:>10.2e} {:>8.2f}% {:>9.3f} {:>10.3f} {:>7.2f}% {:>5}/{:<5}\n",
                quantization_name(q) + (smoothed ? ", smooth" : ""), static_cast<double>(weight_bytes(qw)) / (1 << 20),
                s.kl_mean(), s.kl_max, s.top1_percent(), s.ppl_ref(), s.ppl(), 100.0 * (s.ppl() / s.ppl_ref() - 1.0),
-               same, ref_greedy.size());
+               same, ref.greedy.size());
   }
 }
 
@@ -92,18 +75,11 @@ void add_eval_quant_command(CLI::App& app) {
   auto args = std::make_shared<EvalQuantArgs>();
   CLI::App* cmd = app.add_subcommand(
       "eval-quant", "Accuracy of int8 quantization vs the float model: logit KL, top-1 agreement, perplexity, greedy");
-  cmd->add_option("-m,--model", args->model, "Hugging Face directory, .gguf file, or llama2.c .bin")->required();
-  cmd->add_option("--text", args->text, "UTF-8 text file to evaluate on")->required();
+  add_eval_text_options(cmd, args->eval);
   cmd->add_option("--quantization", args->modes, "Schemes to compare (repeatable: w8a16, w8a8); default: a set")
       ->check(CLI::IsMember({"w8a16", "w8a8"}));
   cmd->add_option("--group-size", args->group_size, "0 = per channel, 32/64/128 (with --quantization)");
   cmd->add_flag("--asymmetric", args->asymmetric, "Asymmetric weights (with --quantization)");
-  cmd->add_option("--context", args->context, "Tokens per window")->capture_default_str();
-  cmd->add_option("--stride", args->stride, "Tokens the window advances by")->capture_default_str();
-  cmd->add_option("--max-tokens", args->max_tokens, "Evaluate at most this many tokens of the text (0 = all)")
-      ->capture_default_str();
-  cmd->add_option("--greedy-tokens", args->greedy_tokens, "Greedy continuation length compared")->capture_default_str();
-  cmd->add_option("-t,--threads", args->threads, "Worker threads (0 = all cores)")->capture_default_str();
   cmd->add_option("--calibrate", args->calibrate, "Also run each scheme with SmoothQuant calibrated on this text")
       ->check(CLI::ExistingFile);
   cmd->add_option("--calibration-tokens", args->calibration_tokens, "Tokens of the calibration text to use")

@@ -1,5 +1,7 @@
 #include "tools/eval_logits.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -110,6 +112,36 @@ LogitScores score_windows(WindowLogits& model, const std::vector<std::vector<flo
     }
   }
   return s;
+}
+
+void add_eval_text_options(CLI::App* cmd, EvalTextOptions& o) {
+  cmd->add_option("-m,--model", o.model, "Hugging Face directory, .gguf file, or llama2.c .bin")->required();
+  cmd->add_option("--text", o.text, "UTF-8 text file to evaluate on")->required();
+  cmd->add_option("--context", o.context, "Tokens per window")->capture_default_str();
+  cmd->add_option("--stride", o.stride, "Tokens the window advances by")->capture_default_str();
+  cmd->add_option("--max-tokens", o.max_tokens, "Evaluate at most this many tokens of the text (0 = all)")
+      ->capture_default_str();
+  cmd->add_option("--greedy-tokens", o.greedy_tokens, "Greedy continuation length compared")->capture_default_str();
+  cmd->add_option("-t,--threads", o.threads, "Worker threads (0 = all cores)")->capture_default_str();
+}
+
+EvalReference eval_reference(const ModelWeights& weights, const Tokenizer& tokenizer, const EvalTextOptions& o,
+                             KvCacheDtype kv) {
+  EvalReference r;
+  r.context = std::min<int64_t>(o.context, weights.config.max_position_embeddings);
+  r.stride = std::min(o.stride, r.context);
+  r.tokens = encode_file(tokenizer, o.text, o.max_tokens);
+  r.windows = eval_windows(static_cast<int64_t>(r.tokens.size()), r.context, r.stride);
+  WindowLogits ref(weights, o.threads, r.context, kv);
+  for (const EvalWindow& w : r.windows) r.logits.push_back(ref.run(r.tokens, w.begin, w.end));
+  r.prompt.assign(r.tokens.begin(), r.tokens.begin() + 1);
+  r.greedy = ref.greedy(r.prompt, o.greedy_tokens);
+  return r;
+}
+
+std::string EvalReference::describe(const EvalTextOptions& o, const ModelWeights& weights) const {
+  return fmt::format("model {} ({}), text {}: {} tokens in {} windows of {} (stride {})", o.model,
+                     dtype_name(weights.config.dtype), o.text, tokens.size(), windows.size(), context, stride);
 }
 
 size_t common_prefix(const std::vector<int32_t>& got, const std::vector<int32_t>& want) {

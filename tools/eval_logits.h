@@ -2,6 +2,7 @@
 // position of a window from one model (an Engine request with prompt logits).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -57,5 +58,32 @@ LogitScores score_windows(WindowLogits& model, const std::vector<std::vector<flo
                           const std::vector<int32_t>& tokens, const std::vector<EvalWindow>& windows);
 // How many leading tokens of `got` equal `want`'s.
 size_t common_prefix(const std::vector<int32_t>& got, const std::vector<int32_t>& want);
+
+// What eval-quant and eval-kv share: the model and text options, and the reference run they compare against.
+struct EvalTextOptions {
+  std::string model;
+  std::string text;
+  int threads = 0;
+  int64_t context = 128;
+  int64_t stride = 64;
+  int64_t max_tokens = 512;
+  int32_t greedy_tokens = 64;
+};
+// -m/--model, --text, --context, --stride, --max-tokens, --greedy-tokens, -t/--threads (defaults as o holds them).
+void add_eval_text_options(CLI::App* cmd, EvalTextOptions& o);
+
+struct EvalReference {
+  std::vector<int32_t> tokens;
+  int64_t context = 0, stride = 0;  // cut to the model's context
+  std::vector<EvalWindow> windows;
+  std::vector<std::vector<float>> logits;  // the reference's, per window
+  std::vector<int32_t> prompt;             // BOS: the model's own text follows
+  std::vector<int32_t> greedy;             // the reference's greedy continuation of prompt
+  // "model M (dtype), text T: N tokens in W windows of C (stride S)".
+  std::string describe(const EvalTextOptions& o, const ModelWeights& weights) const;
+};
+// The text's windows and, for `weights` with a KV cache of type `kv`, the logits and greedy text compared against.
+EvalReference eval_reference(const ModelWeights& weights, const Tokenizer& tokenizer, const EvalTextOptions& o,
+                             KvCacheDtype kv = KvCacheDtype::kF32);
 
 }  // namespace minfer::tools

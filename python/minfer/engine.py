@@ -129,7 +129,7 @@ class Engine:
         max_num_seqs: most requests running at once.
         max_num_batched_tokens: most tokens one step computes (long prompts are prefilled in chunks).
         kv_layout: "paged", or "contiguous" (max_model_len reserved per request; only to measure paging).
-        kv_cache_dtype: "auto" (bf16 for a bf16 model, f16 for f16 and quantized ones, f32 for f32 ones), "f32",
+        kv_cache_dtype: "auto" (bf16 for 16-bit and quantized models, f32 for f32 ones), "f32",
             "bf16", "f16", "int8" (a scale per token and head), "fp8_e4m3", or llama.cpp's "q8_0" / "q4_0" (blocks
             of 32 along the head dimension; head_dim must be a multiple of 32). vLLM's --kv-cache-dtype.
         seed: seed of the requests that give none (each gets seed + its request id: a repeatable run whose

@@ -290,6 +290,16 @@ TEST(KvBudget, RefusesWithTheNumbersAndTheKnobs) {
   EXPECT_EQ(plan_kv_pool(r).num_pages, 65);
 }
 
+// plan_kv_pool's refusal of r ("" when it plans a pool).
+std::string refusal(const KvPoolRequest& r) {
+  try {
+    plan_kv_pool(r);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(KvBudget, PagesShrinkWithTheKvTypeAndRefusalsSuggestQuantizedKv) {
   KvPoolRequest r;
   r.shape.num_layers = 2;
@@ -300,12 +310,7 @@ TEST(KvBudget, PagesShrinkWithTheKvTypeAndRefusalsSuggestQuantizedKv) {
   r.budget_source = "kv_cache_memory";
   r.budget_bytes = 10 * 4096;
   EXPECT_EQ(r.shape.bytes_per_page(), 4096);
-  std::string msg;
-  try {
-    plan_kv_pool(r);
-  } catch (const std::exception& e) {
-    msg = e.what();
-  }
+  std::string msg = refusal(r);
   EXPECT_NE(msg.find("--kv-cache-dtype int8"), std::string::npos) << msg;  // head_dim 8: no blocks of 32
   EXPECT_NE(msg.find("x f32)"), std::string::npos) << msg;
   r.shape.dtype = KvCacheDtype::kBf16;
@@ -313,22 +318,12 @@ TEST(KvBudget, PagesShrinkWithTheKvTypeAndRefusalsSuggestQuantizedKv) {
   r.budget_bytes = 17 * 2048;
   EXPECT_EQ(plan_kv_pool(r).num_pages, 17);
   r.budget_bytes = 10 * 2048;
-  msg.clear();
-  try {
-    plan_kv_pool(r);
-  } catch (const std::exception& e) {
-    msg = e.what();
-  }
+  msg = refusal(r);
   EXPECT_NE(msg.find("x bf16)"), std::string::npos) << msg;
   // 8-bit codes and a 4-byte scale per token and head: 8 + 4 bytes a head for head_dim 8.
   r.shape.dtype = KvCacheDtype::kInt8;
   EXPECT_EQ(r.shape.bytes_per_page(), 2 * 2 * 16 * 2 * 12);
-  msg.clear();
-  try {
-    plan_kv_pool(r);
-  } catch (const std::exception& e) {
-    msg = e.what();
-  }
+  msg = refusal(r);
   EXPECT_EQ(msg.find("--kv-cache-dtype"), std::string::npos) << msg;  // already quantized: not offered again
   // llama.cpp's blocks: 34 and 18 bytes per 32 values.
   r.shape.head_dim = 64;
@@ -363,12 +358,7 @@ TEST(KvCache, Bf16PoolViewsHalfTheBytes) {
 
 // A quantized pool: codes, then their scales, per layer, each region on a 64-byte boundary.
 TEST(KvCache, QuantizedPoolsHoldCodesAndScales) {
-  KvCacheShape shape;
-  shape.num_layers = 2;
-  shape.kv_heads = 2;
-  shape.head_dim = 64;
-  shape.page = PageGeometry::of(16);
-  shape.num_pages = 4;
+  KvCacheShape shape{.num_layers = 2, .kv_heads = 2, .head_dim = 64, .page = PageGeometry::of(16), .num_pages = 4};
   for (KvCacheDtype d : {KvCacheDtype::kInt8, KvCacheDtype::kQ8_0, KvCacheDtype::kQ4_0}) {
     shape.dtype = d;
     KvCache cache(shape);
