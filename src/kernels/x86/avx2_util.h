@@ -21,6 +21,14 @@ inline __m256i lane_mask(int64_t n) {
 inline __m256 load_partial(const float* p, int64_t n) { return _mm256_maskload_ps(p, lane_mask(n)); }
 inline void store_partial(float* p, int64_t n, __m256 v) { _mm256_maskstore_ps(p, lane_mask(n), v); }
 
+// The first n (< 8) elements at p widened by W, through a zeroed buffer, so no memory past them is read.
+template <class W>
+inline __m256 load_first(const typename W::Elem* p, int64_t n) {
+  alignas(16) typename W::Elem tmp[16] = {};
+  std::memcpy(tmp, p, static_cast<size_t>(n) * sizeof(typename W::Elem));
+  return W::load(tmp);
+}
+
 // Weight element types, loaded 8 at a time as f32 (or the first n < 8, the rest zero).
 struct F32W {
   using Elem = float;
@@ -33,11 +41,7 @@ struct F16W {
   static __m256 load(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static __m256 load(const uint16_t* p, int64_t n) {
-    alignas(16) uint16_t tmp[8] = {};
-    std::memcpy(tmp, p, static_cast<size_t>(n) * sizeof(uint16_t));
-    return load(tmp);
-  }
+  static __m256 load(const uint16_t* p, int64_t n) { return load_first<F16W>(p, n); }
   static float scalar(const uint16_t* p) { return _cvtsh_ss(*p); }
 };
 struct Bf16W {
@@ -46,11 +50,7 @@ struct Bf16W {
     const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
-  static __m256 load(const uint16_t* p, int64_t n) {
-    alignas(16) uint16_t tmp[8] = {};
-    std::memcpy(tmp, p, static_cast<size_t>(n) * sizeof(uint16_t));
-    return load(tmp);
-  }
+  static __m256 load(const uint16_t* p, int64_t n) { return load_first<Bf16W>(p, n); }
   static float scalar(const uint16_t* p) {
     const uint32_t bits = static_cast<uint32_t>(*p) << 16;
     float f;
@@ -64,11 +64,7 @@ struct I8W {
   static __m256 load(const int8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
-  static __m256 load(const int8_t* p, int64_t n) {
-    alignas(16) int8_t tmp[16] = {};
-    std::memcpy(tmp, p, static_cast<size_t>(n));
-    return load(tmp);
-  }
+  static __m256 load(const int8_t* p, int64_t n) { return load_first<I8W>(p, n); }
 };
 // KV codes (kernels/kv_format.h): OCP e4m3 bytes, loaded as f32 times 2^-8 (kUnit: the caller scales by 256). The
 // byte's exponent and mantissa moved under an f16's (bias 15 against e4m3's 7) make an f16 of the value / 2^8,
@@ -83,11 +79,7 @@ struct Fp8W {
     return _mm256_cvtph_ps(h);
   }
   static __m256 load(const uint8_t* p) { return widen(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))); }
-  static __m256 load(const uint8_t* p, int64_t n) {
-    alignas(16) uint8_t tmp[16] = {};
-    std::memcpy(tmp, p, static_cast<size_t>(n));
-    return load(tmp);
-  }
+  static __m256 load(const uint8_t* p, int64_t n) { return load_first<Fp8W>(p, n); }
 };
 // q4_0 codes: 8 bytes, each holding two codes (low and high nibble), as two vectors of f32 code - 8.
 struct Q4W {
