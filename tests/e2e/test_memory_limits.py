@@ -40,6 +40,16 @@ def make_cgroup() -> Path | None:
 def limited(tmp_path):
     """(env, preexec) that run a command under a 1 GiB limit, real or simulated; the cgroup is removed after."""
     group = make_cgroup()
+
+    def enter():
+        (group / "cgroup.procs").write_text(str(os.getpid()))
+
+    if group is not None:  # a process must be able to join it (a container may allow mkdir but not that)
+        try:
+            subprocess.run(["true"], preexec_fn=enter, check=True)
+        except (subprocess.SubprocessError, OSError):
+            group.rmdir()
+            group = None
     if group is None:
         sim = tmp_path / "cgroup"
         sim.mkdir()
@@ -49,10 +59,6 @@ def limited(tmp_path):
         yield {**os.environ, "MINFER_CGROUP_MEMORY_DIR": str(sim)}, None
         return
     print(f"a real memory cgroup: {group}")
-
-    def enter():
-        (group / "cgroup.procs").write_text(str(os.getpid()))
-
     yield dict(os.environ), enter
     for pid in (group / "cgroup.procs").read_text().split():
         subprocess.run(["kill", "-9", pid], check=False)
