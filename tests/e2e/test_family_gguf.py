@@ -44,9 +44,11 @@ STEPS = 32
 
 def engine(minfer, model, ids, tmp_path, tag):
     logits, out = tmp_path / f"{tag}.f32", tmp_path / f"{tag}.ids"
-    # A 256-token context, as llama.cpp's below (tiny-phi3's longrope picks its short factors for it).
+    # A 256-token context, as llama.cpp's below (tiny-phi3's longrope picks its short factors for it), and an f32 KV
+    # cache as llama.cpp's below (a GGUF file's default is bf16).
     minfer.run("generate", "--model", model, "--prompt-ids", ids_arg(ids), "-n", STEPS, "--temperature", 0,
-               "--ignore-eos", "--dump-prompt-logits", logits, "--ids-out", out, "--max-model-len", 256)
+               "--ignore-eos", "--dump-prompt-logits", logits, "--ids-out", out, "--max-model-len", 256,
+               "--kv-cache-dtype", "f32")
     return np.fromfile(logits, dtype="<f4").reshape(len(ids), -1), read_ids(out)
 
 
