@@ -27,8 +27,6 @@ void run_eval_kv(const EvalKvArgs& a) {
   const std::unique_ptr<Tokenizer> tokenizer = load_tokenizer(weights);
   const ModelConfig& m = weights.config;
   const EvalReference ref = eval_reference(weights, *tokenizer, a.eval, KvCacheDtype::kF32);
-  int64_t attention_layers = 0;
-  for (int64_t l = 0; l < m.num_layers; ++l) attention_layers += m.attends(l) ? 1 : 0;
 
   fmt::print("{}; reference: f32 KV\n", ref.describe(a.eval, weights));
   fmt::print("{:<10} {:>12} {:>10} {:>10} {:>9} {:>9} {:>9} {:>8} {:>11}\n", "kv dtype", "KV B/token", "KL mean",
@@ -39,7 +37,7 @@ void run_eval_kv(const EvalKvArgs& a) {
     WindowLogits model(weights, a.eval.threads, ref.context, dtype);
     const LogitScores s = score_windows(model, ref.logits, ref.tokens, ref.windows);
     const size_t same = common_prefix(model.greedy(ref.prompt, a.eval.greedy_tokens), ref.greedy);
-    const int64_t bytes = 2 * attention_layers * m.num_kv_heads * kv_head_bytes(dtype, m.head_dim);
+    const int64_t bytes = 2 * m.num_attention_layers() * m.num_kv_heads * kv_head_bytes(dtype, m.head_dim);
     fmt::print("{:<10} {:>12} {:>10.2e} {:>10.2e} {:>8.2f}% {:>9.4f} {:>9.4f} {:>7.3f}% {:>5}/{:<5}\n", name, bytes,
                s.kl_mean(), s.kl_max, s.top1_percent(), s.ppl_ref(), s.ppl(), 100.0 * (s.ppl() / s.ppl_ref() - 1.0),
                same, ref.greedy.size());

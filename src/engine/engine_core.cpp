@@ -72,7 +72,7 @@ void EngineCore::load_tokenizer_and_eos_ids() {
 // The config's automatic and conflicting settings as this model and this machine resolve them.
 void EngineCore::resolve_config() {
   const ModelConfig& m = weights_.config;
-  max_model_len_source_ = config_.max_model_len > 0 ? "given" : "the model's max_position_embeddings";
+  max_len_bound_ = config_.max_model_len > 0 ? MaxLenBound::kGiven : MaxLenBound::kModel;
   config_.max_model_len = resolve_max_model_len(config_, m);
   config_.num_threads = pool_.size();
   if (contiguous_kv() && config_.enable_prefix_caching) {

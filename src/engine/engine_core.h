@@ -144,7 +144,9 @@ class EngineCore {
 
   EngineConfig config_;
   PageGeometry page_;  // from config_.page_size, checked once; every pool, page manager and view gets this one
-  std::string max_model_len_source_;  // which bound set config_.max_model_len, for the start-up log
+  // Which bound set config_.max_model_len: the config's value, the model's context, or the KV budget
+  // (fit_max_model_len).
+  enum class MaxLenBound : uint8_t { kGiven, kModel, kKvBudget } max_len_bound_ = MaxLenBound::kModel;
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<int32_t> eos_ids_;

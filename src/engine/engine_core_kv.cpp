@@ -24,8 +24,7 @@ KvPoolRequest EngineCore::kv_pool_request() const {
   const ModelConfig& m = weights_.config;
   KvPoolRequest req;
   req.shape.dtype = config_.kv_cache_dtype;
-  req.shape.num_layers = 0;  // the attention layers: recurrent ones keep a state slot instead (create_state_pool)
-  for (int64_t i = 0; i < m.num_layers; ++i) req.shape.num_layers += m.attends(i) ? 1 : 0;
+  req.shape.num_layers = m.num_attention_layers();  // recurrent layers keep a state slot instead (create_state_pool)
   req.shape.kv_heads = runner_weights().config.num_kv_heads;  // this rank's, under tensor parallel
   req.shape.head_dim = m.head_dim;
   req.shape.page = page_;
@@ -59,7 +58,7 @@ KvPoolRequest EngineCore::kv_pool_request() const {
 // budget when recurrent layers take state slots from it too; the windows of sliding-window layers are counted as
 // whole-context layers, so the cut is on the safe side). Past that the start-up refusal of plan_kv_pool applies.
 void EngineCore::fit_max_model_len(KvPoolRequest& request) {
-  if (max_model_len_source_ == "given" || contiguous_kv()) return;
+  if (max_len_bound_ == MaxLenBound::kGiven || contiguous_kv()) return;
   const bool states = runner_weights().config.has_recurrent_layers();
   const int64_t usable = states ? request.budget_bytes / 2 : request.budget_bytes;
   const int64_t fits = (usable / request.shape.bytes_per_page() - 1) * page_.size();  // less the null page
@@ -68,7 +67,7 @@ void EngineCore::fit_max_model_len(KvPoolRequest& request) {
       "max_model_len {}: the model's {} positions do not fit the KV budget for one sequence (use a "
       "quantized --kv-cache-dtype or a larger --kv-cache-memory for more)",
       fits, config_.max_model_len);
-  max_model_len_source_ = fmt::format("bounded by the {} MiB KV budget", request.budget_bytes >> 20);
+  max_len_bound_ = MaxLenBound::kKvBudget;
   config_.max_model_len = fits;
   request.max_model_len = fits;
   request.max_useful_pages = config_.max_num_seqs * pages_per_seq();
@@ -159,7 +158,9 @@ void EngineCore::log_kv_pools() const {
       "layout, prefix caching {}, {} batching",
       kv_pages_, page_.size(), kv_pages_ * page_.size(), config_.kv_cache_memory >> 20,
       kv_cache_dtype_name(config_.kv_cache_dtype), kv_pages_ / pages_per_seq(), config_.max_model_len,
-      max_model_len_source_,
+      max_len_bound_ == MaxLenBound::kGiven   ? "given"
+      : max_len_bound_ == MaxLenBound::kModel ? "the model's max_position_embeddings"
+                                              : "bounded by the KV budget",
       window_.pages && full_.pages
           ? fmt::format(" for {} full-attention layers, {} pages for the {}-position windows of the other {}",
                         full_.cache->shape().num_layers, window_.pages->num_usable_pages(), m.sliding_window,

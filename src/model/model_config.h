@@ -183,6 +183,12 @@ struct ModelConfig {
     return m != LayerMixer::kAttention && m != LayerMixer::kNone;
   }
   bool attends(int64_t layer) const { return mixer(layer) == LayerMixer::kAttention; }
+  // Layers with a KV cache (the others keep recurrent state, or nothing).
+  int64_t num_attention_layers() const {
+    int64_t n = 0;
+    for (int64_t i = 0; i < num_layers; ++i) n += attends(i) ? 1 : 0;
+    return n;
+  }
   // Whether layer i has an MLP (or experts) after its mixer: Nemotron-H's mixer layers have none.
   bool has_mlp(int64_t layer) const { return layer_mlp.empty() || layer_mlp[static_cast<size_t>(layer)]; }
   bool has_recurrent_layers() const {

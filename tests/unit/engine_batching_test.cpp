@@ -203,9 +203,7 @@ TEST_P(BatchingTest, QuantizedKvCacheBatchedEqualsAlone) {
     }
     if (dtype == KvCacheDtype::kBf16) continue;
     // Preemption: room for one max_model_len sequence and a little more (and two state slots for a hybrid).
-    int64_t attention_layers = 0;
-    for (int64_t l = 0; l < m.num_layers; ++l) attention_layers += m.attends(l) ? 1 : 0;
-    const int64_t page_bytes = 2 * 16 * attention_layers * m.num_kv_heads * kv_head_bytes(dtype, head_dim);
+    const int64_t page_bytes = 2 * 16 * m.num_attention_layers() * m.num_kv_heads * kv_head_bytes(dtype, head_dim);
     c.kv_cache_memory = page_bytes * (128 / 16 + 3) + (m.has_recurrent_layers() ? 2 * StatePool::slot_bytes(m) : 0);
     EngineStats stats;
     const auto preempted = run_batched(c, reqs, &stats);
