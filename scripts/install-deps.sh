@@ -7,10 +7,12 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates clang-format
+  ccache  # compiled objects kept across clean clones (CMakeLists.txt: MINFER_CCACHE)
   clang-14 libclang-rt-14-dev  # libFuzzer and its sanitizers (scripts/fuzz.sh, the `fuzz` preset)
   libpcre2-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libboost-dev
   libssl-dev openssl  # HTTPS in the server (Boost.Asio SSL); `openssl` makes the tests' self-signed certificate
+  libxxhash-dev  # XXH3: the KV tiers' content keys and checksums (src/kv/)
   libsqlite3-dev  # /v1/responses' stored responses across restarts (--responses-store FILE)
   libdnnl-dev  # oneDNN: the bf16 matmul of prefill and batched decode (AMX where the CPU has it)
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -91,6 +91,15 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& mode
       ->default_str(kv_cache_dtype_name(e.kv_cache_dtype));
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", e.enable_prefix_caching,
                "Share the KV pages of equal prompt prefixes (default on)");
+  cmd.add_option("--kv-offload-ram", e.kv_offload_ram,
+                 "Host RAM for KV pages evicted from the prefix cache, e.g. 4GiB (0 = none)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd.add_option("--kv-cache-dir", e.kv_cache_dir,
+                 "Folder that keeps prompt KV pages across restarts (written through; read back on a prefix hit)");
+  cmd.add_option("--kv-cache-dir-size", e.kv_cache_dir_size, "Most bytes --kv-cache-dir may hold (LRU), e.g. 20GiB")
+      ->transform(CLI::AsSizeValue(false))
+      ->default_str("8GiB");
   cmd.add_flag("--no-continuous-batching", flags.no_continuous_batching,
                "Static batching: run a batch to completion before the next");
   cmd.add_option("--seed", e.seed, "Seed of requests that give none (repeatable sampling)");

@@ -93,6 +93,12 @@ struct EngineConfig {
   // Resolved to kF32 or kBf16 by the engine (Engine::config() shows which).
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   bool enable_prefix_caching = true;  // automatic prefix caching (paged layout only)
+  // Tiers behind the prefix cache (src/kv/kv_tiers.h): bytes of host RAM for the pages it evicts (0 = none), and a
+  // folder that keeps pages across restarts (empty = none; every computed prompt page is written through to it),
+  // bounded by kv_cache_dir_size bytes.
+  int64_t kv_offload_ram = 0;
+  std::string kv_cache_dir;
+  int64_t kv_cache_dir_size = int64_t{8} << 30;
   // Models with recurrent layers (Qwen3.5, ...): their prefix cache restores a copy of the recurrent state taken every
   // this many pages of a prompt (prefills are cut at those boundaries); 0 = their prefixes are never reused.
   int64_t state_snapshot_pages = 32;

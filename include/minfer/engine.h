@@ -56,6 +56,20 @@ struct EngineStats {
   int64_t prefix_queried_tokens = 0;
   int64_t prefix_hit_tokens = 0;
   double prefix_cache_hit_rate = 0.0;
+  // The tiers behind the prefix cache (EngineConfig::kv_offload_ram, kv_cache_dir), each: prompt tokens whose KV it
+  // gave back, bytes copied back into the pool and stored into it, what it holds, and entries dropped for room or
+  // (disk) found torn or corrupt and removed.
+  struct KvTier {
+    bool enabled = false;
+    int64_t hit_tokens = 0;
+    int64_t read_bytes = 0;
+    int64_t written_bytes = 0;
+    int64_t entries = 0;
+    int64_t bytes = 0;
+    int64_t evictions = 0;
+    int64_t corrupt_removed = 0;
+  };
+  KvTier ram_tier, disk_tier;
   int64_t num_preemptions = 0;
   int64_t prompt_tokens = 0;     // of added requests
   int64_t generated_tokens = 0;  // sampled so far

@@ -18,6 +18,10 @@ void EngineConfig::validate() const {
   if (kv_cache_memory < 0) fail("EngineConfig.kv_cache_memory must be >= 0 bytes (0 = a fraction of free memory)");
   if (!(kv_cache_memory_fraction > 0.0 && kv_cache_memory_fraction <= 1.0))
     fail("EngineConfig.kv_cache_memory_fraction must be in (0, 1], got {}", kv_cache_memory_fraction);
+  if (kv_offload_ram < 0)
+    fail("EngineConfig.kv_offload_ram must be >= 0 bytes (0 = no RAM tier), got {}", kv_offload_ram);
+  if (!kv_cache_dir.empty() && kv_cache_dir_size < (int64_t{1} << 20))
+    fail("EngineConfig.kv_cache_dir_size must be at least 1 MiB, got {} bytes", kv_cache_dir_size);
   if (max_model_len < 0) fail("EngineConfig.max_model_len must be >= 0 (0 = the model's), got {}", max_model_len);
   if (max_num_seqs < 1) fail("EngineConfig.max_num_seqs must be >= 1, got {}", max_num_seqs);
   if (max_num_batched_tokens < 1)

@@ -53,6 +53,7 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
   create_kv_groups(request);
   start_runner();
   start_scheduler();
+  start_tiers();
   if (config_.speculative.enabled()) speculator_ = std::make_unique<Speculator>(config_.speculative);
   if (config_.speculative.method == SpeculativeMethod::kDraftModel) start_draft_model(request.shape);
   log_kv_pools();
@@ -226,6 +227,7 @@ EngineStats EngineCore::stats() const {
   s.prefix_hit_tokens = p.hit_tokens;
   s.prefix_cache_hit_rate =
       p.queried_tokens > 0 ? static_cast<double>(p.hit_tokens) / static_cast<double>(p.queried_tokens) : 0.0;
+  tier_stats(s);
   s.num_preemptions = scheduler_->num_preemptions();
   s.prompt_tokens = prompt_tokens_;
   s.generated_tokens = generated_tokens_;

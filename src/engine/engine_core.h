@@ -23,6 +23,7 @@
 #include "engine/step_channel.h"
 #include "kv/kv_budget.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_tiers.h"
 #include "kv/page_manager.h"
 #include "kv/state_pool.h"
 #include "minfer/config.h"
@@ -109,6 +110,10 @@ class EngineCore {
   void create_state_pool(KvPoolRequest& request);
   void create_kv_group(KvGroup& group, KvCacheShape shape, int64_t num_pages);
   void log_kv_pools() const;
+  // The KV tiers (engine_core_tiers.cpp): made when configured, their identity, their counters.
+  void start_tiers();
+  std::string tier_settings() const;
+  void tier_stats(EngineStats& s) const;
 
   // Tensor parallel (engine_core_tp.cpp).
   void start_tensor_parallel();
@@ -158,6 +163,7 @@ class EngineCore {
   std::unique_ptr<StepChannel> channel_;
   KvGroup full_, window_;
   std::unique_ptr<StatePool> states_;   // the recurrent layers' state slots (models with such layers)
+  std::unique_ptr<KvTiers> tiers_;      // the RAM and disk tiers behind the prefix cache (destroyed before the pools)
   std::vector<uint8_t> window_layers_;  // [num_layers] 1: the layer's KV is in window_
   int64_t kv_pages_ = 0;                // pages of the full pool (or of the window pool when there is no full one)
   std::unique_ptr<Scheduler> scheduler_;

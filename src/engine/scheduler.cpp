@@ -53,6 +53,7 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out) {
     out.num_tokens -= chunk->num_tokens;
     out.chunks.erase(chunk);
   }
+  cancel_load(victim);
   free_pages(victim);
   victim->draft.clear();
   victim->num_computed = 0;  // recomputed later (most of it is usually a prefix-cache hit)
@@ -82,7 +83,7 @@ void Scheduler::schedule_running(bool decodes, SchedulerOutput& out) {
     const bool is_decode = want == 1;
     const bool done =
         std::any_of(out.chunks.begin(), out.chunks.end(), [seq](const ScheduledChunk& c) { return c.seq == seq; });
-    if (want <= 0 || is_decode != decodes || done) {
+    if (want <= 0 || is_decode != decodes || done || seq->kv_load_until > 0) {
       ++i;
       continue;
     }
@@ -107,31 +108,52 @@ int64_t Scheduler::reserve_drafts(Sequence* seq) {
   return static_cast<int64_t>(seq->draft.size());
 }
 
+// The pages of seq's longest prefix hit that every group holds, in its pool or (with tiers) past it in a tier;
+// `prefixes` get each group's pool pages of it; with recurrent layers, cut to the newest state snapshot.
+size_t Scheduler::prefix_hit(const Sequence* seq, std::vector<std::vector<int32_t>>& prefixes,
+                             uint64_t& snapshot) const {
+  size_t hit_pages = SIZE_MAX;
+  const auto max_hit = static_cast<size_t>((seq->num_tokens() - 1) / first_pages().page().size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    // A request for the logits of every prompt position computes every position.
+    prefixes.push_back(seq->every_prompt_row ? std::vector<int32_t>() : groups_[g].pages->lookup_prefix(seq->tokens));
+    size_t reach = prefixes.back().size();
+    if (tiers_ && !states_ && !seq->every_prompt_row)
+      reach += static_cast<size_t>(tiers_->probe(static_cast<uint32_t>(g), seq->tokens, static_cast<int64_t>(reach),
+                                                 static_cast<int64_t>(max_hit - reach)));
+    hit_pages = std::min(hit_pages, reach);
+  }
+  snapshot = 0;
+  if (states_) hit_pages = snapshot_hit(std::span(prefixes.front()).first(hit_pages), snapshot);
+  for (std::vector<int32_t>& p : prefixes) p.resize(std::min(p.size(), hit_pages));
+  return hit_pages;
+}
+
 bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
   const int64_t ps = first_pages().page().size();
-  // The hit is what every group holds (a windowed group's early pages may have been evicted).
   std::vector<std::vector<int32_t>> prefixes;
-  size_t hit_pages = SIZE_MAX;
-  for (const KvGroupPages& g : groups_) {
-    // A request for the logits of every prompt position computes every position.
-    prefixes.push_back(seq->every_prompt_row ? std::vector<int32_t>() : g.pages->lookup_prefix(seq->tokens));
-    hit_pages = std::min(hit_pages, prefixes.back().size());
-  }
   uint64_t snapshot = 0;
-  if (states_) hit_pages = snapshot_hit(std::span(prefixes.front()).first(hit_pages), snapshot);
-  for (std::vector<int32_t>& p : prefixes) p.resize(hit_pages);
+  const size_t hit_pages = prefix_hit(seq, prefixes, snapshot);
+  size_t pool_pages = hit_pages;
+  for (const std::vector<int32_t>& p : prefixes) pool_pages = std::min(pool_pages, p.size());
+  const bool loading = pool_pages < hit_pages;  // a tier holds part of the hit: no chunk until it is loaded
   const int64_t hit = static_cast<int64_t>(hit_pages) * ps;
-  const int64_t n = cut_at_snapshot(seq, hit, std::min(seq->num_tokens() - hit, budget_));
-  if (opt_.continuous && n <= 0) return false;
+  const int64_t n = loading ? 0 : cut_at_snapshot(seq, hit, std::min(seq->num_tokens() - hit, budget_));
+  if (opt_.continuous && n <= 0 && !loading) return false;
   // Static batching reserves the whole prompt at admission, so the batch it forms fits; continuous
   // batching only what this step computes.
   const int64_t hold = opt_.continuous ? hit + n : seq->num_tokens();
   const int64_t keep_free = running_.empty() ? 0 : opt_.watermark_pages;
   if (!allocate(seq, hold, prefixes, keep_free)) return false;
   if (snapshot != 0) states_->restore_snapshot(seq->id, snapshot);
-  first_pages().record_prefix_query(seq->num_tokens(), hit);
-  seq->num_computed = hit;
-  if (!seq->admitted_before) seq->cached_tokens = hit;
+  first_pages().record_prefix_query(seq->num_tokens(), static_cast<int64_t>(pool_pages) * ps);
+  seq->num_computed = static_cast<int64_t>(pool_pages) * ps;
+  if (!seq->admitted_before) seq->cached_tokens = seq->num_computed;
+  if (loading) {
+    tiers_->start_load(seq->id, tier_loads(seq, prefixes, hit_pages));
+    seq->kv_load_until = hit;
+    seq->kv_load_first = !seq->admitted_before;
+  }
   seq->admitted_before = true;
   seq->status = SeqStatus::kRunning;
   seq->admit_order = next_admit_++;
@@ -153,6 +175,7 @@ SchedulerOutput Scheduler::schedule() {
                                                            [this](const Sequence* s) { return s->batch == batch_; });
   if (!opt_.continuous && batch_done) ++batch_;
 
+  if (tiers_) finish_loads(/*block=*/false);
   schedule_running(/*decodes=*/true, out);
   schedule_running(/*decodes=*/false, out);
   // A step that had to preempt is short of pages: admitting now would only preempt again.
@@ -172,6 +195,8 @@ SchedulerOutput Scheduler::schedule() {
     }
     waiting_.pop_front();
   }
+  // Nothing to compute but tier loads to wait for: wait here rather than spin through empty steps.
+  if (out.empty() && tiers_ && finish_loads(/*block=*/true)) return schedule();
   return out;
 }
 
@@ -234,6 +259,7 @@ void Scheduler::on_drafts_checked(Sequence* seq) {
 void Scheduler::remove(Sequence* seq) {
   if (auto it = std::find(running_.begin(), running_.end(), seq); it != running_.end()) running_.erase(it);
   if (auto it = std::find(waiting_.begin(), waiting_.end(), seq); it != waiting_.end()) waiting_.erase(it);
+  cancel_load(seq);
   free_pages(seq);
   seq->status = SeqStatus::kFinished;
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/sequence.h"
+#include "kv/kv_tiers.h"
 #include "kv/page_manager.h"
 #include "kv/state_pool.h"
 
@@ -72,6 +73,11 @@ class Scheduler {
   // (SchedulerOptions::state_snapshot_tokens).
   Scheduler(const SchedulerOptions& options, std::vector<KvGroupPages> groups, StatePool* states = nullptr);
 
+  // KV tiers beyond the pools (kv/kv_tiers.h; null: none): a waiting request's prefix hit continues into them, its
+  // pages copied back by their worker while the sequence waits in running_ (holding its pages, computing nothing);
+  // groups_[g] is tier group g.
+  void set_tiers(KvTiers* tiers) { tiers_ = tiers; }
+
   void add(Sequence* seq);  // queues a new request
   SchedulerOutput schedule();
   // After the step ran: advances num_computed and registers full pages in the prefix cache.
@@ -101,6 +107,7 @@ class Scheduler {
                 int64_t keep_free = 0);
   void free_pages(Sequence* seq);
   PageManager& first_pages() const { return *groups_.front().pages; }
+  size_t prefix_hit(const Sequence* seq, std::vector<std::vector<int32_t>>& prefixes, uint64_t& snapshot) const;
   // Admits the head of the queue if pages (and, in continuous mode, the budget) allow.
   bool try_admit(Sequence* seq, SchedulerOutput& out);
   void schedule_running(bool decodes, SchedulerOutput& out);
@@ -110,10 +117,19 @@ class Scheduler {
   int64_t cut_at_snapshot(const Sequence* seq, int64_t start, int64_t n) const;
   size_t snapshot_hit(std::span<const int32_t> prefix, uint64_t& key) const;
   void take_snapshot(const Sequence* seq);
+  // KV tiers: the pages past `prefixes` (up to hit_pages) each group loads for a new sequence; the end of a load
+  // (the sequence goes on from its pages, or back to the queue when an entry turned out missing or corrupt); the
+  // ends of the loads done by now, or, with `block`, of the oldest one.
+  std::vector<TierLoad> tier_loads(const Sequence* seq, const std::vector<std::vector<int32_t>>& prefixes,
+                                   size_t hit_pages) const;
+  void finish_load(Sequence* seq, bool ok);
+  bool finish_loads(bool block);
+  void cancel_load(Sequence* seq);
 
   SchedulerOptions opt_;
   std::vector<KvGroupPages> groups_;
   StatePool* states_ = nullptr;
+  KvTiers* tiers_ = nullptr;
   int64_t window_pages_released_ = 0;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // in admission order

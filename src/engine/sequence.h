@@ -37,6 +37,10 @@ struct Sequence {
   int64_t num_computed = 0;   // tokens whose KV is in the cache
   int64_t cached_tokens = 0;  // prompt tokens found in the prefix cache at first admission
   bool admitted_before = false;
+  // > 0 while pages of a KV tier (kv/kv_tiers.h) are being copied into the sequence's pool pages: num_computed
+  // becomes this when they are in. kv_load_first: the load belongs to the first admission (it counts as cached).
+  int64_t kv_load_until = 0;
+  bool kv_load_first = false;
   SeqStatus status = SeqStatus::kWaiting;
   uint64_t admit_order = 0;  // larger = admitted more recently (preemption picks the largest)
   int64_t batch = -1;        // static batching: the batch the sequence belongs to

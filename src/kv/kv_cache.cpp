@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "base/error.h"
 
@@ -27,6 +28,9 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
   const int64_t code_bytes = round_up_64(slots * shape.head_dim * kv_code_bits(shape.dtype) / 8);
   const int64_t scale_bytes =
       round_up_64(slots * kv_scale_groups(shape.dtype, shape.head_dim) * kv_scale_bytes(shape.dtype));
+  const int64_t page_slots = shape.page.size() * shape.kv_heads;
+  page_code_bytes_ = page_slots * shape.head_dim * kv_code_bits(shape.dtype) / 8;
+  page_scale_bytes_ = page_slots * kv_scale_groups(shape.dtype, shape.head_dim) * kv_scale_bytes(shape.dtype);
   const int64_t per_layer = 2 * (code_bytes + scale_bytes);
   const size_t bytes = static_cast<size_t>(shape.num_layers * per_layer);
   constexpr size_t kHugePage = size_t{2} << 20;
@@ -54,6 +58,34 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
     v.head_dim = shape.head_dim;
     v.dtype = shape.dtype;
     views_.push_back(v);
+  }
+}
+
+// A page's bytes in a layer's pools start at page * (the page's bytes): pages are the outer dimension of every pool
+// (KvLayerView::head_block, scale_block).
+void KvCache::copy_page_out(int32_t page, unsigned char* dst) const {
+  MINFER_CHECK(page > 0 && page < shape_.num_pages, "page {} of {}", page, shape_.num_pages);
+  const auto p = static_cast<size_t>(page);
+  const auto codes = static_cast<size_t>(page_code_bytes_), scales = static_cast<size_t>(page_scale_bytes_);
+  for (const kernels::KvLayerView& v : views_) {
+    std::memcpy(dst, static_cast<const unsigned char*>(v.k) + p * codes, codes), dst += codes;
+    std::memcpy(dst, static_cast<const unsigned char*>(v.v) + p * codes, codes), dst += codes;
+    if (scales == 0) continue;
+    std::memcpy(dst, static_cast<const unsigned char*>(v.k_scale) + p * scales, scales), dst += scales;
+    std::memcpy(dst, static_cast<const unsigned char*>(v.v_scale) + p * scales, scales), dst += scales;
+  }
+}
+
+void KvCache::copy_page_in(int32_t page, const unsigned char* src) {
+  MINFER_CHECK(page > 0 && page < shape_.num_pages, "page {} of {}", page, shape_.num_pages);
+  const auto p = static_cast<size_t>(page);
+  const auto codes = static_cast<size_t>(page_code_bytes_), scales = static_cast<size_t>(page_scale_bytes_);
+  for (const kernels::KvLayerView& v : views_) {
+    std::memcpy(static_cast<unsigned char*>(v.k) + p * codes, src, codes), src += codes;
+    std::memcpy(static_cast<unsigned char*>(v.v) + p * codes, src, codes), src += codes;
+    if (scales == 0) continue;
+    std::memcpy(static_cast<unsigned char*>(v.k_scale) + p * scales, src, scales), src += scales;
+    std::memcpy(static_cast<unsigned char*>(v.v_scale) + p * scales, src, scales), src += scales;
   }
 }
 

@@ -33,6 +33,12 @@ class KvCache {
   const KvCacheShape& shape() const { return shape_; }
   const std::vector<kernels::KvLayerView>& layers() const { return views_; }
 
+  // One page's KV across every layer as one buffer (each layer's K codes, V codes, K scales, V scales), for the tiers
+  // beyond the pool (kv_tiers.h): its size, and copies out of and into a page.
+  int64_t page_payload_bytes() const { return shape_.num_layers * 2 * (page_code_bytes_ + page_scale_bytes_); }
+  void copy_page_out(int32_t page, unsigned char* dst) const;
+  void copy_page_in(int32_t page, const unsigned char* src);
+
  private:
   // The pool's memory: an anonymous mapping, zero-filled by the OS and committed only as pages are first
   // written (a generous budget costs no start-up time and no memory until it is used), on 2 MiB boundaries
@@ -50,6 +56,7 @@ class KvCache {
   Mapping storage_;
   unsigned char* data_ = nullptr;  // storage_.base rounded up to 2 MiB
   std::vector<kernels::KvLayerView> views_;
+  int64_t page_code_bytes_ = 0, page_scale_bytes_ = 0;  // one page of one layer's K (or V) codes, scales
 };
 
 }  // namespace minfer

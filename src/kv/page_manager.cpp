@@ -68,7 +68,8 @@ int32_t PageManager::pop_free() {
   MINFER_CHECK(free_head_ >= 0, "no free page");
   const int32_t page = free_head_;
   unlink_free(page);
-  if (pages_[static_cast<size_t>(page)].cached) {
+  if (Page& pg = pages_[static_cast<size_t>(page)]; pg.cached) {
+    if (events_) events_->on_evicted(group_, page, pg.content, pg.tokens);
     uncache(page);
     ++stats_.evictions;
   }
@@ -165,6 +166,7 @@ void PageManager::cache_full_pages(RequestId seq, std::span<const int32_t> token
     const auto page_tokens = tokens.subspan(static_cast<size_t>(j * ps), static_cast<size_t>(ps));
     const uint64_t h = chain_page_hash(j == 0 ? kRootPageHash : sp.last_key, page_tokens);
     const uint64_t key = h & opt_.hash_mask;
+    const ContentKey content = chain_content_key(j == 0 ? root_content_key(group_) : sp.last_content, page_tokens);
     const int32_t mine = sp.table[static_cast<size_t>(j)];
     if (mine == 0) break;  // released by release_before before it was hashed: nothing to register
     Page& pg = pages_[static_cast<size_t>(mine)];
@@ -177,9 +179,11 @@ void PageManager::cache_full_pages(RequestId seq, std::span<const int32_t> token
       pg.key = key;
       pg.uid = next_uid_++;
       pg.parent_uid = parent_uid;
+      pg.content = content;
       pg.tokens.assign(page_tokens.begin(), page_tokens.end());
       cache_.emplace(key, mine);
       sp.last_uid = pg.uid;
+      if (events_) events_->on_registered(group_, mine, content, pg.tokens);
     } else {
       Page& other = pages_[static_cast<size_t>(hit->second)];
       if (other.parent_uid == parent_uid &&
@@ -197,6 +201,7 @@ void PageManager::cache_full_pages(RequestId seq, std::span<const int32_t> token
       }
     }
     sp.last_key = h;
+    sp.last_content = content;
     sp.num_hashed = j + 1;
   }
 }

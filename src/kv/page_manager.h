@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/page_geometry.h"
+#include "kv/content_key.h"
 #include "minfer/outputs.h"  // RequestId
 
 namespace minfer {
@@ -32,6 +33,15 @@ struct PageManagerOptions {
   int64_t reserve_pages_per_seq = 0;
   // Test hook: keys are masked with this, so a small mask forces hash collisions.
   uint64_t hash_mask = ~0ull;
+};
+
+// Where cached pages go beyond the pool (kv_tiers.h): told of each page registered in the prefix cache (its KV is
+// complete) and of each cached page about to be reused for other data (its KV is still intact during the call).
+class PageEvents {
+ public:
+  virtual ~PageEvents() = default;
+  virtual void on_registered(uint32_t group, int32_t page, const ContentKey& key, std::span<const int32_t> tokens) = 0;
+  virtual void on_evicted(uint32_t group, int32_t page, const ContentKey& key, std::span<const int32_t> tokens) = 0;
 };
 
 struct PrefixCacheStats {
@@ -93,6 +103,13 @@ class PageManager {
     return p.cached ? p.uid : 0;
   }
 
+  // Tells `events` (null: nobody) of registrations and evictions from now on, as KV group `group` (the root of the
+  // pages' content keys, content_key.h). Set before any page is registered.
+  void set_events(PageEvents* events, uint32_t group) {
+    events_ = events;
+    group_ = group;
+  }
+
   // Drops every unreferenced cached page (e.g. after weights change); referenced pages stay.
   void reset_prefix_cache();
 
@@ -106,15 +123,17 @@ class PageManager {
     uint64_t key = 0;     // cache key (valid when cached)
     uint64_t uid = 0;     // registration id, unique over the manager's life (0 = none)
     uint64_t parent_uid = 0;
+    ContentKey content;            // the whole prefix's content key (when cached), for the tiers
     std::vector<int32_t> tokens;   // the page's token ids (when cached), for the equality check on hit
     int32_t prev = -1, next = -1;  // free queue links
     bool in_free = false;
   };
   struct SeqPages {
     std::vector<int32_t> table;
-    int64_t num_hashed = 0;  // leading pages whose chain position is known
-    uint64_t last_key = 0;   // unmasked chain hash of the last hashed page
-    uint64_t last_uid = 0;   // registration id of the last hashed page (0 = chain broken or root)
+    int64_t num_hashed = 0;   // leading pages whose chain position is known
+    uint64_t last_key = 0;    // unmasked chain hash of the last hashed page
+    uint64_t last_uid = 0;    // registration id of the last hashed page (0 = chain broken or root)
+    ContentKey last_content;  // content key of the last hashed page
     bool chain_broken = false;
     int64_t num_released = 0;  // leading entries released by release_before (now the null page)
   };
@@ -134,6 +153,8 @@ class PageManager {
   std::unordered_map<RequestId, SeqPages> seqs_;
   uint64_t next_uid_ = 1;
   PrefixCacheStats stats_;
+  PageEvents* events_ = nullptr;
+  uint32_t group_ = 0;
 };
 
 }  // namespace minfer
