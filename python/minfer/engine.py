@@ -126,6 +126,11 @@ class Engine:
             of the memory free after loading.
         kv_cache_memory_fraction: share of the free memory for the KV cache when kv_cache_memory is None.
         enable_prefix_caching: share KV pages between requests with equal prompt prefixes.
+        kv_offload_ram: bytes of host RAM (an int, or a str such as "4GiB") for KV pages evicted from the prefix
+            cache, copied back on a later hit instead of recomputed; None = none.
+        kv_cache_dir: a folder that keeps KV pages across restarts (each computed prompt page is written through;
+            a later prefix hit, in this process or the next, reads it back); None = none.
+        kv_cache_dir_size: the most bytes kv_cache_dir may hold (least recently used out first); default 8 GiB.
         max_num_seqs: most requests running at once.
         max_num_batched_tokens: most tokens one step computes (long prompts are prefilled in chunks).
         kv_layout: "paged", or "contiguous" (max_model_len reserved per request; only to measure paging).
@@ -158,7 +163,10 @@ class Engine:
                  kv_cache_memory: Union[None, int, str] = None, kv_cache_memory_fraction: float = 0.5,
                  enable_prefix_caching: bool = True, max_num_seqs: int = 256, max_num_batched_tokens: int = 2048,
                  kv_layout: str = "paged", kv_cache_dtype: str = "auto", seed: Optional[int] = None,
-                 task: str = "generate", pooling: str = "last", speculative_config: Optional[dict] = None):
+                 task: str = "generate", pooling: str = "last", speculative_config: Optional[dict] = None,
+                 kv_offload_ram: Union[None, int, str] = None,
+                 kv_cache_dir: Union[None, str, os.PathLike] = None,
+                 kv_cache_dir_size: Union[int, str] = 8 << 30):
         self._engine = None  # so __del__ and close() work when the constructor fails
         self._chat_formats: Dict[str, Any] = {}  # Engine.chat's template and parsers, by chat_template
         _checks.as_str(_OWNER, "device", device)
@@ -193,6 +201,13 @@ class Engine:
         if kv_cache_memory is not None:
             c.kv_cache_memory = _checks.as_bytes(_OWNER, "kv_cache_memory", kv_cache_memory)
         c.kv_cache_memory_fraction = _checks.as_float(_OWNER, "kv_cache_memory_fraction", kv_cache_memory_fraction)
+        if kv_offload_ram is not None:
+            c.kv_offload_ram = _checks.as_bytes(_OWNER, "kv_offload_ram", kv_offload_ram)
+        if kv_cache_dir is not None:
+            if not isinstance(kv_cache_dir, (str, os.PathLike)):
+                raise TypeError(f"{_OWNER}: kv_cache_dir must be a str or os.PathLike, got {type(kv_cache_dir).__name__}")
+            c.kv_cache_dir = os.fspath(kv_cache_dir)
+        c.kv_cache_dir_size = _checks.as_bytes(_OWNER, "kv_cache_dir_size", kv_cache_dir_size)
         c.max_num_seqs = _checks.as_int(_OWNER, "max_num_seqs", max_num_seqs, lo=1)
         c.max_num_batched_tokens = _checks.as_int(_OWNER, "max_num_batched_tokens", max_num_batched_tokens, lo=1)
         if quant_config is not None:
@@ -364,7 +379,8 @@ class Engine:
                 "kv_cache_memory": c.kv_cache_memory, "kv_cache_memory_fraction": c.kv_cache_memory_fraction,
                 "enable_prefix_caching": c.enable_prefix_caching, "max_num_seqs": c.max_num_seqs,
                 "max_num_batched_tokens": c.max_num_batched_tokens, "kv_layout": c.kv_layout,
-                "kv_cache_dtype": c.kv_cache_dtype, "seed": c.seed,
+                "kv_cache_dtype": c.kv_cache_dtype, "seed": c.seed, "kv_offload_ram": c.kv_offload_ram,
+                "kv_cache_dir": c.kv_cache_dir or None, "kv_cache_dir_size": c.kv_cache_dir_size,
                 "speculative_config": None if c.speculative.method == "none" else {
                     "method": c.speculative.method, "model": c.speculative.model or None,
                     "num_speculative_tokens": c.speculative.num_speculative_tokens,

@@ -79,6 +79,9 @@ void bind_engine_config(py::module_& m) {
                                           "' is not auto, f32, bf16, f16, int8, fp8_e4m3, q8_0 or q4_0");
           })
       .def_readwrite("enable_prefix_caching", &EngineConfig::enable_prefix_caching)
+      .def_readwrite("kv_offload_ram", &EngineConfig::kv_offload_ram)
+      .def_readwrite("kv_cache_dir", &EngineConfig::kv_cache_dir)
+      .def_readwrite("kv_cache_dir_size", &EngineConfig::kv_cache_dir_size)
       .def_readwrite("max_model_len", &EngineConfig::max_model_len)
       .def_readwrite("max_num_seqs", &EngineConfig::max_num_seqs)
       .def_readwrite("max_num_batched_tokens", &EngineConfig::max_num_batched_tokens)

@@ -115,6 +115,18 @@ py::dict stats_dict(const EngineStats& s) {
   d["spec_draft_tokens"] = s.spec_draft_tokens;
   d["spec_accepted_tokens"] = s.spec_accepted_tokens;
   d["spec_accepted_per_pos"] = s.spec_accepted_per_pos;
+  for (const auto& [name, t] : {std::pair{"ram_tier", &s.ram_tier}, std::pair{"disk_tier", &s.disk_tier}}) {
+    py::dict tier;
+    tier["enabled"] = t->enabled;
+    tier["hit_tokens"] = t->hit_tokens;
+    tier["read_bytes"] = t->read_bytes;
+    tier["written_bytes"] = t->written_bytes;
+    tier["entries"] = t->entries;
+    tier["bytes"] = t->bytes;
+    tier["evictions"] = t->evictions;
+    tier["corrupt_removed"] = t->corrupt_removed;
+    d[name] = tier;
+  }
   return d;
 }
 

@@ -129,7 +129,7 @@ bool KvTiers::load_page(const TierLoad& p) {
     if (TierPagePtr hit = ram_->get(p.key, p.tokens)) {
       pool.copy_page_in(p.page, hit->payload.data());
       std::lock_guard lock(mu_);
-      counts_.ram.hit_tokens += opt_.page_size;
+      if (p.group == 0) counts_.ram.hit_tokens += opt_.page_size;  // a position's tokens count once
       counts_.ram.read_bytes += bytes;
       return true;
     }
@@ -144,7 +144,7 @@ bool KvTiers::load_page(const TierLoad& p) {
   std::vector<TierPagePtr> evicted;
   if (ram_) evicted = ram_->put(std::move(page));
   std::lock_guard lock(mu_);
-  counts_.disk.hit_tokens += opt_.page_size;
+  if (p.group == 0) counts_.disk.hit_tokens += opt_.page_size;
   counts_.disk.read_bytes += bytes;
   for (TierPagePtr& e : evicted) queue_write(std::move(e));
   return true;

@@ -46,7 +46,7 @@ struct KvTierOptions {
 
 // Pages found and bytes moved, per tier.
 struct KvTierCounters {
-  int64_t hit_tokens = 0;     // prompt tokens whose KV a load brought back from the tier
+  int64_t hit_tokens = 0;     // prompt tokens whose KV a load brought back from the tier (KV group 0's pages)
   int64_t read_bytes = 0;     // brought back into the pool
   int64_t written_bytes = 0;  // stored into the tier
 };

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 namespace minfer::server {
 namespace {
@@ -181,6 +184,37 @@ std::string Metrics::render(const EngineStats& s) const {
   return out;
 }
 
+// The tiers behind the prefix cache (--kv-offload-ram, --kv-cache-dir), each series labelled tier="ram" or "disk".
+void Metrics::render_kv_tiers(const EngineStats& s, std::string& out) const {
+  std::vector<std::pair<const char*, const EngineStats::KvTier*>> tiers;
+  if (s.ram_tier.enabled) tiers.emplace_back("ram", &s.ram_tier);
+  if (s.disk_tier.enabled || s.disk_tier.written_bytes > 0) tiers.emplace_back("disk", &s.disk_tier);
+  if (tiers.empty()) return;
+  auto series = [&](const char* name, int64_t EngineStats::KvTier::*field) {
+    for (const auto& [tier, t] : tiers)
+      out += fmt::format("{}{{{},tier=\"{}\"}} {}\n", name, model_label_, tier, t->*field);
+  };
+  series("minfer:prefix_cache_hits_total", &EngineStats::KvTier::hit_tokens);
+  const std::tuple<const char*, const char*, const char*, int64_t EngineStats::KvTier::*> rows[] = {
+      {"minfer:kv_tier_read_bytes_total", "counter", "Bytes copied back from a KV tier into the pool.",
+       &EngineStats::KvTier::read_bytes},
+      {"minfer:kv_tier_written_bytes_total", "counter", "Bytes stored into a KV tier.",
+       &EngineStats::KvTier::written_bytes},
+      {"minfer:kv_tier_entries", "gauge", "KV pages a tier holds (the disk tier: of this model).",
+       &EngineStats::KvTier::entries},
+      {"minfer:kv_tier_bytes", "gauge", "Bytes a tier holds (the disk tier: its whole folder).",
+       &EngineStats::KvTier::bytes},
+      {"minfer:kv_tier_evictions_total", "counter", "KV pages a tier dropped for room (least recently used).",
+       &EngineStats::KvTier::evictions},
+      {"minfer:kv_tier_corrupt_entries_total", "counter", "Tier entries found torn or corrupt: removed, never used.",
+       &EngineStats::KvTier::corrupt_removed},
+  };
+  for (const auto& [name, type, help, field] : rows) {
+    header(out, name, type, help);
+    series(name, field);
+  }
+}
+
 // vLLM's metric names (v1 engine), prefix "minfer:", labelled with the served model.
 void Metrics::render_vllm_names(const EngineStats& s, std::string& out) const {
   const std::string& m = model_label_;
@@ -193,7 +227,10 @@ void Metrics::render_vllm_names(const EngineStats& s, std::string& out) const {
   gauge("minfer:kv_cache_usage_perc", "gauge", "KV-cache usage: 1 means 100 percent.",
         s.pages_total > 0 ? static_cast<double>(s.pages_used) / static_cast<double>(s.pages_total) : 0.0);
   gauge("minfer:prefix_cache_queries_total", "counter", "Prefix-cache queries, in tokens.", s.prefix_queried_tokens);
-  gauge("minfer:prefix_cache_hits_total", "counter", "Prefix-cache hits, in tokens.", s.prefix_hit_tokens);
+  header(out, "minfer:prefix_cache_hits_total", "counter",
+         "Prefix-cache hits, in tokens: in the pool (no tier label), or brought back from a KV tier.");
+  out += fmt::format("minfer:prefix_cache_hits_total{{{}}} {}\n", m, s.prefix_hit_tokens);
+  render_kv_tiers(s, out);
   gauge("minfer:num_preemptions_total", "counter", "Cumulative preemptions.", s.num_preemptions);
   gauge("minfer:prompt_tokens_total", "counter", "Prefill tokens processed.", s.prompt_tokens);
   gauge("minfer:generation_tokens_total", "counter", "Generation tokens processed.", s.generated_tokens);

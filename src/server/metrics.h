@@ -59,6 +59,7 @@ class Metrics {
 
  private:
   void render_vllm_names(const EngineStats& s, std::string& out) const;
+  void render_kv_tiers(const EngineStats& s, std::string& out) const;
 
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, int64_t> responses_;  // (route, status) -> count

@@ -230,3 +230,38 @@ def tokenization_mismatches(minfer: Minfer, gguf_path: Path, texts: Sequence[str
         if got != want:
             mismatches.append(f"{text[:40]!r}: minfer {got[:12]} llama.cpp {want[:12]}")
     return mismatches
+
+
+# ---- shards: ctest runs the files in parts side by side (tests/CMakeLists.txt) -----------------------------------
+
+# Seconds each file takes on the 2-core CI machine (a full run, rounded): the parts are balanced by them, greedily, the
+# longest first. A file not listed counts as DEFAULT_FILE_SECONDS.
+FILE_SECONDS: Dict[str, int] = {}
+DEFAULT_FILE_SECONDS = 20
+
+
+def pytest_addoption(parser):
+    parser.addoption("--shard", default=None, metavar="K/N",
+                     help="run only the K-th of N parts of the test files (balanced by FILE_SECONDS)")
+
+
+def shard_of_files(files, n: int) -> Dict[str, int]:
+    load, owner = [0] * n, {}
+    for f in sorted(files, key=lambda f: (-FILE_SECONDS.get(f, DEFAULT_FILE_SECONDS), f)):
+        i = load.index(min(load))
+        owner[f] = i
+        load[i] += FILE_SECONDS.get(f, DEFAULT_FILE_SECONDS)
+    return owner
+
+
+def pytest_collection_modifyitems(config, items):
+    shard = config.getoption("--shard")
+    if not shard:
+        return
+    k, n = (int(x) for x in shard.split("/"))
+    if not 1 <= k <= n:
+        raise pytest.UsageError(f"--shard {shard}: K must be in [1, N]")
+    owner = shard_of_files({item.path.name for item in items}, n)
+    keep = [item for item in items if owner[item.path.name] == k - 1]
+    config.hook.pytest_deselected(items=[item for item in items if owner[item.path.name] != k - 1])
+    items[:] = keep

@@ -65,6 +65,29 @@ def test_kv_cache_dtype(stories_model):
                kv_cache_dtype="q4_0")
 
 
+def test_kv_tiers(stories_model, tmp_path):
+    """kv_cache_dir keeps a prompt's pages across engines: a second engine on the folder finds them (stats and the
+    output's cached tokens) and gives the same greedy tokens; kv_offload_ram sizes the RAM tier."""
+    prompt = "Once upon a time, there was a little girl named Lily. " * 6
+    args = dict(model_path=stories_model, max_seq_len=256, num_threads=1, kv_cache_memory=4 << 20,
+                kv_cache_dir=tmp_path, kv_offload_ram="16MiB")
+    with Engine(**args) as first:
+        assert first.config["kv_cache_dir"] == str(tmp_path) and first.config["kv_offload_ram"] == 16 << 20
+        assert first.config["kv_cache_dir_size"] == 8 << 30
+        want = first.generate(prompt, max_new_tokens=8, temperature=0)
+    assert any(p.suffix == ".kv" for p in tmp_path.rglob("*"))
+    with Engine(**args) as second:
+        got = second.generate(prompt, max_new_tokens=8, temperature=0)
+        stats = second.stats()
+    assert got.token_ids == want.token_ids
+    assert stats["disk_tier"]["enabled"] and stats["disk_tier"]["hit_tokens"] > 0
+    assert stats["ram_tier"]["enabled"]
+    with pytest.raises(ValueError, match="kv_cache_dir_size"):
+        Engine(**{**args, "kv_cache_dir_size": 1000})
+    with pytest.raises(TypeError, match="kv_cache_dir"):
+        Engine(**{**args, "kv_cache_dir": 5})
+
+
 def test_unknown_keyword_names_it(stories_model):
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'page_sise' \(did you mean 'page_size'\?\)"):
         Engine(model_path=stories_model, page_sise=16)
