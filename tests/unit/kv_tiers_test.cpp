@@ -205,6 +205,16 @@ TEST(RamTier, BoundedLeastRecentlyUsed) {
   EXPECT_EQ(ram.stats().evictions, 1);
 }
 
+KvTierOptions tier_options(const fs::path& dir, int64_t ram_bytes) {
+  KvTierOptions o;
+  o.ram_bytes = ram_bytes;
+  o.dir = dir.string();
+  o.dir_bytes = 1 << 24;
+  o.identity = kModelA;
+  o.page_size = 16;
+  return o;
+}
+
 // A pool page copied out (eviction into the RAM tier, write-through to disk) and loaded into another page comes back
 // bit-exact, for the layouts of every KV type (codes and scales).
 TEST(KvTiers, PagesComeBackBitExact) {
@@ -224,13 +234,7 @@ TEST(KvTiers, PagesComeBackBitExact) {
     const std::vector<int32_t> tokens = page_tokens(40);
     const ContentKey key = chain_content_key(root_content_key(0), tokens);
     {
-      KvTierOptions o;
-      o.ram_bytes = 1 << 20;
-      o.dir = dir.string();
-      o.dir_bytes = 1 << 24;
-      o.identity = kModelA;
-      o.page_size = 16;
-      KvTiers tiers(o, {&pool});
+      KvTiers tiers(tier_options(dir, 1 << 20), {&pool});
       tiers.on_registered(0, 3, key, tokens);  // written through
       tiers.on_evicted(0, 3, key, tokens);     // and kept in RAM
       EXPECT_EQ(tiers.probe(0, tokens, 0, 1), 1);
@@ -242,12 +246,7 @@ TEST(KvTiers, PagesComeBackBitExact) {
       EXPECT_EQ(tiers.stats().ram.hit_tokens, 16);
     }  // destruction writes what is queued
     KvCache fresh(shape);
-    KvTierOptions o;
-    o.dir = dir.string();
-    o.dir_bytes = 1 << 24;
-    o.identity = kModelA;
-    o.page_size = 16;
-    KvTiers restarted(o, {&fresh});
+    KvTiers restarted(tier_options(dir, 0), {&fresh});
     ASSERT_EQ(restarted.probe(0, tokens, 0, 1), 1);
     restarted.start_load(1, {TierLoad{0, 2, key, tokens}});
     ASSERT_TRUE(restarted.wait(1));
