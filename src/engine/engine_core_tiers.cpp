@@ -32,9 +32,6 @@ void EngineCore::start_tiers() {
         "{} keep the prefix cache's pages beyond the pool, but prefix caching is off (the contiguous KV layout or "
         "--no-enable-prefix-caching)",
         flags);
-  if (states_)
-    fail("{}: not yet for models with recurrent layers ({}): their state snapshots do not go to the tiers yet", flags,
-         weights_.config.arch);
   if (channel_) fail("{}: not yet under tensor parallel (each rank's pages would need their own tier)", flags);
   KvTierOptions o;
   o.ram_bytes = config_.kv_offload_ram;
@@ -48,6 +45,7 @@ void EngineCore::start_tiers() {
     if (g->pages) caches.push_back(g->cache.get()), managers.push_back(g->pages.get());
   tiers_ = std::make_unique<KvTiers>(o, caches);
   for (size_t g = 0; g < managers.size(); ++g) managers[g]->set_events(tiers_.get(), static_cast<uint32_t>(g));
+  tiers_->set_state_pool(states_.get());  // recurrent layers: their snapshots go through the tiers too
   scheduler_->set_tiers(tiers_.get());
   spdlog::info("KV tiers: RAM {} MiB, disk {}", o.ram_bytes >> 20,
                o.dir.empty() ? std::string("none") : fmt::format("{} ({} MiB at most)", o.dir, o.dir_bytes >> 20));

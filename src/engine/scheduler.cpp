@@ -110,21 +110,22 @@ int64_t Scheduler::reserve_drafts(Sequence* seq) {
 
 // The pages of seq's longest prefix hit that every group holds, in its pool or (with tiers) past it in a tier;
 // `prefixes` get each group's pool pages of it; with recurrent layers, cut to the newest state snapshot.
-size_t Scheduler::prefix_hit(const Sequence* seq, std::vector<std::vector<int32_t>>& prefixes,
-                             uint64_t& snapshot) const {
+size_t Scheduler::prefix_hit(const Sequence* seq, std::vector<std::vector<int32_t>>& prefixes, uint64_t& snapshot,
+                             ContentKey& tier_snapshot) const {
   size_t hit_pages = SIZE_MAX;
   const auto max_hit = static_cast<size_t>((seq->num_tokens() - 1) / first_pages().page().size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     // A request for the logits of every prompt position computes every position.
     prefixes.push_back(seq->every_prompt_row ? std::vector<int32_t>() : groups_[g].pages->lookup_prefix(seq->tokens));
     size_t reach = prefixes.back().size();
-    if (tiers_ && !states_ && !seq->every_prompt_row)
+    if (tiers_ && !seq->every_prompt_row)
       reach += static_cast<size_t>(tiers_->probe(static_cast<uint32_t>(g), seq->tokens, static_cast<int64_t>(reach),
                                                  static_cast<int64_t>(max_hit - reach)));
     hit_pages = std::min(hit_pages, reach);
   }
   snapshot = 0;
-  if (states_) hit_pages = snapshot_hit(std::span(prefixes.front()).first(hit_pages), snapshot);
+  tier_snapshot = {};
+  if (states_) hit_pages = snapshot_hit(seq, prefixes.front(), hit_pages, snapshot, tier_snapshot);
   for (std::vector<int32_t>& p : prefixes) p.resize(std::min(p.size(), hit_pages));
   return hit_pages;
 }
@@ -133,10 +134,12 @@ bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
   const int64_t ps = first_pages().page().size();
   std::vector<std::vector<int32_t>> prefixes;
   uint64_t snapshot = 0;
-  const size_t hit_pages = prefix_hit(seq, prefixes, snapshot);
+  ContentKey tier_snapshot;
+  const size_t hit_pages = prefix_hit(seq, prefixes, snapshot, tier_snapshot);
   size_t pool_pages = hit_pages;
   for (const std::vector<int32_t>& p : prefixes) pool_pages = std::min(pool_pages, p.size());
-  const bool loading = pool_pages < hit_pages;  // a tier holds part of the hit: no chunk until it is loaded
+  // A tier holds part of the hit (or its state snapshot): no chunk until it is loaded.
+  const bool loading = pool_pages < hit_pages || !tier_snapshot.empty();
   const int64_t hit = static_cast<int64_t>(hit_pages) * ps;
   const int64_t n = loading ? 0 : cut_at_snapshot(seq, hit, std::min(seq->num_tokens() - hit, budget_));
   if (opt_.continuous && n <= 0 && !loading) return false;
@@ -150,7 +153,7 @@ bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
   seq->num_computed = static_cast<int64_t>(pool_pages) * ps;
   if (!seq->admitted_before) seq->cached_tokens = seq->num_computed;
   if (loading) {
-    tiers_->start_load(seq->id, tier_loads(seq, prefixes, hit_pages));
+    tiers_->start_load(seq->id, tier_loads(seq, prefixes, hit_pages, tier_snapshot));
     seq->kv_load_until = hit;
     seq->kv_load_first = !seq->admitted_before;
   }
@@ -223,17 +226,27 @@ int64_t Scheduler::cut_at_snapshot(const Sequence* seq, int64_t start, int64_t n
   return start + n > boundary && boundary < seq->prompt_len ? boundary - start : n;
 }
 
-size_t Scheduler::snapshot_hit(std::span<const int32_t> prefix, uint64_t& key) const {
+// The newest snapshot boundary within the hit whose state is kept: in the state pool (under the registration of the
+// pool page that ends it: `key`), or else in a KV tier (`tier_key`).
+size_t Scheduler::snapshot_hit(const Sequence* seq, std::span<const int32_t> pool_prefix, size_t hit_pages,
+                               uint64_t& key, ContentKey& tier_key) const {
   key = 0;
+  tier_key = {};
   const int64_t every = opt_.state_snapshot_tokens;
   if (every <= 0) return 0;
-  const int64_t pages_per_snapshot = every / first_pages().page().size();
-  for (auto k = static_cast<int64_t>(prefix.size()) / pages_per_snapshot * pages_per_snapshot; k > 0;
-       k -= pages_per_snapshot) {
-    const uint64_t reg = first_pages().registration(prefix[static_cast<size_t>(k - 1)]);
+  const auto pages_per_snapshot = static_cast<size_t>(every / first_pages().page().size());
+  const size_t newest = hit_pages / pages_per_snapshot * pages_per_snapshot;
+  std::vector<ContentKey> tier_keys;  // at each boundary
+  if (tiers_) tier_keys = state_keys(seq->tokens, newest);
+  for (size_t k = newest; k > 0; k -= pages_per_snapshot) {
+    const uint64_t reg = k <= pool_prefix.size() ? first_pages().registration(pool_prefix[k - 1]) : 0;
     if (reg != 0 && states_->has_snapshot(reg)) {
       key = reg;
-      return static_cast<size_t>(k);
+      return k;
+    }
+    if (tiers_ && tiers_->holds(tier_keys[k / pages_per_snapshot - 1])) {
+      tier_key = tier_keys[k / pages_per_snapshot - 1];
+      return k;
     }
   }
   return 0;
@@ -245,8 +258,15 @@ void Scheduler::take_snapshot(const Sequence* seq) {
   const std::span<const int32_t> table = first_pages().page_table(seq->id);
   const int64_t last = done / first_pages().page().size() - 1;
   if (last >= static_cast<int64_t>(table.size())) return;
-  if (const uint64_t reg = first_pages().registration(table[static_cast<size_t>(last)]); reg != 0)
-    states_->save_snapshot(seq->id, reg);
+  const uint64_t reg = first_pages().registration(table[static_cast<size_t>(last)]);
+  if (reg == 0) return;
+  states_->save_snapshot(seq->id, reg);
+  if (tiers_) {
+    const int64_t ps = first_pages().page().size();
+    tiers_->on_state_saved(state_keys(seq->tokens, static_cast<size_t>(last + 1)).back(),
+                           std::span(seq->tokens).subspan(static_cast<size_t>(last * ps), static_cast<size_t>(ps)),
+                           states_->slot_of(seq->id));
+  }
 }
 
 void Scheduler::on_drafts_checked(Sequence* seq) {

@@ -107,7 +107,8 @@ class Scheduler {
                 int64_t keep_free = 0);
   void free_pages(Sequence* seq);
   PageManager& first_pages() const { return *groups_.front().pages; }
-  size_t prefix_hit(const Sequence* seq, std::vector<std::vector<int32_t>>& prefixes, uint64_t& snapshot) const;
+  size_t prefix_hit(const Sequence* seq, std::vector<std::vector<int32_t>>& prefixes, uint64_t& snapshot,
+                    ContentKey& tier_snapshot) const;
   // Admits the head of the queue if pages (and, in continuous mode, the budget) allow.
   bool try_admit(Sequence* seq, SchedulerOutput& out);
   void schedule_running(bool decodes, SchedulerOutput& out);
@@ -115,13 +116,17 @@ class Scheduler {
   // pages of a prefix hit that end at the newest boundary with a snapshot (and its key, 0: none); the snapshot after a
   // step that ended on a boundary.
   int64_t cut_at_snapshot(const Sequence* seq, int64_t start, int64_t n) const;
-  size_t snapshot_hit(std::span<const int32_t> prefix, uint64_t& key) const;
+  size_t snapshot_hit(const Sequence* seq, std::span<const int32_t> pool_prefix, size_t hit_pages, uint64_t& key,
+                      ContentKey& tier_key) const;
   void take_snapshot(const Sequence* seq);
   // KV tiers: the pages past `prefixes` (up to hit_pages) each group loads for a new sequence; the end of a load
   // (the sequence goes on from its pages, or back to the queue when an entry turned out missing or corrupt); the
   // ends of the loads done by now, or, with `block`, of the oldest one.
   std::vector<TierLoad> tier_loads(const Sequence* seq, const std::vector<std::vector<int32_t>>& prefixes,
-                                   size_t hit_pages) const;
+                                   size_t hit_pages, const ContentKey& tier_snapshot) const;
+  // The tiers' keys of the state snapshots after each boundary in the first `pages` pages of tokens (one per
+  // state_snapshot_tokens; each chains over every page before it).
+  std::vector<ContentKey> state_keys(std::span<const int32_t> tokens, size_t pages) const;
   void finish_load(Sequence* seq, bool ok);
   bool finish_loads(bool block);
   void cancel_load(Sequence* seq);

@@ -7,8 +7,20 @@
 
 namespace minfer {
 
+std::vector<ContentKey> Scheduler::state_keys(std::span<const int32_t> tokens, size_t pages) const {
+  const auto ps = static_cast<size_t>(first_pages().page().size());
+  const auto every = static_cast<size_t>(opt_.state_snapshot_tokens) / ps;
+  std::vector<ContentKey> keys;
+  ContentKey key = root_content_key(kStateTierGroup);
+  for (size_t j = 0; j < pages; ++j) {
+    key = chain_content_key(key, tokens.subspan(j * ps, ps));
+    if ((j + 1) % every == 0) keys.push_back(key);
+  }
+  return keys;
+}
+
 std::vector<TierLoad> Scheduler::tier_loads(const Sequence* seq, const std::vector<std::vector<int32_t>>& prefixes,
-                                            size_t hit_pages) const {
+                                            size_t hit_pages, const ContentKey& tier_snapshot) const {
   const int64_t ps = first_pages().page().size();
   std::vector<TierLoad> loads;
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -20,6 +32,12 @@ std::vector<TierLoad> Scheduler::tier_loads(const Sequence* seq, const std::vect
       if (j < prefixes[g].size()) continue;  // in the pool
       loads.push_back({static_cast<uint32_t>(g), table[j], key, std::vector<int32_t>(tokens.begin(), tokens.end())});
     }
+  }
+  if (!tier_snapshot.empty()) {  // the state after the hit, into the slot allocate() gave the sequence
+    const auto last =
+        std::span(seq->tokens).subspan((hit_pages - 1) * static_cast<size_t>(ps), static_cast<size_t>(ps));
+    loads.push_back(
+        {kStateTierGroup, states_->slot_of(seq->id), tier_snapshot, std::vector<int32_t>(last.begin(), last.end())});
   }
   return loads;
 }

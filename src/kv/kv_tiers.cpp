@@ -79,6 +79,26 @@ void KvTiers::on_evicted(uint32_t group, int32_t page, const ContentKey& key, st
   queue_write(std::move(copy));
 }
 
+void KvTiers::on_state_saved(const ContentKey& key, std::span<const int32_t> tokens, int32_t slot) {
+  if (holds(key)) return;
+  auto p = std::make_shared<TierPage>();
+  p->group = kStateTierGroup;
+  p->key = key;
+  p->tokens.assign(tokens.begin(), tokens.end());
+  p->payload.resize(static_cast<size_t>(states_->bytes_per_slot()));
+  states_->copy_slot_out(slot, p->payload.data());
+  std::vector<TierPagePtr> evicted;
+  if (ram_) evicted = ram_->put(p);
+  std::lock_guard lock(mu_);
+  if (ram_) counts_.ram.written_bytes += static_cast<int64_t>(p->payload.size());
+  queue_write(std::move(p));
+  for (TierPagePtr& e : evicted) queue_write(std::move(e));
+}
+
+bool KvTiers::holds(const ContentKey& key) const {
+  return (ram_ && ram_->contains(key)) || (disk_ && disk_->enabled() && disk_->contains(key));
+}
+
 int64_t KvTiers::probe(uint32_t group, std::span<const int32_t> tokens, int64_t first, int64_t max_pages) const {
   const int64_t ps = opt_.page_size;
   const int64_t end = std::min<int64_t>(first + max_pages, static_cast<int64_t>(tokens.size()) / ps);
@@ -87,8 +107,7 @@ int64_t KvTiers::probe(uint32_t group, std::span<const int32_t> tokens, int64_t 
   for (int64_t j = 0; j < end; ++j) {
     key = chain_content_key(key, tokens.subspan(static_cast<size_t>(j * ps), static_cast<size_t>(ps)));
     if (j < first) continue;
-    const bool held = (ram_ && ram_->contains(key)) || (disk_ && disk_->enabled() && disk_->contains(key));
-    if (!held) break;
+    if (!holds(key)) break;
     ++found;
   }
   return found;
@@ -123,11 +142,17 @@ bool KvTiers::wait(RequestId seq) {
 
 // RAM first; a disk hit is promoted into the RAM tier (its evictions go to disk only when missing there).
 bool KvTiers::load_page(const TierLoad& p) {
-  KvCache& pool = *groups_[p.group];
-  const int64_t bytes = pool.page_payload_bytes();
+  const bool state = p.group == kStateTierGroup;
+  const int64_t bytes = state ? states_->bytes_per_slot() : groups_[p.group]->page_payload_bytes();
+  auto copy_in = [&](const std::vector<unsigned char>& payload) {
+    if (state)
+      states_->copy_slot_in(p.page, payload.data());
+    else
+      groups_[p.group]->copy_page_in(p.page, payload.data());
+  };
   if (ram_) {
     if (TierPagePtr hit = ram_->get(p.key, p.tokens)) {
-      pool.copy_page_in(p.page, hit->payload.data());
+      copy_in(hit->payload);
       std::lock_guard lock(mu_);
       if (p.group == 0) counts_.ram.hit_tokens += opt_.page_size;  // a position's tokens count once
       counts_.ram.read_bytes += bytes;
@@ -137,7 +162,7 @@ bool KvTiers::load_page(const TierLoad& p) {
   if (!disk_) return false;
   auto page = std::make_shared<TierPage>();
   if (disk_->read(p.key, p.tokens, bytes, page->payload) != TierRead::kOk) return false;
-  pool.copy_page_in(p.page, page->payload.data());
+  copy_in(page->payload);
   page->group = p.group;
   page->key = p.key;
   page->tokens = p.tokens;

@@ -30,6 +30,7 @@
 #include "kv/kv_cache.h"
 #include "kv/page_manager.h"
 #include "kv/ram_tier.h"
+#include "kv/state_pool.h"
 #include "minfer/outputs.h"  // RequestId
 
 namespace minfer {
@@ -60,7 +61,12 @@ struct KvTierStats {
   int64_t failed_loads = 0;    // loads that stopped at a missing or corrupt entry (the sequence recomputes instead)
 };
 
-// One page for a load: the tier entry (group, key, tokens) and the pool page it goes into.
+// The group of the recurrent layers' state snapshots (state_pool.h) in the tiers: an entry holds the state after a
+// page-aligned prefix (keyed by the prefix from this group's root), and a load restores it into a state slot.
+inline constexpr uint32_t kStateTierGroup = 0xffff;
+
+// One page for a load: the tier entry (group, key, tokens) and the pool page it goes into (the state slot for
+// kStateTierGroup).
 struct TierLoad {
   uint32_t group = 0;
   int32_t page = 0;
@@ -79,6 +85,13 @@ class KvTiers : public PageEvents {
   // Step thread, from the page managers: a page just registered in the prefix cache / about to be reused.
   void on_registered(uint32_t group, int32_t page, const ContentKey& key, std::span<const int32_t> tokens) override;
   void on_evicted(uint32_t group, int32_t page, const ContentKey& key, std::span<const int32_t> tokens) override;
+
+  // Models with recurrent layers: the state pool whose snapshots go through the tiers too. A snapshot just saved from
+  // `slot` after the prefix ending with the page `tokens` (key: state_key) is written through to both tiers; whether
+  // a tier holds one.
+  void set_state_pool(StatePool* states) { states_ = states; }
+  void on_state_saved(const ContentKey& key, std::span<const int32_t> tokens, int32_t slot);
+  bool holds(const ContentKey& key) const;
 
   // How many whole pages of `tokens` from page `first` on (at most max_pages) a tier holds for `group`, in a row.
   int64_t probe(uint32_t group, std::span<const int32_t> tokens, int64_t first, int64_t max_pages) const;
@@ -102,6 +115,7 @@ class KvTiers : public PageEvents {
 
   KvTierOptions opt_;
   std::vector<KvCache*> groups_;
+  StatePool* states_ = nullptr;
   std::unique_ptr<RamTier> ram_;
   std::unique_ptr<DiskTier> disk_;
 

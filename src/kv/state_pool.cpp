@@ -1,6 +1,7 @@
 #include "kv/state_pool.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/error.h"
 
@@ -28,7 +29,8 @@ StatePool::StatePool(const ModelConfig& config, int64_t num_slots, int64_t num_s
                "state pool of {} slots, {} snapshots, {} history slots each", num_slots, num_snapshots,
                history_per_slot);
   const int64_t all = num_slots * (1 + history_per_slot) + num_snapshots;
-  floats_ = static_cast<size_t>(slot_bytes(config) / static_cast<int64_t>(sizeof(float)) * all);
+  slot_bytes_ = slot_bytes(config);
+  floats_ = static_cast<size_t>(slot_bytes_ / static_cast<int64_t>(sizeof(float)) * all);
   data_.reset(new float[floats_ + 16]);
   float* base = data_.get() + (16 - reinterpret_cast<uintptr_t>(data_.get()) / sizeof(float) % 16) % 16;
   for (int64_t i = 0; i < config.num_layers; ++i) {
@@ -48,6 +50,22 @@ void StatePool::copy_slot(int32_t from, int32_t to) {
   for (const kernels::StateLayerView& v : views_)
     if (v.base) std::copy(v.conv(from), v.conv(from) + v.slot_floats, v.conv(to));
   if (recording_) ops_.push_back({from, to});
+}
+
+void StatePool::copy_slot_out(int32_t slot, unsigned char* dst) const {
+  for (const kernels::StateLayerView& v : views_) {
+    if (!v.base) continue;
+    std::memcpy(dst, v.conv(slot), static_cast<size_t>(v.slot_floats) * sizeof(float));
+    dst += v.slot_floats * static_cast<int64_t>(sizeof(float));
+  }
+}
+
+void StatePool::copy_slot_in(int32_t slot, const unsigned char* src) {
+  for (const kernels::StateLayerView& v : views_) {
+    if (!v.base) continue;
+    std::memcpy(v.conv(slot), src, static_cast<size_t>(v.slot_floats) * sizeof(float));
+    src += v.slot_floats * static_cast<int64_t>(sizeof(float));
+  }
 }
 
 void StatePool::zero_slot(int32_t slot) {

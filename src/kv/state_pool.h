@@ -46,6 +46,11 @@ class StatePool {
   bool has_snapshot(uint64_t key) const { return snapshots_.count(key) != 0; }
   void restore_snapshot(RequestId seq, uint64_t key);
   int64_t num_snapshots() const { return num_snapshot_slots_; }
+  // A slot's state across the recurrent layers as one buffer of slot_bytes(config) (the KV tiers keep snapshots
+  // beyond the pool's copies, kv_tiers.h): copied out of a slot, and into one.
+  int64_t bytes_per_slot() const { return slot_bytes_; }
+  void copy_slot_out(int32_t slot, unsigned char* dst) const;
+  void copy_slot_in(int32_t slot, const unsigned char* src);
 
   // Speculative decoding: the first of the history_per_slot slots of `seq` that a verification chunk fills with the
   // state after each of its tokens (-1: no history), and the state after its `index`-th token (the last accepted
@@ -78,6 +83,7 @@ class StatePool {
   std::vector<uint64_t> snapshot_used_;              // per snapshot slot, the use clock
   uint64_t clock_ = 0;
   size_t floats_ = 0;
+  int64_t slot_bytes_ = 0;
   std::unique_ptr<float[]> data_;  // uninitialised; a slot is zeroed when it is acquired
   std::vector<kernels::StateLayerView> views_;
   std::vector<int32_t> free_;

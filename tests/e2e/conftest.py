@@ -236,8 +236,13 @@ def tokenization_mismatches(minfer: Minfer, gguf_path: Path, texts: Sequence[str
 
 # Seconds each file takes on the 2-core CI machine (a full run, rounded): the parts are balanced by them, greedily, the
 # longest first. A file not listed counts as DEFAULT_FILE_SECONDS.
-FILE_SECONDS: Dict[str, int] = {}
-DEFAULT_FILE_SECONDS = 20
+FILE_SECONDS: Dict[str, int] = {
+    "test_llamacpp_quant_types.py": 192, "test_tensor_parallel.py": 126, "test_gemma3_oracle.py": 84,
+    "test_gguf_quantize.py": 69, "test_smollm2_oracle.py": 36, "test_gguf_quants.py": 16,
+    "test_qwen35_tokenizer.py": 10, "test_cli.py": 9, "test_openai_parity.py": 9, "test_server_hardening.py": 6,
+    "test_kv_tiers.py": 6, "test_speculative.py": 6, "test_family_gguf.py": 5, "test_oracle_hf.py": 5,
+}
+DEFAULT_FILE_SECONDS = 3
 
 
 def pytest_addoption(parser):
