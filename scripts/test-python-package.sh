@@ -14,8 +14,8 @@ fi
 # build needs no download; the build folder (build/python-*) is kept, so a second install recompiles only changes.
 # The compiler and flags of the release preset (scripts/test.sh), so that ccache (CMakeLists.txt) serves the objects
 # the release build already compiled instead of compiling the engine a second time.
-"$venv/bin/pip" install --no-build-isolation --no-deps --quiet -C cmake.define.MINFER_WERROR=ON \
-  -C cmake.define.CMAKE_CXX_COMPILER="$(command -v c++)" "$here" >&2
+"$venv/bin/pip" install --no-build-isolation --no-deps --quiet --config-settings=cmake.define.MINFER_WERROR=ON \
+  --config-settings=cmake.define.CMAKE_CXX_COMPILER="$(command -v c++)" "$here" >&2
 unset PYTHONPATH
 # From the repository root: `python -c` and `python -m` put the working directory first on sys.path, and ctest's
 # (the build tree's python/ folder) holds an uninstalled minfer package.

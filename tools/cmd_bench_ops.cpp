@@ -37,7 +37,7 @@ struct OpsArgs {
   int repeat = 8;       // timed steps per mode and scenario (median reported)
   bool list_passes = false;
   bool profile = false;                         // also time every node and print the time per operator
-  KvCacheDtype kv_dtype = KvCacheDtype::kAuto;  // auto: bf16 for bf16 weights, else f32
+  KvCacheDtype kv_dtype = KvCacheDtype::kAuto;  // auto: as the engine's (kernels/kv_format.h)
   graph::FusionOptions fusion;                  // the "auto" column (honours --disable-pass)
 };
 
@@ -158,9 +158,7 @@ KvPlan plan_kv(const OpsArgs& a, const ModelConfig& m, int max_batch) {
                             .head_dim = m.head_dim,
                             .page = PageGeometry::of(page),
                             .num_pages = 1 + (max_batch + 1) * pages_per_seq};
-  plan.shape.dtype = a.kv_dtype != KvCacheDtype::kAuto ? a.kv_dtype
-                     : m.dtype == DType::BF16          ? KvCacheDtype::kBf16
-                                                       : KvCacheDtype::kF32;
+  plan.shape.dtype = a.kv_dtype != KvCacheDtype::kAuto ? a.kv_dtype : auto_kv_cache_dtype(m.dtype);
   plan.tables.resize(static_cast<size_t>(max_batch) + 1);
   for (int s = 0; s <= max_batch; ++s)
     for (int64_t p = 0; p < pages_per_seq; ++p)

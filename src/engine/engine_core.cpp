@@ -24,15 +24,6 @@ int64_t resolve_max_model_len(const EngineConfig& c, const ModelConfig& m) {
   return c.max_model_len;
 }
 
-// kAuto: bf16 for every model whose weights are 16-bit or quantized: half of f32's bytes, measured as fast as f32 in an
-// 8K-token prefill and 1.3-1.5x in decode at that depth, as fast as f16 (docs/BENCHMARKS.md, "KV cache types"), with
-// the same KL from f32 on SmolLM2, and f32's range, so no model's outlier K or V can overflow as f16's 65504 can.
-// f32 models, and CPUs without AVX2 (whose scalar kernels would widen every value on its own), keep f32.
-KvCacheDtype auto_kv_cache_dtype(DType weights) {
-  if (weights == DType::F32 || std::string_view(kernels::active_isa()) == "scalar") return KvCacheDtype::kF32;
-  return KvCacheDtype::kBf16;
-}
-
 }  // namespace
 
 EngineCore::EngineCore(const EngineConfig& config)

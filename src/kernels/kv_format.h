@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "minfer/config.h"
+#include "tensor/dtype.h"
 
 namespace minfer {
 
@@ -59,5 +60,9 @@ namespace kernels {
 // x [rows, n] <- each row times H / sqrt(n) (n a power of two), the fast Walsh-Hadamard transform in place.
 void hadamard_rows(float* x, int64_t rows, int64_t n);
 }  // namespace kernels
+
+// What --kv-cache-dtype auto becomes for weights of this type on this CPU: bf16 for 16-bit and quantized weights,
+// f32 for f32 weights and for the scalar kernels (docs/DESIGN.md, "KV cache").
+KvCacheDtype auto_kv_cache_dtype(DType weights);
 
 }  // namespace minfer

@@ -215,6 +215,16 @@ KvTierOptions tier_options(const fs::path& dir, int64_t ram_bytes) {
   return o;
 }
 
+// Loads the tiers' page `key` into `page` of `pool` (as sequence `seq`): its bytes, or empty when the load failed.
+std::vector<unsigned char> load(KvTiers& tiers, KvCache& pool, RequestId seq, int32_t page, const ContentKey& key,
+                                const std::vector<int32_t>& tokens) {
+  tiers.start_load(seq, {TierLoad{0, page, key, tokens}});
+  if (!tiers.wait(seq)) return {};
+  std::vector<unsigned char> back(static_cast<size_t>(pool.page_payload_bytes()));
+  pool.copy_page_out(page, back.data());
+  return back;
+}
+
 // A pool page copied out (eviction into the RAM tier, write-through to disk) and loaded into another page comes back
 // bit-exact, for the layouts of every KV type (codes and scales).
 TEST(KvTiers, PagesComeBackBitExact) {
@@ -238,25 +248,16 @@ TEST(KvTiers, PagesComeBackBitExact) {
       tiers.on_registered(0, 3, key, tokens);  // written through
       tiers.on_evicted(0, 3, key, tokens);     // and kept in RAM
       EXPECT_EQ(tiers.probe(0, tokens, 0, 1), 1);
-      tiers.start_load(7, {TierLoad{0, 5, key, tokens}});
-      ASSERT_TRUE(tiers.wait(7));
-      std::vector<unsigned char> back(page3.size());
-      pool.copy_page_out(5, back.data());
-      EXPECT_EQ(back, page3);
+      EXPECT_EQ(load(tiers, pool, 7, 5, key, tokens), page3);
       EXPECT_EQ(tiers.stats().ram.hit_tokens, 16);
     }  // destruction writes what is queued
     KvCache fresh(shape);
     KvTiers restarted(tier_options(dir, 0), {&fresh});
     ASSERT_EQ(restarted.probe(0, tokens, 0, 1), 1);
-    restarted.start_load(1, {TierLoad{0, 2, key, tokens}});
-    ASSERT_TRUE(restarted.wait(1));
-    std::vector<unsigned char> back(page3.size());
-    fresh.copy_page_out(2, back.data());
-    EXPECT_EQ(back, page3);
+    EXPECT_EQ(load(restarted, fresh, 1, 2, key, tokens), page3);
     EXPECT_EQ(restarted.stats().disk.hit_tokens, 16);
     // A page the tiers do not hold fails the load (the sequence recomputes it).
-    restarted.start_load(2, {TierLoad{0, 2, ContentKey{9, 9}, tokens}});
-    EXPECT_FALSE(restarted.wait(2));
+    EXPECT_TRUE(load(restarted, fresh, 2, 2, ContentKey{9, 9}, tokens).empty());
     fs::remove_all(dir);
   }
 }
