@@ -11,8 +11,10 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace minfer {
 
@@ -21,6 +23,8 @@ struct ContentKey {
   bool operator==(const ContentKey&) const = default;
   bool empty() const { return hi == 0 && lo == 0; }
   std::string hex() const;
+  // The key hex() wrote (32 characters; nullopt for any other length).
+  static std::optional<ContentKey> from_hex(std::string_view hex);
 };
 
 struct ContentKeyHash {

@@ -78,6 +78,13 @@ bool orphan_tmp(const fs::path& p) {
 
 std::string ContentKey::hex() const { return fmt::format("{:016x}{:016x}", hi, lo); }
 
+std::optional<ContentKey> ContentKey::from_hex(std::string_view hex) {
+  if (hex.size() != 32) return std::nullopt;
+  const std::string digits(hex);
+  return ContentKey{std::strtoull(digits.substr(0, 16).c_str(), nullptr, 16),
+                    std::strtoull(digits.substr(16).c_str(), nullptr, 16)};
+}
+
 DiskTier::DiskTier(fs::path dir, int64_t max_bytes, const ContentKey& identity)
     : root_(std::move(dir)), max_bytes_(max_bytes), identity_(identity) {
   model_dir_ = root_ / identity.hex();
@@ -117,13 +124,11 @@ void DiskTier::scan() {
       }
       if (p.extension() != ".kv") continue;
       Entry e{p, static_cast<int64_t>(f.file_size(ec)), {}, ours};
-      const std::string stem = p.stem().string();
-      if (ours && stem.size() == 32) {
-        e.key.hi = std::strtoull(stem.substr(0, 16).c_str(), nullptr, 16);
-        e.key.lo = std::strtoull(stem.substr(16).c_str(), nullptr, 16);
-      } else {
+      const std::optional<ContentKey> key = ContentKey::from_hex(p.stem().string());
+      if (ours && key)
+        e.key = *key;
+      else
         e.ours = false;
-      }
       found.push_back({std::move(e), f.last_write_time(ec)});
     }
   }

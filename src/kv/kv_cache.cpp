@@ -62,31 +62,27 @@ KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
 }
 
 // A page's bytes in a layer's pools start at page * (the page's bytes): pages are the outer dimension of every pool
-// (KvLayerView::head_block, scale_block).
-void KvCache::copy_page_out(int32_t page, unsigned char* dst) const {
+// (KvLayerView::head_block, scale_block). fn(part, bytes) for each part of the page, in the payload's order.
+template <typename Fn>
+void KvCache::for_each_page_part(int32_t page, Fn fn) const {
   MINFER_CHECK(page > 0 && page < shape_.num_pages, "page {} of {}", page, shape_.num_pages);
   const auto p = static_cast<size_t>(page);
   const auto codes = static_cast<size_t>(page_code_bytes_), scales = static_cast<size_t>(page_scale_bytes_);
   for (const kernels::KvLayerView& v : views_) {
-    std::memcpy(dst, static_cast<const unsigned char*>(v.k) + p * codes, codes), dst += codes;
-    std::memcpy(dst, static_cast<const unsigned char*>(v.v) + p * codes, codes), dst += codes;
+    fn(static_cast<unsigned char*>(v.k) + p * codes, codes);
+    fn(static_cast<unsigned char*>(v.v) + p * codes, codes);
     if (scales == 0) continue;
-    std::memcpy(dst, static_cast<const unsigned char*>(v.k_scale) + p * scales, scales), dst += scales;
-    std::memcpy(dst, static_cast<const unsigned char*>(v.v_scale) + p * scales, scales), dst += scales;
+    fn(static_cast<unsigned char*>(v.k_scale) + p * scales, scales);
+    fn(static_cast<unsigned char*>(v.v_scale) + p * scales, scales);
   }
 }
 
+void KvCache::copy_page_out(int32_t page, unsigned char* dst) const {
+  for_each_page_part(page, [&](const unsigned char* part, size_t n) { std::memcpy(dst, part, n), dst += n; });
+}
+
 void KvCache::copy_page_in(int32_t page, const unsigned char* src) {
-  MINFER_CHECK(page > 0 && page < shape_.num_pages, "page {} of {}", page, shape_.num_pages);
-  const auto p = static_cast<size_t>(page);
-  const auto codes = static_cast<size_t>(page_code_bytes_), scales = static_cast<size_t>(page_scale_bytes_);
-  for (const kernels::KvLayerView& v : views_) {
-    std::memcpy(static_cast<unsigned char*>(v.k) + p * codes, src, codes), src += codes;
-    std::memcpy(static_cast<unsigned char*>(v.v) + p * codes, src, codes), src += codes;
-    if (scales == 0) continue;
-    std::memcpy(static_cast<unsigned char*>(v.k_scale) + p * scales, src, scales), src += scales;
-    std::memcpy(static_cast<unsigned char*>(v.v_scale) + p * scales, src, scales), src += scales;
-  }
+  for_each_page_part(page, [&](unsigned char* part, size_t n) { std::memcpy(part, src, n), src += n; });
 }
 
 KvCache::Mapping::~Mapping() {

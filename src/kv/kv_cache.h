@@ -57,6 +57,8 @@ class KvCache {
   unsigned char* data_ = nullptr;  // storage_.base rounded up to 2 MiB
   std::vector<kernels::KvLayerView> views_;
   int64_t page_code_bytes_ = 0, page_scale_bytes_ = 0;  // one page of one layer's K (or V) codes, scales
+  template <typename Fn>
+  void for_each_page_part(int32_t page, Fn fn) const;
 };
 
 }  // namespace minfer

@@ -69,15 +69,11 @@ uint64_t files_stamp(const std::vector<fs::path>& files) {
 ContentKey weights_checksum(const std::string& model_path, const fs::path& memo_dir) {
   const std::vector<fs::path> files = weight_files(model_path);
   const fs::path memo = memo_dir.empty() ? fs::path() : memo_dir / fmt::format(".weights-{:016x}", files_stamp(files));
-  ContentKey sum;
   if (!memo.empty()) {
     std::ifstream in(memo);
     std::string hex;
-    if (in >> hex && hex.size() == 32) {
-      sum.hi = std::strtoull(hex.substr(0, 16).c_str(), nullptr, 16);
-      sum.lo = std::strtoull(hex.substr(16).c_str(), nullptr, 16);
-      return sum;
-    }
+    if (in >> hex)
+      if (const std::optional<ContentKey> remembered = ContentKey::from_hex(hex)) return *remembered;
   }
   const auto start = std::chrono::steady_clock::now();
   XXH3_state_t st;
@@ -88,7 +84,7 @@ ContentKey weights_checksum(const std::string& model_path, const fs::path& memo_
     hash_file(st, f);
   }
   const XXH128_hash_t h = XXH3_128bits_digest(&st);
-  sum = ContentKey{h.high64, h.low64};
+  const ContentKey sum{h.high64, h.low64};
   spdlog::info("KV tiers: weights checksum {} ({} files, {:.2f} s)", sum.hex(), files.size(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!memo.empty()) {
