@@ -166,7 +166,9 @@ void PageManager::cache_full_pages(RequestId seq, std::span<const int32_t> token
     const auto page_tokens = tokens.subspan(static_cast<size_t>(j * ps), static_cast<size_t>(ps));
     const uint64_t h = chain_page_hash(j == 0 ? kRootPageHash : sp.last_key, page_tokens);
     const uint64_t key = h & opt_.hash_mask;
-    const ContentKey content = chain_content_key(j == 0 ? root_content_key(group_) : sp.last_content, page_tokens);
+    // The tiers' key, only where there are tiers to tell (set_events comes before any registration).
+    const ContentKey content =
+        events_ ? chain_content_key(j == 0 ? root_content_key(group_) : sp.last_content, page_tokens) : ContentKey{};
     const int32_t mine = sp.table[static_cast<size_t>(j)];
     if (mine == 0) break;  // released by release_before before it was hashed: nothing to register
     Page& pg = pages_[static_cast<size_t>(mine)];
