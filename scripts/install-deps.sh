@@ -12,6 +12,7 @@ packages=(
   libpcre2-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libboost-dev
   libssl-dev openssl  # HTTPS in the server (Boost.Asio SSL); `openssl` makes the tests' self-signed certificate
+  libpng-dev libturbojpeg0-dev libwebp-dev libgif-dev libexif-dev  # decoding request images (src/media/)
   libxxhash-dev  # XXH3: the KV tiers' content keys and checksums (src/kv/)
   libsqlite3-dev  # /v1/responses' stored responses across restarts (--responses-store FILE)
   libdnnl-dev  # oneDNN: the bf16 matmul of prefill and batched decode (AMX where the CPU has it)

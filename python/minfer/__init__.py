@@ -13,6 +13,7 @@ cannot be read.
 from ._minfer_loader import _minfer
 from .config import QuantConfig
 from .engine import LLM, Engine, GenerationStream, Tokenizer
+from .media import decode_image, preprocess_image
 from .outputs import ChatResult, GenerationChunk, GenerationResult
 from .sampling import SamplingParams, StructuredOutputsParams
 
@@ -20,4 +21,4 @@ MinferError = _minfer.MinferError
 ModelLoadError = _minfer.ModelLoadError
 
 __all__ = ["Engine", "LLM", "QuantConfig", "SamplingParams", "StructuredOutputsParams", "GenerationResult", "ChatResult", "GenerationChunk", "GenerationStream",
-           "Tokenizer", "MinferError", "ModelLoadError"]
+           "Tokenizer", "MinferError", "ModelLoadError", "decode_image", "preprocess_image"]

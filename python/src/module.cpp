@@ -32,4 +32,5 @@ PYBIND11_MODULE(_minfer, m) {
   minfer::python::bind_outputs(m);
   minfer::python::bind_engine(m);
   minfer::python::bind_chat(m);
+  minfer::python::bind_media(m);
 }
