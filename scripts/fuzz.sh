@@ -18,12 +18,28 @@ corpus=build/fuzz/corpus
 artifacts=build/fuzz/artifacts
 rm -rf "$corpus"
 mkdir -p "$artifacts"
-for t in gguf safetensors llama2c tokenizer_json chat_template http_request; do mkdir -p "$corpus/$t"; done
+for t in gguf safetensors llama2c tokenizer_json chat_template http_request image; do mkdir -p "$corpus/$t"; done
 
 cp "$shared/models/stories260K/stories260K.gguf" "$corpus/gguf/"  # SentencePiece vocabulary, f32 tensors
 cp "$shared/models/stories260K/stories260K.bin" "$shared/models/stories260K/tok512.bin" "$corpus/llama2c/"
 cp tests/data/chat_templates/*.jinja "$corpus/chat_template/"
 cp fuzz/seeds/http/* "$corpus/http_request/"
+# Small images of every format (Pillow, in the project venv), one JPEG with an EXIF orientation.
+if [ -x .venv/bin/python ]; then
+  .venv/bin/python - "$corpus/image" <<'PY'
+import sys
+from PIL import Image
+out = sys.argv[1]
+img = Image.linear_gradient("L").resize((24, 16)).convert("RGB")
+exif = Image.Exif()
+exif[0x0112] = 6
+img.save(f"{out}/a.jpg", quality=80, exif=exif.tobytes())
+img.save(f"{out}/a.png")
+img.convert("RGBA").save(f"{out}/a.webp", lossless=True)
+img.save(f"{out}/b.webp", quality=50)
+img.quantize(8).save(f"{out}/a.gif", transparency=2, interlace=True)
+PY
+fi
 # A test model in a real Hugging Face layout (random weights): its safetensors and tokenizer.json.
 minfer=build/release/tools/minfer
 if [ -x "$minfer" ]; then
@@ -41,7 +57,7 @@ fi
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-for t in gguf safetensors llama2c tokenizer_json chat_template http_request; do
+for t in gguf safetensors llama2c tokenizer_json chat_template http_request image; do
   echo "fuzz: $t for $seconds s"
   "$bin/fuzz_$t" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 -max_len=2097152 -print_final_stats=1 \
     -artifact_prefix="$artifacts/$t-" "$corpus/$t" 2>&1 | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==|SUMMARY|Running)" || true

@@ -37,6 +37,14 @@ void check_batch(int64_t heads, const KvLayerView& cache, const AttentionBatch& 
     if (q_len < 0 || ctx < q_len || batch.q_start[s] < 0) {
       fail("paged_attention: sequence {} has q_len {} and context_len {}", s, q_len, ctx);
     }
+    for (int64_t t = 0; batch.key_limit && t < q_len; ++t) {
+      const int64_t limit = batch.key_limit[batch.q_start[s] + t];
+      const int64_t prev = t > 0 ? batch.key_limit[batch.q_start[s] + t - 1] : 0;
+      if (limit < ctx - q_len + t + 1 || limit > ctx || limit < prev) {
+        fail("paged_attention: sequence {} token {} sees {} keys: not within [{}, {}] or fewer than the token before",
+             s, t, limit, ctx - q_len + t + 1, ctx);
+      }
+    }
     if (cache.page.pages_for(ctx) > batch.max_pages_per_seq) {
       fail("paged_attention: sequence {} needs {} pages of {} tokens but its page table holds {}", s,
            cache.page.pages_for(ctx), cache.page.size(), batch.max_pages_per_seq);
@@ -108,7 +116,9 @@ void add_block_items(const SplitPlan& plan, const KvLayerView& cache, const Atte
                      const AttentionParams& params, int64_t s, int64_t t0, int64_t ntok, std::vector<Item>& items,
                      int64_t& partial_floats) {
   const int64_t q_len = batch.q_len[s];
-  const int64_t ctx = batch.context_len[s] - q_len + t0 + ntok;  // keys the block's last token reads
+  // Keys the block's last token reads.
+  const int64_t ctx = batch.key_limit ? batch.key_limit[batch.q_start[s] + t0 + ntok - 1]
+                                      : batch.context_len[s] - q_len + t0 + ntok;
   const int64_t ranges = ceil_div(ceil_div(ctx, cache.page.size()), plan.range_pages);
   // Keys before `start` lie outside every window of the block's tokens.
   int64_t start = 0;
@@ -171,6 +181,7 @@ struct SpanSource {
     span.ctx_begin = it.ctx_begin;
     span.ctx_end = it.ctx_end;
     span.partial = it.partial >= 0 ? partials + it.partial : nullptr;
+    span.key_limit = batch.key_limit ? batch.key_limit + row : nullptr;
   }
 };
 

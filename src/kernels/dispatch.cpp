@@ -140,6 +140,21 @@ void relu2(const float* x, float* out, int64_t n) {
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   active_kernels().gelu_tanh_mul(gate, up, out, n);
 }
+void gelu_tanh(const float* x, float* out, int64_t n) { active_kernels().leaves->gelu_tanh(x, out, n); }
+void layernorm(const float* x, const float* weight, const float* bias, float eps, float* y, int64_t rows,
+               int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float* yr = y + r * dim;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) sum += xr[i];
+    const float mean = sum / static_cast<float>(dim);
+    float var = 0.0f;
+    for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const float inv = 1.0f / std::sqrt(var / static_cast<float>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i) yr[i] = (xr[i] - mean) * inv * weight[i] + bias[i];
+  }
+}
 void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
   active_kernels().swiglu_oai(gate, up, out, n);
 }

@@ -42,6 +42,11 @@ void rope_angles(const int32_t* positions, int64_t tokens, const float* inv_freq
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // out = gelu_tanh(gate) * up (GELU with the tanh approximation, PyTorch's approximate="tanh": Gemma's MLP).
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+// out = gelu_tanh(x): a vision encoder's MLP activation (SigLIP's gelu_pytorch_tanh).
+void gelu_tanh(const float* x, float* out, int64_t n);
+// LayerNorm over each row of x [rows, dim] with f32 weight and bias (vision encoders): one loop for every ISA that
+// the compiler vectorises; it reads each row twice and is bound by memory, as add is.
+void layernorm(const float* x, const float* weight, const float* bias, float eps, float* y, int64_t rows, int64_t dim);
 // gpt-oss's clamped SwiGLU (ref::swiglu_oai).
 void swiglu_oai(const float* gate, const float* up, float* out, int64_t n);
 
@@ -111,6 +116,10 @@ struct AttentionBatch {
   const int32_t* context_len = nullptr;
   const int32_t* page_tables = nullptr;
   int64_t max_pages_per_seq = 0;
+  // Bidirectional blocks (an image's tokens in Gemma 3, a vision encoder's patches): per query row of the batch,
+  // the number of keys it sees, [0, key_limit) instead of its causal [0, position + 1); non-decreasing within a
+  // sequence, at least the causal end and at most context_len. Null: causal everywhere.
+  const int32_t* key_limit = nullptr;
 };
 
 // How a layer's attention scores its keys.

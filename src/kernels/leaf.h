@@ -23,6 +23,7 @@ using RmsnormFn = void (*)(const float* x, const void* weight, DType wtype, floa
 using RopeFn = void (*)(float* x, const float* cos, const float* sin, int64_t tokens, int64_t heads, int64_t head_dim,
                         int64_t half_rot, RopeStyle style);
 using BinaryFn = void (*)(const float* a, const float* b, float* out, int64_t n);
+using UnaryFn = void (*)(const float* x, float* out, int64_t n);
 using SoftmaxFn = void (*)(float* x, int64_t rows, int64_t cols);
 using EmbeddingFn = void (*)(const int32_t* ids, int64_t n, const void* table, DType dtype, int64_t dim, float* out);
 // bf16 weights with bf16 activations (CPUs with native bf16 dot products). Rows of x [rows, k] rounded to nearest
@@ -63,7 +64,13 @@ struct AttentionSpan {
   // The span this thread runs next, if known: a leaf may request its first keys while finishing this one (its
   // pages lie elsewhere in the pool, where no hardware prefetcher would look). A hint only.
   const AttentionSpan* next = nullptr;
+  // AttentionBatch::key_limit at the span's first token (token i sees keys [.., key_limit[i])); null: causal.
+  const int32_t* key_limit = nullptr;
 };
+// The end of the keys token i of a span sees: its causal end, or further in a bidirectional block.
+inline int64_t seen_end(const AttentionSpan& span, int64_t i) {
+  return span.key_limit ? span.key_limit[i] : span.first_pos + i + 1;
+}
 // The first key token i of a span sees (its sliding window's start; 0 without a window).
 inline int64_t window_start(const AttentionSpan& span, int64_t i) {
   const int64_t lo = span.first_pos + i - span.window + 1;
@@ -96,6 +103,7 @@ struct LeafKernels {
   SoftmaxFn softmax;
   EmbeddingFn embedding;
   AttentionSpanFn attention_span;
+  UnaryFn gelu_tanh;  // out = gelu_tanh(x) (a vision encoder's MLP)
   // Null where the leaf set has no bf16-activation GEMM: bf16 weights then go through gemm_cols (f32 activations).
   Bf16RoundRowsFn bf16_round_rows = nullptr;
   GemmBf16ColsFn gemm_bf16_cols = nullptr;

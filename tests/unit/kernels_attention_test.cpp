@@ -42,6 +42,7 @@ struct Batch {
   // Per sequence, its whole context [ctx, kv_heads, head_dim] as the cache holds it (decoded): the dense
   // reference's input.
   std::vector<std::vector<float>> dense_k, dense_v;
+  std::vector<int32_t> key_limit;  // per query row, or empty: causal
   KvLayerView view() {
     const bool scaled = !k_scales.empty();
     return KvLayerView{k_codes.data(),
@@ -59,7 +60,8 @@ struct Batch {
                           q_len.data(),
                           context_len.data(),
                           page_tables.data(),
-                          max_pages};
+                          max_pages,
+                          key_limit.empty() ? nullptr : key_limit.data()};
   }
 };
 
@@ -166,11 +168,12 @@ std::vector<float> dense_attention(const Batch& b, const AttentionParams& params
         const float* qv = b.q.data() + ((b.q_start[s] + t) * b.heads + h) * hd;
         const int64_t g = h / group;
         const int64_t lo = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
-        std::vector<double> w(static_cast<size_t>(pos + 1), -INFINITY);
+        const int64_t end = b.key_limit.empty() ? pos + 1 : b.key_limit[static_cast<size_t>(b.q_start[s] + t)];
+        std::vector<double> w(static_cast<size_t>(end), -INFINITY);
         // A sink: one more logit in the softmax, with no value.
         const double sink = params.sinks ? params.sinks[h] : -INFINITY;
         double mx = sink;
-        for (int64_t j = lo; j <= pos; ++j) {
+        for (int64_t j = lo; j < end; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < hd; ++d) dot += double(qv[d]) * k[static_cast<size_t>(j * row + g * hd + d)];
           double score = dot * params.scale;
@@ -183,7 +186,7 @@ std::vector<float> dense_attention(const Batch& b, const AttentionParams& params
         float* o = out.data() + ((b.q_start[s] + t) * b.heads + h) * hd;
         for (int64_t d = 0; d < hd; ++d) {
           double acc = 0;
-          for (int64_t j = 0; j <= pos; ++j)
+          for (int64_t j = 0; j < end; ++j)
             acc += w[static_cast<size_t>(j)] * v[static_cast<size_t>(j * row + g * hd + d)];
           o[d] = static_cast<float>(acc / sum);
         }
@@ -307,6 +310,36 @@ TEST(KernelsAttention, SlidingWindowAndSoftcapMatchDense) {
                          kv_name(dtype) + " page " + std::to_string(page_size) + " window " + std::to_string(window) +
                              " softcap " + std::to_string(softcap),
                          {.window = window, .softcap = softcap});
+      }
+    }
+  }
+}
+
+// Bidirectional blocks (an image's tokens, a vision encoder's patches): rows see keys up to their block's end
+// (key_limit) instead of their own position, with windows, across split ranges and in every KV type.
+TEST(KernelsAttention, BidirectionalBlocksMatchDense) {
+  std::mt19937 rng(16);
+  for (KvCacheDtype dtype : {KvCacheDtype::kF32, KvCacheDtype::kBf16, KvCacheDtype::kQ8_0, KvCacheDtype::kInt8}) {
+    for (int64_t page_size : {8, 64}) {
+      // An encoder's image (every row sees all 300 keys), a chunk holding an image block in the middle of text, a
+      // chunk that is one image after a cached prefix, and a decode row.
+      const std::vector<std::pair<int32_t, int32_t>> seqs = {{300, 300}, {200, 90}, {150, 40}, {77, 1}};
+      Batch b = make_batch(rng, 8, 2, 64, page_size, seqs, dtype);
+      for (size_t s = 0; s < seqs.size(); ++s) {
+        const auto [ctx, ql] = seqs[s];
+        for (int32_t t = 0; t < ql; ++t) {
+          const int32_t pos = ctx - ql + t;
+          int32_t limit = pos + 1;
+          if (s == 0) limit = ctx;                                   // the whole image
+          if (s == 1 && pos >= 130 && pos < 181) limit = 181;        // an image at [130, 181) of the chunk
+          if (s == 2) limit = ctx;                                   // the chunk is one image
+          b.key_limit.push_back(limit);
+        }
+      }
+      for (int64_t window : {0, 50}) {
+        check_all_tables(b, kv_name(dtype) + " bidirectional page " + std::to_string(page_size) + " window " +
+                                std::to_string(window),
+                         {.window = window});
       }
     }
   }

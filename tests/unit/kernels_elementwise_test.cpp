@@ -114,6 +114,56 @@ TEST(KernelsElementwise, GatedActivationsAndAddMatchReference) {
   }
 }
 
+// GELU(tanh) alone (vision encoders): the reference against PyTorch's formula in double, every leaf set against it.
+TEST(KernelsElementwise, GeluTanhMatchesReference) {
+  std::mt19937 rng(4);
+  for (int64_t n : kLengths) {
+    auto x = random_floats(rng, static_cast<size_t>(n), -12.0f, 12.0f);
+    if (n > 2) x[0] = -100.0f, x[1] = 90.0f;
+    std::vector<float> want(x.size()), scale(x.size());
+    ref::gelu_tanh(x.data(), want.data(), n);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double g = x[i];
+      scale[i] = std::fabs(x[i]);
+      EXPECT_NEAR(want[i], 0.5 * g * (1 + std::tanh(std::sqrt(2 / M_PI) * (g + 0.044715 * g * g * g))),
+                  1e-6 * scale[i] + 1e-30)
+          << "gelu_tanh " << g;
+    }
+    for (const KernelTable* t : available_tables()) {
+      std::vector<float> y(x.size(), NAN);
+      t->leaves->gelu_tanh(x.data(), y.data(), n);
+      expect_close(y, want, 2e-6f, 1e-37f, std::string(t->name) + " gelu_tanh n " + std::to_string(n), &scale);
+    }
+  }
+}
+
+// LayerNorm against a double-precision reference: rows of awkward widths, with an offset that a one-pass variance
+// would lose to cancellation.
+TEST(KernelsElementwise, LayerNormMatchesDouble) {
+  std::mt19937 rng(6);
+  for (int64_t dim : {1, 7, 64, 100, 1152}) {
+    const int64_t rows = 5;
+    auto x = random_floats(rng, static_cast<size_t>(rows * dim), -3.0f, 3.0f);
+    for (float& v : x) v += 40.0f;
+    const auto w = random_floats(rng, static_cast<size_t>(dim), -2.0f, 2.0f);
+    const auto b = random_floats(rng, static_cast<size_t>(dim), -1.0f, 1.0f);
+    std::vector<float> y(x.size(), NAN);
+    layernorm(x.data(), w.data(), b.data(), 1e-6f, y.data(), rows, dim);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < dim; ++i) mean += x[static_cast<size_t>(r * dim + i)];
+      mean /= static_cast<double>(dim);
+      for (int64_t i = 0; i < dim; ++i) var += std::pow(x[static_cast<size_t>(r * dim + i)] - mean, 2);
+      const double inv = 1.0 / std::sqrt(var / static_cast<double>(dim) + 1e-6);
+      for (int64_t i = 0; i < dim; ++i) {
+        const auto k = static_cast<size_t>(r * dim + i);
+        const double want = (x[k] - mean) * inv * w[static_cast<size_t>(i)] + b[static_cast<size_t>(i)];
+        EXPECT_NEAR(y[k], want, 2e-4) << "dim " << dim << " row " << r << " i " << i;
+      }
+    }
+  }
+}
+
 // gpt-oss's clamped SwiGLU: the reference against transformers' GptOssExperts formula in double (gate clamped above
 // at 7, up to [-7, 7]), then every table against the reference; gates and ups reach past the clamps.
 TEST(KernelsElementwise, SwigluOaiMatchesReference) {

@@ -15,12 +15,12 @@ void attention_span(const KvLayerView& cache, const AttentionSpan& span, float* 
   const int64_t hd = cache.head_dim;
   const int64_t ps = cache.page.size();
   const int64_t nh = span.head_end - span.head_begin;
-  std::vector<float> scores(static_cast<size_t>(span.first_pos + span.ntok));
+  std::vector<float> scores(static_cast<size_t>(seen_end(span, span.ntok - 1)));
   std::vector<float> acc(static_cast<size_t>(hd));
   for (int64_t t = 0; t < span.ntok; ++t) {
     // Keys [begin, end): the token's causal context (its window of it), cut to the span's range.
     const int64_t begin = std::max(span.ctx_begin, window_start(span, t));
-    const int64_t end = std::min(span.first_pos + t + 1, span.ctx_end);
+    const int64_t end = std::min(seen_end(span, t), span.ctx_end);
     for (int64_t h = span.head_begin; h < span.head_end; ++h) {
       const float* qv = span.q + (t * span.heads + h) * hd;
       // A sink starts the softmax as a key scored sinks[h] whose value is zero.
@@ -77,6 +77,7 @@ void paged_attention(const float* q, float* out, int64_t heads, const KvLayerVie
     span.window = params.window;
     span.softcap = params.softcap;
     span.sinks = params.sinks;
+    span.key_limit = batch.key_limit ? batch.key_limit + batch.q_start[s] : nullptr;
     for (int64_t g = 0; g < cache.kv_heads; ++g) {
       span.kv_head = g;
       span.head_begin = g * group;

@@ -25,6 +25,14 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+void gelu_tanh(const float* x, float* out, int64_t n) {
+  constexpr float kTwoSqrt2OverPi = 1.5957691216057308f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = x[i];
+    out[i] = g / (1.0f + std::exp(-kTwoSqrt2OverPi * (g + 0.044715f * g * g * g)));
+  }
+}
+
 void swiglu_oai(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = std::min(gate[i], kSwigluOaiLimit);

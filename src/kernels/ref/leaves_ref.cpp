@@ -17,6 +17,7 @@ const LeafKernels kRefLeaves = {
     .softmax = ref::softmax,
     .embedding = ref::embedding_leaf,
     .attention_span = ref::attention_span,
+    .gelu_tanh = ref::gelu_tanh,
 };
 
 }  // namespace minfer::kernels

@@ -20,6 +20,7 @@ void rope(float* x, const float* cos, const float* sin, int64_t tokens, int64_t 
           int64_t half_rot, RopeStyle style);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n);
+void gelu_tanh(const float* x, float* out, int64_t n);
 // gpt-oss's experts: min(g, limit) * sigmoid(alpha min(g, limit)) * (clamp(up, -limit, limit) + 1), with
 // transformers' GptOssExperts constants.
 inline constexpr float kSwigluOaiAlpha = 1.702f;

@@ -24,7 +24,7 @@ inline void prefetch_bytes(const void* p, int64_t bytes) {
 }
 
 // The keys a span reads: [ctx_begin, keys_end(sp)), its causal context cut to its range.
-inline int64_t keys_end(const AttentionSpan& sp) { return std::min(sp.ctx_end, sp.first_pos + sp.ntok); }
+inline int64_t keys_end(const AttentionSpan& sp) { return std::min(sp.ctx_end, seen_end(sp, sp.ntok - 1)); }
 
 // How a KV cache type's codes are read (kernels/kv_format.h): W widens codes to f32 (times 1 / kUnit), Scaling
 // says where their scales are and ScaleW loads them (f32 or f16), and q4_0 packs two codes a byte (Q4W's loads
@@ -163,10 +163,16 @@ struct BlockRows {
 
   BlockRows(const AttentionSpan& sp_, int64_t b0_, int64_t nb_)
       : sp(sp_), first_pos(sp_.first_pos), nh(sp_.head_end - sp_.head_begin), b0(b0_), nb(nb_) {
-    r_first = (b0 > first_pos ? b0 - first_pos : 0) * nh;
+    if (sp.key_limit) {
+      int64_t t = 0;
+      while (t < sp.ntok && sp.key_limit[t] <= b0) ++t;
+      r_first = t * nh;
+    } else {
+      r_first = (b0 > first_pos ? b0 - first_pos : 0) * nh;
+    }
   }
   int64_t seen(int64_t r) const {
-    const int64_t n = first_pos + r / nh - b0 + 1;
+    const int64_t n = (sp.key_limit ? sp.key_limit[r / nh] : first_pos + r / nh + 1) - b0;
     return n < nb ? n : nb;
   }
   int64_t first_seen(int64_t r) const { return std::clamp(window_start(sp, r / nh) - b0, int64_t{0}, nb); }

@@ -149,6 +149,17 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// gelu_tanh_mul without the product (a vision encoder's fc1 -> GELU -> fc2).
+template <class V>
+void gelu_tanh(const float* x, float* out, int64_t n) {
+  const typename V::Reg one = V::set1(1.0f), c1 = V::set1(-1.5957691216057308f), c3 = V::set1(0.044715f);
+  for (int64_t i = 0; i < n; i += V::kWidth) {
+    const typename V::Reg g = V::load_tail(x + i, n - i);
+    const typename V::Reg inner = V::fmadd(V::mul(c3, g), V::mul(g, g), g);
+    V::store_tail(out + i, n - i, V::div(g, V::add(one, V::exp(V::mul(c1, inner)))));
+  }
+}
+
 // gpt-oss's clamped SwiGLU as ref::swiglu_oai writes it: g = min(gate, 7), u = clamp(up, -7, 7),
 // g / (1 + exp(-1.702 g)) * (u + 1).
 template <class V>
