@@ -2,12 +2,16 @@
 // minfer.preprocess_image: what the engine does to a request's image, for users checking their inputs and for the
 // tests that compare it with Pillow and Hugging Face's processors.
 #include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 
 #include <nlohmann/json.hpp>
 
 #include "bindings.h"
 #include "media/image.h"
 #include "media/image_processor.h"
+#include "minfer/error.h"
+#include "model/model_weights.h"
+#include "vision/vision_encoder.h"
 
 namespace minfer::python {
 namespace {
@@ -42,6 +46,27 @@ void bind_media(py::module_& m) {
         return out;
       },
       py::arg("data"), py::arg("processor_json"), py::arg("max_pixels"));
+  // The image embeddings a multimodal model's language model receives, [images, tokens_per_image, text_hidden]: the
+  // tower and projector of the checkpoint at model_path on each image (decoded and preprocessed as a request's).
+  m.def(
+      "encode_images",
+      [](const std::string& model_path, const std::vector<py::bytes>& images, int64_t max_pixels, int threads) {
+        const ModelWeights weights = load_model(model_path);
+        if (!weights.vision) throw Error(model_path + ": the model has no vision tower; it takes no images");
+        const vision::VisionConfig& c = weights.vision->config;
+        std::vector<media::PixelValues> pixels;
+        for (const py::bytes& data : images) {
+          std::string storage;
+          pixels.push_back(media::preprocess_image(media::decode_image(bytes_of(data, storage), max_pixels), c.processor));
+        }
+        ThreadPool pool(threads);
+        vision::VisionEncoder encoder(weights.vision, pool);
+        const std::vector<float> out = encoder.encode(pixels);
+        py::array_t<float> arr({static_cast<int64_t>(images.size()), c.tokens_per_image, c.text_hidden});
+        std::copy(out.begin(), out.end(), arr.mutable_data());
+        return arr;
+      },
+      py::arg("model_path"), py::arg("images"), py::arg("max_pixels"), py::arg("threads") = 2);
 }
 
 }  // namespace minfer::python

@@ -25,6 +25,11 @@ struct StepInputs {
   std::span<const int64_t> slot_mapping;  // [T] KV-cache slot of each token
   kernels::AttentionBatch attention;      // per-sequence query ranges, context lengths, page tables
   std::span<const int32_t> sample_rows;   // indices into [0, T) of the rows whose logits are wanted
+  // Rows given instead of computed, input_width floats each: a vision encoder's patches (the kInput node reads them
+  // all, given_rows empty), or in a decoder the embeddings of an image's tokens (row given_rows[i] of the embedding
+  // node's output becomes input_rows' row i, after any embedding scale).
+  std::span<const float> input_rows;
+  std::span<const int32_t> given_rows;
   // The local KV group (sliding-window layers whose pages behind the window are freed; engine_core.h): the layers
   // marked in local_layers read and write its pages through these slots and page tables instead.
   std::span<const uint8_t> local_layers;  // [num_layers] or empty (no local group)
@@ -109,6 +114,11 @@ class Executor {
                         int64_t tokens, int64_t sampled);
   void run_embedding(const Node& node, const StepInputs& step, int64_t tokens);
   void run_gather_vocab(const Node& node, int64_t sampled);
+  // executor_vision.cpp: the vision encoders' ops.
+  void run_input(const Node& node, const StepInputs& step, int64_t tokens);
+  void run_layernorm(const Node& node, int64_t rows);
+  void run_avg_pool(const Node& node, const StepInputs& step, int64_t sampled);
+  void put_given_rows(const Node& node, const StepInputs& step);
   // executor_mixers.cpp: the recurrent mixers over the step's sequences and their state slots.
   void run_conv1d(const Node& node, const StepInputs& step);
   void run_delta_net(const Node& node, const StepInputs& step);

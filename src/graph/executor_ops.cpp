@@ -38,6 +38,10 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     case OpKind::kGatherRows: run_gather_rows(node, step, tokens, sampled); return;
     case OpKind::kSigmoidMul:
     case OpKind::kMul: run_elementwise(node, rows_of(node.output)); return;
+    case OpKind::kInput: run_input(node, step, tokens); return;
+    case OpKind::kLayerNorm: run_layernorm(node, rows_of(node.output)); return;
+    case OpKind::kGeluTanh: run_elementwise(node, rows_of(node.output)); return;
+    case OpKind::kAvgPool: run_avg_pool(node, step, sampled); return;
     case OpKind::kConv1d: run_conv1d(node, step); return;
     case OpKind::kDeltaNet: run_delta_net(node, step); return;
     case OpKind::kSsmScan: run_ssm_scan(node, step); return;
@@ -123,9 +127,9 @@ void Executor::run_elementwise(const Node& node, int64_t rows) {
     });
     return;
   }
-  if (node.kind == OpKind::kRelu2) {
-    pool_.parallel_for(n, 4096,
-                       [&](size_t lo, size_t hi) { kernels::relu2(x + lo, y + lo, static_cast<int64_t>(hi - lo)); });
+  if (node.kind == OpKind::kRelu2 || node.kind == OpKind::kGeluTanh) {
+    const auto op = node.kind == OpKind::kRelu2 ? kernels::relu2 : kernels::gelu_tanh;
+    pool_.parallel_for(n, 4096, [&](size_t lo, size_t hi) { op(x + lo, y + lo, static_cast<int64_t>(hi - lo)); });
     return;
   }
   const float* x2 = input(node, 1);
@@ -268,6 +272,7 @@ void Executor::run_embedding(const Node& node, const StepInputs& step, int64_t t
   const int64_t w = graph_.value(node.output).width;
   if (node.vocab_stride == 0) {
     kernels::embedding(step.tokens.data(), tokens, *node.weight, y);
+    if (!step.given_rows.empty()) put_given_rows(node, step);
   } else {
     // A vocab shard: its own tokens' rows, zeros for the others' (the all-reduce after this adds theirs).
     const int64_t rows = node.weight->dim(0);

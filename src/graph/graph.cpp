@@ -23,6 +23,10 @@ const char* op_name(OpKind kind) {
     case OpKind::kSigmoidMul: return "sigmoid_mul";
     case OpKind::kMul: return "mul";
     case OpKind::kRelu2: return "relu2";
+    case OpKind::kInput: return "input";
+    case OpKind::kLayerNorm: return "layernorm";
+    case OpKind::kGeluTanh: return "gelu_tanh";
+    case OpKind::kAvgPool: return "avg_pool";
     case OpKind::kConv1d: return "conv1d";
     case OpKind::kDeltaNet: return "delta_net";
     case OpKind::kSsmScan: return "ssm_scan";

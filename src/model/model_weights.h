@@ -28,6 +28,10 @@
 
 namespace minfer {
 
+namespace vision {
+struct VisionModel;
+}
+
 enum class CheckpointFormat : uint8_t { kHuggingFace, kGguf, kLlama2c };
 
 struct TokenizerSource {
@@ -59,6 +63,8 @@ struct ModelWeights {
   // How the weights are quantized (model/quant/): disabled for float weights (and for GGUF Q8_0 run as is).
   QuantConfig quant;
   WeightShard shard;
+  // A multimodal checkpoint's vision tower and projector (vision/vision_model.h); null for a text-only model.
+  std::shared_ptr<const vision::VisionModel> vision;
 
   // Throws Error naming the missing weight and the checkpoint.
   const Tensor& get(const std::string& name) const;

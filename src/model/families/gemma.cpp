@@ -171,7 +171,9 @@ nlohmann::json gemma2_config(const TestPreset& p, const TestConfigContext& x) {
 }
 
 constexpr HfModelType kGemma2Types[] = {{"gemma2", "Gemma2ForCausalLM"}};
-constexpr HfModelType kGemma3Types[] = {{"gemma3_text", "Gemma3ForCausalLM"}};
+// Gemma3ForConditionalGeneration: its text model, and its SigLIP tower and projector (vision/vision_model.h).
+constexpr HfModelType kGemma3Types[] = {{"gemma3_text", "Gemma3ForCausalLM"},
+                                        {"gemma3", "Gemma3ForConditionalGeneration"}};
 
 // The real shapes' 262k / 256k SentencePiece vocabularies replaced by generated ones of that size. tiny-gemma3 has a
 // global layer after two local ones; tiny-gemma2's head_dim is not hidden / heads, as the 2B's is not.

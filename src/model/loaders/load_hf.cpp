@@ -13,6 +13,7 @@
 #include "model/loaders/loaders.h"
 #include "model/loaders/weight_check.h"
 #include "model/quant/quantized_checkpoint.h"
+#include "vision/vision_model.h"
 
 namespace minfer {
 namespace {
@@ -23,7 +24,7 @@ namespace fs = std::filesystem;
 // A multimodal checkpoint's vision tower (the images issue will read it), and multi-token-prediction layers a config
 // does not declare (mtp_num_hidden_layers 0); declared ones are loaded as mtp.{j}.*.
 bool beside_text_model(std::string_view hf_name, const ModelConfig& c) {
-  return hf_name.starts_with("model.visual.") ||
+  return hf_name.starts_with("model.visual.") || vision::is_hf_vision_name(hf_name) ||
          (c.mtp_layers == 0 && (hf_name.starts_with("mtp.") || hf_name.starts_with("model.mtp.")));
 }
 
@@ -41,6 +42,28 @@ void add_one_to_norms(ModelWeights& w) {
     for (int64_t i = 0; i < plus_one.numel(); ++i) v[i] += 1.0f;
     tensor = std::move(plus_one);
   }
+}
+
+// The vision tower and projector of a multimodal checkpoint whose config.json has a vision_config; null otherwise
+// (their tensors are then skipped, as Qwen3.5's are until its tower is supported).
+std::shared_ptr<const vision::VisionModel> load_vision(
+    const std::string& dir, const ModelConfig& text,
+    const std::map<std::string, std::shared_ptr<SafetensorsFile>>& placement) {
+  auto config = vision::read_hf_vision_config(dir, text.hidden_size);
+  if (!config) return nullptr;
+  auto model = std::make_shared<vision::VisionModel>();
+  model->path = dir;
+  model->config = *config;
+  for (const auto& [name, file] : placement) {
+    if (!vision::is_hf_vision_name(name)) continue;
+    const auto canonical = vision::hf_vision_to_canonical(name);
+    if (!canonical) fail_load(file->path(), "unexpected tensor '{}' in the vision tower", name);
+    model->tensors[*canonical] = file->tensor(*file->find(name));
+  }
+  vision::finish_vision_weights(*model);
+  spdlog::info("{}: vision tower of {} layers, {} image tokens per {}x{} image", dir, config->layers,
+               config->tokens_per_image, config->image_size, config->image_size);
+  return model;
 }
 
 }  // namespace
@@ -99,7 +122,8 @@ ModelWeights load_hf_checkpoint(const std::string& dir) {
     w.tensors[*canonical] = file->tensor(*file->find(name));
     origins[*canonical] = {file->path(), name};
   }
-  if (skipped > 0)
+  w.vision = load_vision(dir, w.config, placement);
+  if (skipped > 0 && !w.vision)
     spdlog::info(
         "{}: {} tensors of the vision tower / undeclared MTP layers skipped (the text model runs without them)",
         checkpoint, skipped);

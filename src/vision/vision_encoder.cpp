@@ -1,0 +1,79 @@
+#include "vision/vision_encoder.h"
+
+#include "base/error.h"
+#include "kernels/page_geometry.h"
+#include "vision/vision_graph.h"
+
+namespace minfer::vision {
+namespace {
+
+constexpr int64_t kPageSize = 64;  // the scratch pool's pages (any power of two; every image starts on a page)
+
+}  // namespace
+
+VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, ThreadPool& pool)
+    : model_(std::move(model)), graph_(build_vision_graph(*model_)), executor_(graph_, pool, {}) {}
+
+void VisionEncoder::patchify(const media::PixelValues& px, float* rows) const {
+  const VisionConfig& c = model_->config;
+  const int64_t p = c.patch_size, side = c.patches_per_side(), plane = px.height * px.width;
+  for (int64_t py = 0; py < side; ++py)
+    for (int64_t pxi = 0; pxi < side; ++pxi) {
+      float* row = rows + (py * side + pxi) * c.channels * p * p;
+      for (int64_t ch = 0; ch < c.channels; ++ch)
+        for (int64_t ky = 0; ky < p; ++ky)
+          for (int64_t kx = 0; kx < p; ++kx)
+            *row++ = px.data[static_cast<size_t>(ch * plane + (py * p + ky) * px.width + pxi * p + kx)];
+    }
+}
+
+std::vector<float> VisionEncoder::encode(std::span<const media::PixelValues> images) {
+  const VisionConfig& c = model_->config;
+  const auto n = static_cast<int64_t>(images.size());
+  if (n == 0) return {};
+  const int64_t patches = c.patches(), width = c.channels * c.patch_size * c.patch_size;
+  const int64_t pages_per_image = (patches + kPageSize - 1) / kPageSize, tokens = n * patches;
+  patches_.resize(static_cast<size_t>(tokens * width));
+  std::vector<int32_t> positions(static_cast<size_t>(tokens)), q_start(static_cast<size_t>(n)),
+      q_len(static_cast<size_t>(n), static_cast<int32_t>(patches)), page_tables(static_cast<size_t>(n * pages_per_image)),
+      key_limit(static_cast<size_t>(tokens), static_cast<int32_t>(patches)),
+      sample_rows(static_cast<size_t>(n * c.tokens_per_image), 0);
+  std::vector<int64_t> slots(static_cast<size_t>(tokens));
+  for (int64_t s = 0; s < n; ++s) {
+    const media::PixelValues& px = images[static_cast<size_t>(s)];
+    MINFER_CHECK(px.height == c.image_size && px.width == c.image_size, "vision encoder: a {}x{} image for a {} tower",
+                 px.width, px.height, c.image_size);
+    patchify(px, patches_.data() + s * patches * width);
+    q_start[static_cast<size_t>(s)] = static_cast<int32_t>(s * patches);
+    for (int64_t j = 0; j < pages_per_image; ++j)
+      page_tables[static_cast<size_t>(s * pages_per_image + j)] = static_cast<int32_t>(s * pages_per_image + j);
+    for (int64_t t = 0; t < patches; ++t) {
+      positions[static_cast<size_t>(s * patches + t)] = static_cast<int32_t>(t);
+      slots[static_cast<size_t>(s * patches + t)] = s * pages_per_image * kPageSize + t;
+    }
+  }
+  // One scratch pool for every layer: a layer's attention reads its keys before the next layer writes its own.
+  const int64_t hd = c.head_dim();
+  kv_.resize(static_cast<size_t>(2 * n * pages_per_image * kPageSize * c.hidden));
+  const kernels::KvLayerView view{kv_.data(),
+                                  kv_.data() + kv_.size() / 2,
+                                  nullptr,
+                                  nullptr,
+                                  PageGeometry::of(kPageSize),
+                                  c.heads,
+                                  hd,
+                                  KvCacheDtype::kF32};
+  const std::vector<kernels::KvLayerView> layers(static_cast<size_t>(c.layers), view);
+  graph::StepInputs step;
+  step.tokens = positions;
+  step.positions = positions;
+  step.slot_mapping = slots;
+  step.attention = {n, q_start.data(), q_len.data(), q_len.data(), page_tables.data(), pages_per_image,
+                    key_limit.data()};
+  step.sample_rows = sample_rows;
+  step.input_rows = patches_;
+  const float* out = executor_.run(step, layers);
+  return {out, out + n * c.tokens_per_image * c.text_hidden};
+}
+
+}  // namespace minfer::vision

@@ -1,0 +1,38 @@
+// Runs a vision tower's graph (vision/vision_graph.h) on preprocessed images: patches cut from the pixel values,
+// every image's patches one sequence of a scratch f32 KV pool (each patch sees its whole image), the projector's
+// output the language model's embeddings of the image's tokens.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "graph/executor.h"
+#include "media/image_processor.h"
+#include "vision/vision_model.h"
+
+namespace minfer::vision {
+
+class VisionEncoder {
+ public:
+  VisionEncoder(std::shared_ptr<const VisionModel> model, ThreadPool& pool);
+
+  const VisionConfig& config() const { return model_->config; }
+  // The embeddings of the images' tokens, [images * tokens_per_image, text_hidden] row-major, image after image.
+  // Each image must have the tower's size (media::preprocess_image with config().processor).
+  std::vector<float> encode(std::span<const media::PixelValues> images);
+  int64_t dispatches_last() const { return executor_.dispatches_last_step(); }
+  const graph::Graph& graph() const { return graph_; }
+
+ private:
+  // The image's patches as rows of channels x patch x patch, the Conv2d kernel's order.
+  void patchify(const media::PixelValues& px, float* rows) const;
+
+  std::shared_ptr<const VisionModel> model_;
+  graph::Graph graph_;
+  graph::Executor executor_;
+  std::vector<float> patches_, kv_;
+};
+
+}  // namespace minfer::vision
