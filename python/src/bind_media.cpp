@@ -57,7 +57,8 @@ void bind_media(py::module_& m) {
         std::vector<media::PixelValues> pixels;
         for (const py::bytes& data : images) {
           std::string storage;
-          pixels.push_back(media::preprocess_image(media::decode_image(bytes_of(data, storage), max_pixels), c.processor));
+          pixels.push_back(
+              media::preprocess_image(media::decode_image(bytes_of(data, storage), max_pixels), c.processor));
         }
         ThreadPool pool(threads);
         vision::VisionEncoder encoder(weights.vision, pool);

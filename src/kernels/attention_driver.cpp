@@ -117,8 +117,8 @@ void add_block_items(const SplitPlan& plan, const KvLayerView& cache, const Atte
                      int64_t& partial_floats) {
   const int64_t q_len = batch.q_len[s];
   // Keys the block's last token reads.
-  const int64_t ctx = batch.key_limit ? batch.key_limit[batch.q_start[s] + t0 + ntok - 1]
-                                      : batch.context_len[s] - q_len + t0 + ntok;
+  const int64_t ctx =
+      batch.key_limit ? batch.key_limit[batch.q_start[s] + t0 + ntok - 1] : batch.context_len[s] - q_len + t0 + ntok;
   const int64_t ranges = ceil_div(ceil_div(ctx, cache.page.size()), plan.range_pages);
   // Keys before `start` lie outside every window of the block's tokens.
   int64_t start = 0;

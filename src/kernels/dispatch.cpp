@@ -141,8 +141,7 @@ void gelu_tanh_mul(const float* gate, const float* up, float* out, int64_t n) {
   active_kernels().gelu_tanh_mul(gate, up, out, n);
 }
 void gelu_tanh(const float* x, float* out, int64_t n) { active_kernels().leaves->gelu_tanh(x, out, n); }
-void layernorm(const float* x, const float* weight, const float* bias, float eps, float* y, int64_t rows,
-               int64_t dim) {
+void layernorm(const float* x, const float* weight, const float* bias, float eps, float* y, int64_t rows, int64_t dim) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
     float* yr = y + r * dim;

@@ -78,8 +78,8 @@ RgbImage decode_webp(std::span<const uint8_t> bytes, int64_t max_pixels) {
   std::vector<uint8_t> canvas(static_cast<size_t>(w * h * 4), 0);
   const int64_t stride = w * 4;
   uint8_t* at = canvas.data() + frame.y_offset * stride + frame.x_offset * 4;
-  if (!WebPDecodeRGBAInto(frame.fragment.bytes, frame.fragment.size, at, canvas.size() - static_cast<size_t>(at - canvas.data()),
-                          static_cast<int>(stride))) {
+  if (!WebPDecodeRGBAInto(frame.fragment.bytes, frame.fragment.size, at,
+                          canvas.size() - static_cast<size_t>(at - canvas.data()), static_cast<int>(stride))) {
     fail("image: bad WebP: the first frame does not decode");
   }
   RgbImage out = rgba_over_white(canvas.data(), w, h);

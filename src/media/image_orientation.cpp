@@ -37,13 +37,13 @@ RgbImage apply_orientation(RgbImage in, int orientation) {
     for (int64_t x = 0; x < out.width; ++x) {
       int64_t sx = x, sy = y;  // the source pixel of output (x, y), per PIL's Transpose method
       switch (orientation) {
-        case 2: sx = iw - 1 - x; break;                     // FLIP_LEFT_RIGHT
-        case 3: sx = iw - 1 - x, sy = ih - 1 - y; break;    // ROTATE_180
-        case 4: sy = ih - 1 - y; break;                     // FLIP_TOP_BOTTOM
-        case 5: sx = y, sy = x; break;                      // TRANSPOSE
-        case 6: sx = y, sy = ih - 1 - x; break;             // ROTATE_270 (clockwise)
-        case 7: sx = iw - 1 - y, sy = ih - 1 - x; break;    // TRANSVERSE
-        case 8: sx = iw - 1 - y, sy = x; break;             // ROTATE_90 (counter-clockwise)
+        case 2: sx = iw - 1 - x; break;                   // FLIP_LEFT_RIGHT
+        case 3: sx = iw - 1 - x, sy = ih - 1 - y; break;  // ROTATE_180
+        case 4: sy = ih - 1 - y; break;                   // FLIP_TOP_BOTTOM
+        case 5: sx = y, sy = x; break;                    // TRANSPOSE
+        case 6: sx = y, sy = ih - 1 - x; break;           // ROTATE_270 (clockwise)
+        case 7: sx = iw - 1 - y, sy = ih - 1 - x; break;  // TRANSVERSE
+        case 8: sx = iw - 1 - y, sy = x; break;           // ROTATE_90 (counter-clockwise)
         default: break;
       }
       std::memcpy(&out.rgb[static_cast<size_t>((y * out.width + x) * 3)],

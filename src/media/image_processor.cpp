@@ -38,7 +38,8 @@ void read_hw(const nlohmann::json& v, const char* key, int64_t& height, int64_t&
     height = int_field(v, "height", 0);
     width = int_field(v, "width", 0);
   }
-  if (height <= 0 || width <= 0) fail("preprocessor_config.json: `{}` needs a height and a width, got {}", key, v.dump());
+  if (height <= 0 || width <= 0)
+    fail("preprocessor_config.json: `{}` needs a height and a width, got {}", key, v.dump());
 }
 
 }  // namespace
@@ -59,14 +60,14 @@ ImageProcessorConfig ImageProcessorConfig::from_json(const nlohmann::json& j) {
     c.rule = ResizeRule::kShortestEdge;
     c.shortest_edge = int_field(size, "shortest_edge", 0);
     c.center_crop = bool_field(j, "do_center_crop", false);
-    if (c.center_crop) read_hw(j.value("crop_size", nlohmann::json(c.shortest_edge)), "crop_size", c.crop_height,
-                               c.crop_width);
+    if (c.center_crop)
+      read_hw(j.value("crop_size", nlohmann::json(c.shortest_edge)), "crop_size", c.crop_height, c.crop_width);
   } else {
     c.rule = ResizeRule::kFixed;
     read_hw(size.empty() ? nlohmann::json(224) : size, "size", c.height, c.width);
   }
-  const int64_t resample = j.contains("resample") && j["resample"].is_number_integer() ? j["resample"].get<int64_t>()
-                                                                                        : int64_t{2};
+  const int64_t resample =
+      j.contains("resample") && j["resample"].is_number_integer() ? j["resample"].get<int64_t>() : int64_t{2};
   if (resample < 0 || resample > 5) fail("preprocessor_config.json: `resample` {} is not a PIL filter (0-5)", resample);
   c.resample = static_cast<Resample>(resample);
   c.rescale = bool_field(j, "do_rescale", true);
@@ -105,16 +106,16 @@ RgbImage resize_for_model(const RgbImage& image, const ImageProcessorConfig& c) 
   switch (c.rule) {
     case ResizeRule::kFixed: return resize_image(image, c.width, c.height, c.resample);
     case ResizeRule::kSmartResize: {
-      const auto [h, w] = smart_resize(image.height, image.width, c.patch_size * c.merge_size, c.min_pixels,
-                                       c.max_pixels);
+      const auto [h, w] =
+          smart_resize(image.height, image.width, c.patch_size * c.merge_size, c.min_pixels, c.max_pixels);
       return resize_image(image, w, h, c.resample);
     }
     case ResizeRule::kShortestEdge: {
       // transformers' get_resize_output_image_size(default_to_square=False): the long side int(size * long / short).
       const bool wide = image.width >= image.height;
       const int64_t short_side = wide ? image.height : image.width, long_side = wide ? image.width : image.height;
-      const auto new_long = static_cast<int64_t>(static_cast<double>(c.shortest_edge) *
-                                                 static_cast<double>(long_side) / static_cast<double>(short_side));
+      const auto new_long = static_cast<int64_t>(static_cast<double>(c.shortest_edge) * static_cast<double>(long_side) /
+                                                 static_cast<double>(short_side));
       const int64_t w = wide ? new_long : c.shortest_edge, h = wide ? c.shortest_edge : new_long;
       RgbImage resized = resize_image(image, w, h, c.resample);
       if (!c.center_crop) return resized;

@@ -15,18 +15,18 @@
 namespace minfer::media {
 
 enum class ResizeRule : uint8_t {
-  kFixed,        // size {height, width}
+  kFixed,         // size {height, width}
   kShortestEdge,  // size {shortest_edge}, aspect kept, then the crop_size centre crop when do_center_crop
   kSmartResize,   // Qwen2-VL / Qwen2.5-VL / Qwen3-VL: multiples of patch_size * merge_size within [min, max] pixels
 };
 
 struct ImageProcessorConfig {
   ResizeRule rule = ResizeRule::kFixed;
-  int64_t height = 224, width = 224;         // kFixed
-  int64_t shortest_edge = 0;                 // kShortestEdge
+  int64_t height = 224, width = 224;  // kFixed
+  int64_t shortest_edge = 0;          // kShortestEdge
   bool center_crop = false;
   int64_t crop_height = 0, crop_width = 0;
-  int64_t patch_size = 14, merge_size = 1;   // kSmartResize: the grid's factor is their product
+  int64_t patch_size = 14, merge_size = 1;  // kSmartResize: the grid's factor is their product
   int64_t min_pixels = 56 * 56, max_pixels = 28 * 28 * 1280;
   Resample resample = Resample::kBilinear;
   bool rescale = true;

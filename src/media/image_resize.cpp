@@ -140,8 +140,7 @@ RgbImage resize_nearest(const RgbImage& in, int64_t width, int64_t height) {
     const int64_t src_y = std::min(in.height - 1, static_cast<int64_t>((static_cast<double>(y) + 0.5) * sy));
     for (int64_t x = 0; x < width; ++x) {
       const int64_t src_x = std::min(in.width - 1, static_cast<int64_t>((static_cast<double>(x) + 0.5) * sx));
-      for (int ch = 0; ch < 3; ++ch)
-        out.rgb[static_cast<size_t>((y * width + x) * 3 + ch)] = in.at(src_x, src_y, ch);
+      for (int ch = 0; ch < 3; ++ch) out.rgb[static_cast<size_t>((y * width + x) * 3 + ch)] = in.at(src_x, src_y, ch);
     }
   }
   return out;

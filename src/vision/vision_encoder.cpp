@@ -35,7 +35,8 @@ std::vector<float> VisionEncoder::encode(std::span<const media::PixelValues> ima
   const int64_t pages_per_image = (patches + kPageSize - 1) / kPageSize, tokens = n * patches;
   patches_.resize(static_cast<size_t>(tokens * width));
   std::vector<int32_t> positions(static_cast<size_t>(tokens)), q_start(static_cast<size_t>(n)),
-      q_len(static_cast<size_t>(n), static_cast<int32_t>(patches)), page_tables(static_cast<size_t>(n * pages_per_image)),
+      q_len(static_cast<size_t>(n), static_cast<int32_t>(patches)),
+      page_tables(static_cast<size_t>(n * pages_per_image)),
       key_limit(static_cast<size_t>(tokens), static_cast<int32_t>(patches)),
       sample_rows(static_cast<size_t>(n * c.tokens_per_image), 0);
   std::vector<int64_t> slots(static_cast<size_t>(tokens));
@@ -55,21 +56,16 @@ std::vector<float> VisionEncoder::encode(std::span<const media::PixelValues> ima
   // One scratch pool for every layer: a layer's attention reads its keys before the next layer writes its own.
   const int64_t hd = c.head_dim();
   kv_.resize(static_cast<size_t>(2 * n * pages_per_image * kPageSize * c.hidden));
-  const kernels::KvLayerView view{kv_.data(),
-                                  kv_.data() + kv_.size() / 2,
-                                  nullptr,
-                                  nullptr,
-                                  PageGeometry::of(kPageSize),
-                                  c.heads,
-                                  hd,
-                                  KvCacheDtype::kF32};
+  const kernels::KvLayerView view{kv_.data(), kv_.data() + kv_.size() / 2, nullptr,
+                                  nullptr,    PageGeometry::of(kPageSize), c.heads,
+                                  hd,         KvCacheDtype::kF32};
   const std::vector<kernels::KvLayerView> layers(static_cast<size_t>(c.layers), view);
   graph::StepInputs step;
   step.tokens = positions;
   step.positions = positions;
   step.slot_mapping = slots;
-  step.attention = {n, q_start.data(), q_len.data(), q_len.data(), page_tables.data(), pages_per_image,
-                    key_limit.data()};
+  step.attention = {
+      n, q_start.data(), q_len.data(), q_len.data(), page_tables.data(), pages_per_image, key_limit.data()};
   step.sample_rows = sample_rows;
   step.input_rows = patches_;
   const float* out = executor_.run(step, layers);

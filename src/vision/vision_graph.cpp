@@ -90,8 +90,7 @@ graph::Graph build_vision_graph(const VisionModel& model) {
     const std::string l = "v.layers." + std::to_string(i) + ".";
     x = b.node(OpKind::kAdd, {x, b.attention(i, b.layernorm(x, l + "ln1_w", l + "ln1_b", l + "ln1"))}, l + "h",
                c.hidden);
-    x = b.node(OpKind::kAdd, {x, b.mlp(i, b.layernorm(x, l + "ln2_w", l + "ln2_b", l + "ln2"))}, l + "out",
-               c.hidden);
+    x = b.node(OpKind::kAdd, {x, b.mlp(i, b.layernorm(x, l + "ln2_w", l + "ln2_b", l + "ln2"))}, l + "out", c.hidden);
   }
   x = b.layernorm(x, "v.post_ln_w", "v.post_ln_b", "post_ln");
   // Gemma 3's projector: average pooling of the patch grid to tokens_per_image, RMSNorm, the projection.

@@ -37,16 +37,18 @@ struct NameRow {
   const char* canonical;
 };
 constexpr NameRow kGlobalRows[] = {
-    {"embeddings.patch_embedding.weight", "patch_embd"}, {"embeddings.patch_embedding.bias", "patch_bias"},
-    {"embeddings.position_embedding.weight", "pos_embd"}, {"post_layernorm.weight", "post_ln_w"},
+    {"embeddings.patch_embedding.weight", "patch_embd"},
+    {"embeddings.patch_embedding.bias", "patch_bias"},
+    {"embeddings.position_embedding.weight", "pos_embd"},
+    {"post_layernorm.weight", "post_ln_w"},
     {"post_layernorm.bias", "post_ln_b"},
 };
 constexpr NameRow kLayerRows[] = {
-    {"layer_norm1.weight", "ln1_w"},   {"layer_norm1.bias", "ln1_b"},   {"layer_norm2.weight", "ln2_w"},
-    {"layer_norm2.bias", "ln2_b"},     {"self_attn.q_proj.weight", "wq"}, {"self_attn.q_proj.bias", "bq"},
-    {"self_attn.k_proj.weight", "wk"}, {"self_attn.k_proj.bias", "bk"}, {"self_attn.v_proj.weight", "wv"},
+    {"layer_norm1.weight", "ln1_w"},   {"layer_norm1.bias", "ln1_b"},       {"layer_norm2.weight", "ln2_w"},
+    {"layer_norm2.bias", "ln2_b"},     {"self_attn.q_proj.weight", "wq"},   {"self_attn.q_proj.bias", "bq"},
+    {"self_attn.k_proj.weight", "wk"}, {"self_attn.k_proj.bias", "bk"},     {"self_attn.v_proj.weight", "wv"},
     {"self_attn.v_proj.bias", "bv"},   {"self_attn.out_proj.weight", "wo"}, {"self_attn.out_proj.bias", "bo"},
-    {"mlp.fc1.weight", "fc1"},         {"mlp.fc1.bias", "fc1_b"},       {"mlp.fc2.weight", "fc2"},
+    {"mlp.fc1.weight", "fc1"},         {"mlp.fc1.bias", "fc1_b"},           {"mlp.fc2.weight", "fc2"},
     {"mlp.fc2.bias", "fc2_b"},
 };
 constexpr std::string_view kTower = "vision_tower.vision_model.";
@@ -90,7 +92,8 @@ std::optional<VisionConfig> read_hf_vision_config(const std::string& dir, int64_
   }
   if (v.value("model_type", "siglip_vision_model") != "siglip_vision_model" ||
       v.value("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh") {
-    fail_load(path, "vision_config: model_type {} with hidden_act {} (supported: siglip_vision_model, gelu_pytorch_tanh)",
+    fail_load(path,
+              "vision_config: model_type {} with hidden_act {} (supported: siglip_vision_model, gelu_pytorch_tanh)",
               v.value("model_type", ""), v.value("hidden_act", ""));
   }
   VisionConfig c;
@@ -130,8 +133,8 @@ std::optional<VisionConfig> read_hf_vision_config(const std::string& dir, int64_
   }
   if (c.processor.rule != media::ResizeRule::kFixed || c.processor.height != c.image_size ||
       c.processor.width != c.image_size) {
-    fail_load(processor.string(), "the processor must resize to the tower's {}x{} (Gemma3ImageProcessor)",
-              c.image_size, c.image_size);
+    fail_load(processor.string(), "the processor must resize to the tower's {}x{} (Gemma3ImageProcessor)", c.image_size,
+              c.image_size);
   }
   return c;
 }
@@ -193,8 +196,7 @@ void finish_vision_weights(VisionModel& m) {
   expect("mm.proj", {h, c.text_hidden});
   m.tensors["mm.proj"] = transposed_f32(m.get("mm.proj"));
   for (const auto& [name, t] : m.tensors)
-    if (!name.starts_with("v.") && !name.starts_with("mm."))
-      fail_load(m.path, "unexpected vision weight '{}'", name);
+    if (!name.starts_with("v.") && !name.starts_with("mm.")) fail_load(m.path, "unexpected vision weight '{}'", name);
 }
 
 }  // namespace minfer::vision

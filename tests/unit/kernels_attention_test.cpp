@@ -330,16 +330,17 @@ TEST(KernelsAttention, BidirectionalBlocksMatchDense) {
         for (int32_t t = 0; t < ql; ++t) {
           const int32_t pos = ctx - ql + t;
           int32_t limit = pos + 1;
-          if (s == 0) limit = ctx;                                   // the whole image
-          if (s == 1 && pos >= 130 && pos < 181) limit = 181;        // an image at [130, 181) of the chunk
-          if (s == 2) limit = ctx;                                   // the chunk is one image
+          if (s == 0) limit = ctx;                             // the whole image
+          if (s == 1 && pos >= 130 && pos < 181) limit = 181;  // an image at [130, 181) of the chunk
+          if (s == 2) limit = ctx;                             // the chunk is one image
           b.key_limit.push_back(limit);
         }
       }
       for (int64_t window : {0, 50}) {
-        check_all_tables(b, kv_name(dtype) + " bidirectional page " + std::to_string(page_size) + " window " +
-                                std::to_string(window),
-                         {.window = window});
+        check_all_tables(
+            b,
+            kv_name(dtype) + " bidirectional page " + std::to_string(page_size) + " window " + std::to_string(window),
+            {.window = window});
       }
     }
   }

@@ -163,8 +163,8 @@ std::optional<std::string> hf_to_canonical(std::string_view hf_name, std::string
   // Where every ...ForConditionalGeneration keeps its language model: newer transformers save
   // "model.language_model.", older ones (and the Gemma 3 checkpoints on the Hub) "language_model.model.".
   for (std::string_view text : {"model.language_model.", "language_model.model."})
-    if (hf_name.starts_with(text)) return to_canonical("model." + std::string(hf_name.substr(text.size())),
-                                                        "model.layers.", arch, hf_of);
+    if (hf_name.starts_with(text))
+      return to_canonical("model." + std::string(hf_name.substr(text.size())), "model.layers.", arch, hf_of);
   if (hf_name == "language_model.lm_head.weight") return to_canonical("lm_head.weight", "model.layers.", arch, hf_of);
   const char* text = family_named(arch).hf_text_prefix;
   if (text != nullptr && hf_name.starts_with(text))
