@@ -32,6 +32,7 @@ struct GenerateArgs {
   std::optional<std::string> prompt_ids;
   SamplingParams sampling;
   std::string dump_prompt_logits;
+  std::vector<std::string> images;  // --image FILE: one per image placeholder of the prompt
   std::string ids_out;
   bool no_special = false;
 };
@@ -60,6 +61,14 @@ std::string model_path(const std::string& given) {
   if (!path) fail("no --model given and {}", default_model_hint());
   spdlog::info("no --model given: using the default model, SmolLM2-135M-Instruct ({})", *path);
   return *path;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open the image", path);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
 }
 
 std::vector<int32_t> prompt_ids(const GenerateArgs& args, const Tokenizer* tokenizer) {
@@ -105,7 +114,9 @@ void run_generate(GenerateArgs& args) {
   SamplingParams params = args.sampling;
   params.prompt_logits = !args.dump_prompt_logits.empty();
   if (tokenizer && args.prompt) std::fputs(args.prompt->c_str(), stdout);
-  RequestState state(engine.add_request(prompt, params), prompt, /*stream=*/false);
+  std::vector<std::string> images;
+  for (const std::string& path : args.images) images.push_back(read_file(path));
+  RequestState state(engine.add_request(prompt, params, images), prompt, /*stream=*/false);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point start = Clock::now();
   while (!state.finished()) {
@@ -145,6 +156,9 @@ void add_generate_command(CLI::App& app) {
                    "project venv)");
   auto* prompt = cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
   cmd->add_option("--prompt-ids", args->prompt_ids, "Prompt as space-separated token ids")->excludes(prompt);
+  cmd->add_option("--image", args->images,
+                  "An image file (PNG, JPEG, WebP, GIF) for a multimodal model, one per image placeholder of the "
+                  "prompt (Gemma 3: <start_of_image>); repeat for several");
   cmd->add_option("-n,--max-new-tokens", args->sampling.max_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", args->sampling.top_k, "0 = off")->capture_default_str();

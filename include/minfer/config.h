@@ -103,6 +103,10 @@ struct EngineConfig {
   // this many pages of a prompt (prefills are cut at those boundaries); 0 = their prefixes are never reused.
   int64_t state_snapshot_pages = 32;
 
+  // Images a request carries (multimodal models): larger ones are refused from their header (vLLM's and PIL's
+  // decompression-bomb guard; the default is PIL's MAX_IMAGE_PIXELS).
+  int64_t max_image_pixels = 89'478'485;
+
   // Context length per request (prompt + output). 0 = the model's max_position_embeddings, cut to what the KV budget
   // holds for one sequence (the start-up log says so).
   int64_t max_model_len = 0;

@@ -107,6 +107,10 @@ class Engine {
   // out of range.
   RequestId add_request(std::string_view prompt, const SamplingParams& params);
   RequestId add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params);
+  // With images (multimodal models): encoded files (PNG, JPEG, WebP, GIF), one per image placeholder of the
+  // prompt in order (Gemma 3: <start_of_image>). Throws naming the image that does not decode or fit.
+  RequestId add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+                        const std::vector<std::string>& images);
 
   // Runs one scheduling step and returns an output for every request that produced a token, finished or
   // was aborted.
@@ -145,6 +149,9 @@ class Engine {
 struct RequestOptions {
   bool stream = true;                // keep each delta for RequestState::take()/next(), not only the result
   RequestState::Listener on_update;  // called on the engine thread after each delta (see RequestState)
+  // The prompt's images, encoded files (PNG, JPEG, WebP, GIF), one per image placeholder of the prompt in order
+  // (Gemma 3: <start_of_image>); a multimodal model only.
+  std::vector<std::string> images;
 };
 
 class AsyncEngine {

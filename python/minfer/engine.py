@@ -23,7 +23,10 @@ from .config import QuantConfig
 from .outputs import GenerationChunk, GenerationResult
 from .sampling import SamplingParams
 
-Prompt = Union[str, Sequence[int]]
+# A prompt: text, token ids, or vLLM's dict form {"prompt": str} / {"prompt_token_ids": [...]} with optional
+# "multi_modal_data": {"image": one image or a list} (encoded file bytes, a path, or a PIL.Image), one image per
+# placeholder of the model in the prompt (Gemma 3: <start_of_image>).
+Prompt = Union[str, Sequence[int], Dict[str, Any]]
 
 _OWNER = "Engine"
 
@@ -285,8 +288,9 @@ class Engine:
         params = _params_per_prompt(sampling_params, overrides, len(items))
         engine = self._live_engine()
         ids = [self._prompt_ids(p) for p in items]
-        outs = engine.generate(ids, [p._cpp for p in params])
-        results = [GenerationResult._from_cpp(o, p) for o, p in zip(outs, items)]
+        images = [_images_of(p) for p in items]
+        outs = engine.generate(ids, [p._cpp for p in params], images if any(images) else [])
+        results = [GenerationResult._from_cpp(o, _prompt_of(p)) for o, p in zip(outs, items)]
         return results[0] if single else results
 
     @_checks.keywords_checked("Engine.generate_stream")
@@ -322,9 +326,11 @@ class Engine:
                             f"{type(sampling_params).__name__}")
         params = _params_per_prompt(sampling_params, overrides, 1)[0]
         engine = self._live_engine()
-        return GenerationStream(engine.submit(self._prompt_ids(prompt), params._cpp))
+        return GenerationStream(engine.submit(self._prompt_ids(prompt), params._cpp, _images_of(prompt)))
 
     def _prompt_ids(self, prompt: Prompt) -> List[int]:
+        if isinstance(prompt, dict):
+            prompt = prompt.get("prompt", prompt.get("prompt_token_ids"))
         if isinstance(prompt, str):
             return self._live_engine().encode_prompt(prompt)
         return prompt  # already checked by _prompt_list
@@ -464,23 +470,76 @@ def _prompt_list(prompts) -> Tuple[List[Prompt], bool]:
         prompts = prompts.tolist()
     if isinstance(prompts, str):
         return [prompts], True
+    if isinstance(prompts, dict):
+        return [_prompt_dict(owner, "prompts", prompts)], True
     if not isinstance(prompts, (list, tuple)):
         raise TypeError(f"{owner}: prompts must be a str, a list of token ids, or a list of those, "
                         f"got {type(prompts).__name__}")
     if not prompts:
         raise ValueError(f"{owner}: prompts is empty: give a str, a list of token ids, or a list of those")
     def is_scalar(p) -> bool:  # an int (or numpy integer), not a prompt
-        return (not isinstance(p, (str, list, tuple)) and not hasattr(p, "tolist")) or getattr(p, "ndim", None) == 0
+        return (not isinstance(p, (str, list, tuple, dict)) and not hasattr(p, "tolist")) or getattr(p, "ndim", None) == 0
 
     if all(is_scalar(p) for p in prompts):
         return [_checks.as_token_ids(owner, "prompts", prompts)], True
     items: List[Prompt] = []
     for i, p in enumerate(prompts):
-        if isinstance(p, str):
+        if isinstance(p, dict):
+            items.append(_prompt_dict(owner, f"prompts[{i}]", p))
+        elif isinstance(p, str):
             items.append(p)
         else:
             items.append(_checks.as_token_ids(owner, f"prompts[{i}]", p))
     return items, False
+
+
+def _prompt_dict(owner: str, name: str, p: Dict[str, Any]) -> Dict[str, Any]:
+    """vLLM's prompt dict, checked: exactly one of "prompt" (str) and "prompt_token_ids", and "multi_modal_data"."""
+    unknown = set(p) - {"prompt", "prompt_token_ids", "multi_modal_data"}
+    if unknown:
+        raise ValueError(f"{owner}: {name} has unknown keys {sorted(unknown)} (known: prompt, prompt_token_ids, "
+                         "multi_modal_data)")
+    if ("prompt" in p) == ("prompt_token_ids" in p):
+        raise ValueError(f"{owner}: {name} needs exactly one of \"prompt\" and \"prompt_token_ids\"")
+    out: Dict[str, Any] = {}
+    if "prompt" in p:
+        if not isinstance(p["prompt"], str):
+            raise TypeError(f"{owner}: {name}[\"prompt\"] must be a str, got {type(p['prompt']).__name__}")
+        out["prompt"] = p["prompt"]
+    else:
+        out["prompt_token_ids"] = _checks.as_token_ids(owner, f"{name}[\"prompt_token_ids\"]", p["prompt_token_ids"])
+    mm = p.get("multi_modal_data") or {}
+    if not isinstance(mm, dict) or set(mm) - {"image"}:
+        raise ValueError(f"{owner}: {name}[\"multi_modal_data\"] takes {{\"image\": ...}} only")
+    images = mm.get("image", [])
+    images = images if isinstance(images, (list, tuple)) else [images]
+    out["images"] = [_image_bytes(owner, f"{name}[\"multi_modal_data\"][\"image\"][{j}]", im)
+                     for j, im in enumerate(images)]
+    return out
+
+
+def _image_bytes(owner: str, name: str, image) -> bytes:
+    """An image as its encoded file: bytes as given, a path read, a PIL.Image saved as PNG (lossless)."""
+    if isinstance(image, (bytes, bytearray, memoryview)):
+        return bytes(image)
+    if isinstance(image, (str, os.PathLike)):
+        with open(image, "rb") as f:
+            return f.read()
+    if hasattr(image, "save") and hasattr(image, "mode"):  # a PIL.Image, without importing PIL
+        import io
+        buf = io.BytesIO()
+        image.save(buf, format="PNG")
+        return buf.getvalue()
+    raise TypeError(f"{owner}: {name} must be image file bytes, a path or a PIL.Image, got {type(image).__name__}")
+
+
+def _prompt_of(prompt: Prompt):
+    """What a result reports as its prompt: the text or ids, without the images."""
+    return prompt.get("prompt", prompt.get("prompt_token_ids")) if isinstance(prompt, dict) else prompt
+
+
+def _images_of(prompt: Prompt) -> List[bytes]:
+    return prompt.get("images", []) if isinstance(prompt, dict) else []
 
 
 def _params_per_prompt(sampling_params, overrides: Dict[str, Any], n: int) -> List[SamplingParams]:

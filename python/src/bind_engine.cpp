@@ -24,17 +24,23 @@ void check_signals() {
   if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
+// images: per prompt, its encoded image files (empty: none for any).
 std::vector<CompletionOutput> generate(PyEngine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                                       const std::vector<SamplingParams>& params) {
-  if (params.size() != prompts.size())
+                                       const std::vector<SamplingParams>& params,
+                                       const std::vector<std::vector<py::bytes>>& images) {
+  if (params.size() != prompts.size() || (!images.empty() && images.size() != prompts.size()))
     throw py::value_error("generate: " + std::to_string(prompts.size()) + " prompts but " +
-                          std::to_string(params.size()) + " sampling parameter sets");
+                          std::to_string(params.size()) + " sampling parameter sets and " +
+                          std::to_string(images.size()) + " image lists");
+  std::vector<std::vector<std::string>> files(prompts.size());
+  for (size_t i = 0; i < images.size(); ++i)
+    for (const py::bytes& b : images[i]) files[i].push_back(b);
   std::vector<std::shared_ptr<RequestHandle>> handles;
   {
     py::gil_scoped_release nogil;
     try {
       for (size_t i = 0; i < prompts.size(); ++i)
-        handles.push_back(engine.submit(prompts[i], params[i], /*stream=*/false));
+        handles.push_back(engine.submit(prompts[i], params[i], /*stream=*/false, std::move(files[i])));
     } catch (...) {
       // A bad prompt leaves nothing of the call behind.
       for (auto& h : handles) h->abort();
@@ -155,12 +161,15 @@ void bind_engine(py::module_& m) {
           py::arg("text"))
       .def(
           "submit",
-          [](PyEngine& e, std::vector<int32_t> prompt_token_ids, const SamplingParams& params) {
+          [](PyEngine& e, std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+             const std::vector<py::bytes>& images) {
+            std::vector<std::string> files(images.begin(), images.end());
             py::gil_scoped_release nogil;
-            return e.submit(std::move(prompt_token_ids), params, /*stream=*/true);
+            return e.submit(std::move(prompt_token_ids), params, /*stream=*/true, std::move(files));
           },
-          py::arg("prompt_token_ids"), py::arg("params"))
-      .def("generate", &generate, py::arg("prompts"), py::arg("params"))
+          py::arg("prompt_token_ids"), py::arg("params"), py::arg("images") = std::vector<py::bytes>{})
+      .def("generate", &generate, py::arg("prompts"), py::arg("params"),
+           py::arg("images") = std::vector<std::vector<py::bytes>>{})
       .def("stats", [](const PyEngine& e) { return stats_dict(e.stats()); })
       .def_property_readonly("config", [](const PyEngine& e) { return e.config(); })
       .def(

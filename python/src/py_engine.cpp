@@ -11,9 +11,10 @@ PyEngine::~PyEngine() { close(); }
 std::vector<int32_t> PyEngine::encode_prompt(std::string_view text) const { return engine_->encode(text); }
 
 std::shared_ptr<RequestHandle> PyEngine::submit(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
-                                                bool stream) {
-  return std::make_shared<RequestHandle>(engine_,
-                                         engine_->add_request(std::move(prompt_token_ids), params, {.stream = stream}));
+                                                bool stream, std::vector<std::string> images) {
+  return std::make_shared<RequestHandle>(
+      engine_,
+      engine_->add_request(std::move(prompt_token_ids), params, {.stream = stream, .images = std::move(images)}));
 }
 
 const Tokenizer& PyEngine::tokenizer() {

@@ -27,8 +27,9 @@ class PyEngine {
   std::vector<int32_t> encode_prompt(std::string_view text) const;
   // Validates and queues a request; outputs go to the returned handle's state (each delta kept when stream).
   // Thread-safe; throws minfer::Error (bad prompt or parameters, engine closed).
+  // images: the prompt's encoded image files (multimodal models), one per image placeholder.
   std::shared_ptr<RequestHandle> submit(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
-                                        bool stream);
+                                        bool stream, std::vector<std::string> images = {});
 
   // The engine's tokenizer. Throws minfer::Error when the checkpoint has none. Calls from Python hold
   // tokenizer_mutex(), as AsyncEngine::encode holds its own: tokenizers may keep caches.

@@ -22,6 +22,7 @@ struct AsyncEngine::Impl {
     SamplingParams params;
     std::unique_ptr<GrammarMatcher> grammar;  // structured outputs, compiled on the caller's thread
     std::shared_ptr<RequestState> state;
+    std::vector<SeqImage> images;  // prepared on the caller's thread (EngineCore::prepare_images)
   };
 
   std::shared_ptr<RequestState> submit(std::vector<int32_t> prompt, const SamplingParams& params,
@@ -29,12 +30,13 @@ struct AsyncEngine::Impl {
     core.validate_request(prompt, params);
     std::unique_ptr<GrammarMatcher> grammar = core.compile_grammar(params);
     auto state = std::make_shared<RequestState>(core.next_id(), prompt, options.stream, std::move(options.on_update));
+    std::vector<SeqImage> images = core.prepare_images(prompt, options.images);
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!accepting)
         throw Error(fmt::format("the engine is shut down{}", failed.empty() ? "" : ": " + failed),
                     ErrorCode::kUnavailable);
-      inbox.push_back({std::move(prompt), params, std::move(grammar), state});
+      inbox.push_back({std::move(prompt), params, std::move(grammar), state, std::move(images)});
     }
     cv.notify_one();
     return state;
@@ -78,7 +80,7 @@ struct AsyncEngine::Impl {
         const RequestId id = r.state->id();
         states[id] = std::move(r.state);
         try {
-          core.add_request(id, std::move(r.prompt), r.params, std::move(r.grammar));
+          core.add_request(id, std::move(r.prompt), r.params, std::move(r.grammar), std::move(r.images));
         } catch (const std::exception& e) {
           RequestOutput o;
           o.id = id;

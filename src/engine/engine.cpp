@@ -24,6 +24,15 @@ RequestId Engine::add_request(std::vector<int32_t> prompt_token_ids, const Sampl
   return id;
 }
 
+RequestId Engine::add_request(std::vector<int32_t> prompt_token_ids, const SamplingParams& params,
+                              const std::vector<std::string>& images) {
+  core_->validate_request(prompt_token_ids, params);
+  std::vector<SeqImage> prepared = core_->prepare_images(prompt_token_ids, images);
+  const RequestId id = core_->next_id();
+  core_->add_request(id, std::move(prompt_token_ids), params, nullptr, std::move(prepared));
+  return id;
+}
+
 std::vector<RequestOutput> Engine::step() {
   std::vector<RequestOutput> out(std::make_move_iterator(stashed_.begin()), std::make_move_iterator(stashed_.end()));
   stashed_.clear();

@@ -43,6 +43,7 @@ EngineCore::EngineCore(const EngineConfig& config, ModelWeights weights)
   fit_max_model_len(request);
   create_kv_groups(request);
   start_runner();
+  start_vision();
   start_scheduler();
   start_tiers();
   if (config_.speculative.enabled()) speculator_ = std::make_unique<Speculator>(config_.speculative);
@@ -137,7 +138,7 @@ std::unique_ptr<GrammarMatcher> EngineCore::compile_grammar(const SamplingParams
 }
 
 void EngineCore::add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params,
-                             std::unique_ptr<GrammarMatcher> grammar) {
+                             std::unique_ptr<GrammarMatcher> grammar, std::vector<SeqImage> images) {
   MINFER_CHECK(seqs_.count(id) == 0, "request id {} is in use", id);
   auto seq = std::make_unique<Sequence>();
   seq->grammar = grammar ? std::move(grammar) : compile_grammar(params);
@@ -148,11 +149,14 @@ void EngineCore::add_request(RequestId id, std::vector<int32_t> prompt, const Sa
   seq->params = params;
   if (!seq->params.seed && config_.seed) seq->params.seed = *config_.seed + id;
   seq->sampler = std::make_unique<Sampler>(seq->params);
+  seq->images = std::move(images);
+  seq->bidirectional_images =
+      !seq->images.empty() && weights_.vision && weights_.vision->config.projector == vision::ProjectorKind::kGemma3;
   // Every prompt position must be computed (no prefix-cache hit may skip one) when each gives a row: prompt
   // logits, and mean-pooled embeddings.
   seq->every_prompt_row = params.prompt_logits || (embedding() && config_.pooling == PoolingType::kMean);
   const bool has_text = tokenizer_ && std::any_of(seq->tokens.begin(), seq->tokens.end(), [this](int32_t t) {
-                          return t < tokenizer_->vocab_size() && !tokenizer_->is_special(t);
+                          return t >= 0 && t < tokenizer_->vocab_size() && !tokenizer_->is_special(t);
                         });
   seq->stop = std::make_unique<StopChecker>(params, tokenizer_.get(), eos_ids_, seq->prompt_len, config_.max_model_len,
                                             has_text);

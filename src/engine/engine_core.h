@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -31,6 +33,7 @@
 #include "model/model_tokenizer.h"
 #include "model/model_weights.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/vision_encoder.h"
 
 namespace minfer {
 
@@ -63,7 +66,11 @@ class EngineCore {
   // AsyncEngine validate once, on the caller's thread) and its compiled grammar (compiled here when null and
   // the request has structured outputs).
   void add_request(RequestId id, std::vector<int32_t> prompt, const SamplingParams& params,
-                   std::unique_ptr<GrammarMatcher> grammar = nullptr);
+                   std::unique_ptr<GrammarMatcher> grammar = nullptr, std::vector<SeqImage> images = {});
+  // A request's images (engine_core_images.cpp), on the caller's thread: each decoded and preprocessed, and the
+  // prompt's image placeholders expanded into the model's image tokens (keyed by content: engine/seq_image.h).
+  // Thread-safe. Throws Error (kInvalidArgument) naming the image and the problem.
+  std::vector<SeqImage> prepare_images(std::vector<int32_t>& prompt, std::span<const std::string> images) const;
   bool abort(RequestId id);
   std::vector<RequestOutput> step();
   bool has_unfinished() const { return scheduler_->has_unfinished() || !pending_.empty(); }
@@ -142,6 +149,10 @@ class EngineCore {
   void set_counters(const Sequence& seq, RequestOutput& o) const;  // id, token counts, finish reason, spec usage
   void finish(Sequence* seq, FinishReason reason);
 
+  // Images (engine_core_images.cpp): the vision encoder, and the scheduled chunks' images encoded before the run.
+  void start_vision();
+  void encode_images(const SchedulerOutput& sched);
+
   // Speculative decoding (engine_core_drafts.cpp).
   void start_draft_model(const KvCacheShape& target_shape);
   void propose_drafts();
@@ -172,6 +183,12 @@ class EngineCore {
   std::vector<Sequence*> draft_seqs_;       // propose_drafts scratch
   std::vector<int64_t> draft_lengths_;
   std::unordered_map<RequestId, std::unique_ptr<Sequence>> seqs_;
+  // Multimodal models: the tower, the tokens around each image's (Gemma 3: "\n\n"), and the embeddings of recent
+  // images by content key (a repeated image is encoded once).
+  std::unique_ptr<vision::VisionEncoder> encoder_;
+  std::vector<int32_t> image_wrap_ids_;
+  std::map<std::pair<uint64_t, uint64_t>, std::shared_ptr<const std::vector<float>>> image_cache_;
+  std::deque<std::pair<uint64_t, uint64_t>> image_cache_order_;
   std::vector<RequestOutput> pending_;  // outputs of aborted requests, returned by the next step()
   std::atomic<RequestId> next_id_{1};
 

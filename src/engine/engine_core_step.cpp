@@ -19,6 +19,7 @@ std::vector<RequestOutput> EngineCore::step() {
   const SchedulerOutput sched = scheduler_->schedule();
   if (sched.empty()) return outputs;
 
+  if (encoder_) encode_images(sched);
   plan_chunks(sched);
   start_grammar_masks();
   const ModelRun run = run_model();
@@ -45,6 +46,8 @@ void EngineCore::add_chunks(Sequence& s, int64_t num_tokens, int64_t num_draft) 
   if (full_.pages) chunk.page_table = full_.pages->page_table(s.id);
   if (window_.pages) chunk.local_page_table = window_.pages->page_table(s.id);
   if (states_) chunk.state_slot = states_->slot_of(s.id);
+  chunk.images = s.images;
+  chunk.bidirectional_images = s.bidirectional_images;
   if (num_draft > 0) {
     s.verify_tokens.assign(1, s.tokens.back());
     s.verify_tokens.insert(s.verify_tokens.end(), s.draft.begin(), s.draft.end());

@@ -63,6 +63,23 @@ void group_tables(std::span<const SequenceChunk> chunks, bool local, const PageG
 
 }  // namespace
 
+void ModelRunner::add_image_rows(const SequenceChunk& c, int32_t row0) {
+  const int64_t begin = c.start_position, end = begin + static_cast<int64_t>(c.tokens.size());
+  const int64_t hidden = config_.hidden_size;
+  for (const SeqImage& img : c.images) {
+    const int64_t from = std::max(begin, img.start), to = std::min(end, img.end());
+    if (from >= to) continue;
+    MINFER_CHECK(img.embeddings && static_cast<int64_t>(img.embeddings->size()) == img.length * hidden,
+                 "the image at position {} is not encoded", img.start);
+    for (int64_t pos = from; pos < to; ++pos) {
+      given_rows_.push_back(row0 + static_cast<int32_t>(pos - begin));
+      const float* row = img.embeddings->data() + (pos - img.start) * hidden;
+      input_rows_.insert(input_rows_.end(), row, row + hidden);
+      if (c.bidirectional_images) key_limit_[static_cast<size_t>(row0 + pos - begin)] = static_cast<int32_t>(img.end());
+    }
+  }
+}
+
 std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunks, const KvPools& pools) {
   MINFER_CHECK(pools.full || pools.local, "no KV pool");
   MINFER_CHECK((pools.local != nullptr) == !local_layers_.empty(), "a local KV pool exactly when layers use one");
@@ -97,9 +114,21 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
       sample_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
     }
   }
-  for (int32_t t : tokens_)
+  given_rows_.clear();
+  input_rows_.clear();
+  key_limit_.clear();
+  const bool bidirectional =
+      std::any_of(chunks.begin(), chunks.end(), [](const SequenceChunk& c) { return c.bidirectional_images; });
+  for (size_t s = 0; s < chunks.size(); ++s) {
+    if (bidirectional)
+      for (int32_t t = 0; t < q_len_[s]; ++t) key_limit_.push_back(chunks[s].start_position + t + 1);
+    if (!chunks[s].images.empty()) add_image_rows(chunks[s], q_start_[s]);
+  }
+  for (int32_t& t : tokens_) {
+    if (t < 0) t = image_token_id_;  // an image's content-keyed id (seq_image.h); its row is replaced
     if (t < 0 || t >= config_.vocab_size)
       fail("token id {} is outside the vocabulary (size {})", t, config_.vocab_size);
+  }
 
   size_t max_pages = 1, local_max_pages = 1;
   group_tables(chunks, false, page, pools.full != nullptr, page_tables_, slots_, max_pages);
@@ -108,10 +137,16 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
   step.positions = positions_;
   step.slot_mapping = slots_;
   step.sample_rows = sample_rows_;
+  step.given_rows = given_rows_;
+  step.input_rows = input_rows_;
   const auto batch = [&](const std::vector<int32_t>& tables, size_t blocks) {
-    return kernels::AttentionBatch{
-        static_cast<int64_t>(chunks.size()), q_start_.data(), q_len_.data(), context_len_.data(), tables.data(),
-        static_cast<int64_t>(blocks)};
+    return kernels::AttentionBatch{static_cast<int64_t>(chunks.size()),
+                                   q_start_.data(),
+                                   q_len_.data(),
+                                   context_len_.data(),
+                                   tables.data(),
+                                   static_cast<int64_t>(blocks),
+                                   key_limit_.empty() ? nullptr : key_limit_.data()};
   };
   step.attention = batch(page_tables_, max_pages);
   if (pools.local) {

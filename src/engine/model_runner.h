@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "engine/seq_image.h"
 #include "graph/executor.h"
 #include "graph/graph.h"
 #include "graph/passes/fusion_passes.h"
@@ -31,6 +32,10 @@ struct SequenceChunk {
   // the slots that keep the state after each of its tokens (-1: none).
   int32_t state_slot = -1;
   int32_t state_history = -1;
+  // The sequence's images (engine/seq_image.h): their encoded rows replace the embeddings of the chunk's positions
+  // that are image tokens; with bidirectional_images each image token also sees the image's later tokens.
+  std::span<const SeqImage> images;
+  bool bidirectional_images = false;
 };
 
 // The KV pools a step reads: the full-attention layers' and, where the engine frees pages behind sliding windows,
@@ -66,9 +71,14 @@ class ModelRunner {
   int64_t dispatches_per_step() const { return executor_->dispatches_per_step(); }
   int64_t dispatches_total() const { return executor_->dispatches_total(); }
   const graph::Graph& graph() const { return graph_; }
+  // The token a multimodal model's image positions are embedded as (before their rows are replaced).
+  void set_image_token_id(int32_t id) { image_token_id_ = id; }
   graph::Executor& executor() { return *executor_; }
 
  private:
+  // The image rows and key limits of chunk s, whose first row is `row0` (execute).
+  void add_image_rows(const SequenceChunk& c, int32_t row0);
+
   ModelConfig config_;
   graph::Graph graph_;
   std::unique_ptr<graph::Executor> executor_;
@@ -76,6 +86,10 @@ class ModelRunner {
   std::vector<int32_t> tokens_, positions_, sample_rows_, q_start_, q_len_, context_len_, page_tables_,
       local_page_tables_, state_slots_, state_history_;
   std::vector<int64_t> slots_, local_slots_;
+  // The rows of image tokens (their flat row, their embedding) and the keys each row sees (bidirectional images).
+  std::vector<int32_t> given_rows_, key_limit_;
+  std::vector<float> input_rows_;
+  int32_t image_token_id_ = 0;
   std::vector<uint8_t> local_layers_;
   std::vector<kernels::KvLayerView> views_;  // per layer, from its pool
 };

@@ -101,9 +101,11 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
   const size_t vocab = logits.size();
   const float rep = params_.repetition_penalty;
   if (rep != 1.0f) {
-    check_ids(prompt_ids, vocab, "prompt");
     check_ids(generated_ids, vocab, "generated");
-    seen_.assign(prompt_ids.begin(), prompt_ids.end());
+    // A prompt's image tokens hold negative content keys (engine/seq_image.h): not tokens to penalise.
+    seen_.clear();
+    std::copy_if(prompt_ids.begin(), prompt_ids.end(), std::back_inserter(seen_), [](int32_t id) { return id >= 0; });
+    check_ids(seen_, vocab, "prompt");
     seen_.insert(seen_.end(), generated_ids.begin(), generated_ids.end());
     std::sort(seen_.begin(), seen_.end());
     seen_.erase(std::unique(seen_.begin(), seen_.end()), seen_.end());

@@ -87,7 +87,7 @@ void Scheduler::schedule_running(bool decodes, SchedulerOutput& out) {
       ++i;
       continue;
     }
-    const int64_t n = cut_at_snapshot(seq, seq->num_computed, std::min(want, budget_));
+    const int64_t n = cut_chunk(seq, seq->num_computed, std::min(want, budget_));
     if (!reserve(seq, seq->num_computed + n, out)) continue;  // seq preempted itself; running_ shrank
     const int64_t num_draft = is_decode ? reserve_drafts(seq) : 0;
     out.chunks.push_back({seq, n + num_draft, num_draft});
@@ -141,7 +141,7 @@ bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
   // A tier holds part of the hit (or its state snapshot): no chunk until it is loaded.
   const bool loading = pool_pages < hit_pages || !tier_snapshot.empty();
   const int64_t hit = static_cast<int64_t>(hit_pages) * ps;
-  const int64_t n = loading ? 0 : cut_at_snapshot(seq, hit, std::min(seq->num_tokens() - hit, budget_));
+  const int64_t n = loading ? 0 : cut_chunk(seq, hit, std::min(seq->num_tokens() - hit, budget_));
   if (opt_.continuous && n <= 0 && !loading) return false;
   // Static batching reserves the whole prompt at admission, so the batch it forms fits; continuous
   // batching only what this step computes.
@@ -217,6 +217,18 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
       window_pages_released_ += g.pages->release_before(c.seq->id, g.pages->page().page_of(read_from));
     }
   }
+}
+
+int64_t Scheduler::cut_chunk(const Sequence* seq, int64_t start, int64_t n) const {
+  n = cut_at_snapshot(seq, start, n);
+  if (!seq->bidirectional_images) return n;
+  // A bidirectional image is computed in one step: a chunk that would end inside one ends before it, or, starting
+  // at or inside it, takes the rest of it (past the budget if need be: an image must never wait for a larger one).
+  for (const SeqImage& img : seq->images) {
+    const int64_t end = start + n;
+    if (end > img.start && end < img.end()) return img.start > start ? img.start - start : img.end() - start;
+  }
+  return n;
 }
 
 int64_t Scheduler::cut_at_snapshot(const Sequence* seq, int64_t start, int64_t n) const {

@@ -116,6 +116,8 @@ class Scheduler {
   // pages of a prefix hit that end at the newest boundary with a snapshot (and its key, 0: none); the snapshot after a
   // step that ended on a boundary.
   int64_t cut_at_snapshot(const Sequence* seq, int64_t start, int64_t n) const;
+  // n tokens from `start` cut at a snapshot boundary (above), and never ending inside a bidirectional image.
+  int64_t cut_chunk(const Sequence* seq, int64_t start, int64_t n) const;
   size_t snapshot_hit(const Sequence* seq, std::span<const int32_t> pool_prefix, size_t hit_pages, uint64_t& key,
                       ContentKey& tier_key) const;
   void take_snapshot(const Sequence* seq);

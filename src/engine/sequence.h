@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/sampler.h"
+#include "engine/seq_image.h"
 #include "engine/stop_checker.h"
 #include "engine/structured_output.h"
 #include "minfer/outputs.h"
@@ -63,6 +64,11 @@ struct Sequence {
   std::vector<int32_t> draft;
   std::vector<int32_t> verify_tokens;
   SpecDecodeState spec;
+
+  // The prompt's images, in order (engine/seq_image.h). bidirectional_images: the model's attention sees an image's
+  // tokens both ways (Gemma 3), so no chunk ends inside an image.
+  std::vector<SeqImage> images;
+  bool bidirectional_images = false;
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - prompt_len; }

@@ -272,7 +272,6 @@ void Executor::run_embedding(const Node& node, const StepInputs& step, int64_t t
   const int64_t w = graph_.value(node.output).width;
   if (node.vocab_stride == 0) {
     kernels::embedding(step.tokens.data(), tokens, *node.weight, y);
-    if (!step.given_rows.empty()) put_given_rows(node, step);
   } else {
     // A vocab shard: its own tokens' rows, zeros for the others' (the all-reduce after this adds theirs).
     const int64_t rows = node.weight->dim(0);
@@ -286,6 +285,11 @@ void Executor::run_embedding(const Node& node, const StepInputs& step, int64_t t
   }
   if (node.scale != 0.0f) {
     for (int64_t i = 0; i < tokens * w; ++i) y[i] *= node.scale;
+  }
+  // An image's rows replace its tokens' after the scale (Gemma 3 scales the text embeddings only).
+  if (!step.given_rows.empty()) {
+    MINFER_CHECK(node.vocab_stride == 0, "image rows in a vocab-parallel embedding");
+    put_given_rows(node, step);
   }
 }
 

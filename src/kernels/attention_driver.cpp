@@ -37,17 +37,21 @@ void check_batch(int64_t heads, const KvLayerView& cache, const AttentionBatch& 
     if (q_len < 0 || ctx < q_len || batch.q_start[s] < 0) {
       fail("paged_attention: sequence {} has q_len {} and context_len {}", s, q_len, ctx);
     }
+    // A bidirectional block may reach past the chunk's own tokens into keys the same step writes for the sequence
+    // (a prompt split into one-token chunks that each sample): the page table must hold them.
+    int64_t reach = ctx;
     for (int64_t t = 0; batch.key_limit && t < q_len; ++t) {
       const int64_t limit = batch.key_limit[batch.q_start[s] + t];
       const int64_t prev = t > 0 ? batch.key_limit[batch.q_start[s] + t - 1] : 0;
-      if (limit < ctx - q_len + t + 1 || limit > ctx || limit < prev) {
-        fail("paged_attention: sequence {} token {} sees {} keys: not within [{}, {}] or fewer than the token before",
-             s, t, limit, ctx - q_len + t + 1, ctx);
+      if (limit < ctx - q_len + t + 1 || limit < prev) {
+        fail("paged_attention: sequence {} token {} sees {} keys: fewer than its causal {} or than the token before", s,
+             t, limit, ctx - q_len + t + 1);
       }
+      reach = std::max(reach, limit);
     }
-    if (cache.page.pages_for(ctx) > batch.max_pages_per_seq) {
+    if (cache.page.pages_for(reach) > batch.max_pages_per_seq) {
       fail("paged_attention: sequence {} needs {} pages of {} tokens but its page table holds {}", s,
-           cache.page.pages_for(ctx), cache.page.size(), batch.max_pages_per_seq);
+           cache.page.pages_for(reach), cache.page.size(), batch.max_pages_per_seq);
     }
   }
 }

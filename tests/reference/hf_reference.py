@@ -81,7 +81,7 @@ import math
 import os
 import struct
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -557,8 +557,14 @@ class Reference:
         return (emb.cos() * scaling)[:, None, :], (emb.sin() * scaling)[:, None, :]
 
     @torch.no_grad()
-    def forward(self, ids: Sequence[int]) -> torch.Tensor:
-        """Appends ids at the current position; returns their logits [len(ids), vocab] (float32)."""
+    def forward(self, ids: Sequence[int], embeds: Optional[Dict[int, np.ndarray]] = None,
+                bidirectional: Sequence[Tuple[int, int]] = ()) -> torch.Tensor:
+        """Appends ids at the current position; returns their logits [len(ids), vocab] (float32).
+
+        Multimodal prompts (Gemma3ForConditionalGeneration): embeds maps an index of ids to the embedding that
+        replaces its row (after the Gemma scale, as masked_scatter replaces inputs_embeds); each (start, end) span of
+        bidirectional (absolute positions) is an image whose tokens see each other (the token_type_ids mask OR-ed
+        onto the causal and sliding masks)."""
         c = self.cfg
         n = len(ids)
         ids_t = torch.tensor(list(ids), dtype=torch.long)
@@ -575,6 +581,10 @@ class Reference:
         mask = torch.where(key_pos <= query_pos, 0.0, float("-inf")).to(torch.float32)  # [n, total]
         window_mask = torch.where((key_pos <= query_pos) & (key_pos > query_pos - c.window), 0.0,
                                   float("-inf")).to(torch.float32)
+        for start, end in bidirectional:
+            both = (key_pos >= start) & (key_pos < end) & (query_pos >= start) & (query_pos < end)
+            mask = mask.masked_fill(both, 0.0)
+            window_mask = window_mask.masked_fill(both, 0.0)
         rep = c.heads // c.kv_heads
         scale = c.query_scale
 
@@ -582,6 +592,8 @@ class Reference:
         if c.gemma:
             h = h * torch.tensor(c.hidden ** 0.5, dtype=torch.float32)
         h = h * c.embedding_multiplier
+        for row, e in (embeds or {}).items():
+            h[row] = torch.from_numpy(np.asarray(e, dtype=np.float32))
         for i, L in enumerate(self.layers):
             cos, sin = rope_local if c.sliding[i] else rope_global
             layer_mask = window_mask if c.sliding[i] else mask
