@@ -102,6 +102,8 @@ void add_serve_command(CLI::App& app) {
                   "Split reasoning into reasoning_content: auto (<think> blocks or harmony channels when the template "
                   "has them), none, qwen3, deepseek_r1, openai_gptoss")
       ->capture_default_str();
+  cmd->add_option("--allowed-local-media-path", o.allowed_local_media_path,
+                  "Directory under which file:// image URLs in requests may be read (default: none may)");
   cmd->add_option("--responses-store", o.responses_store,
                   "SQLite file keeping /v1/responses' stored responses across restarts (default: in memory)");
   cmd->add_option("--responses-store-capacity", o.responses_store_capacity,

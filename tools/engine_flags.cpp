@@ -100,6 +100,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& mode
   cmd.add_option("--kv-cache-dir-size", e.kv_cache_dir_size, "Most bytes --kv-cache-dir may hold (LRU), e.g. 20GiB")
       ->transform(CLI::AsSizeValue(false))
       ->default_str("8GiB");
+  cmd.add_option("--max-image-pixels", e.max_image_pixels,
+                 "Images larger than this many pixels are refused (multimodal models)")
+      ->capture_default_str();
   cmd.add_flag("--no-continuous-batching", flags.no_continuous_batching,
                "Static batching: run a batch to completion before the next");
   cmd.add_option("--seed", e.seed, "Seed of requests that give none (repeatable sampling)");

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <set>
 #include <string>
@@ -23,10 +24,25 @@ std::string text_of(const json& block, const std::string& field) {
 }
 
 [[noreturn]] void refuse_block(const std::string& name, const std::string& type) {
-  if (type == "image" || type == "document")
-    bad_request(name + ".type", "'{}.type' is '{}': this server reads text only (images are not supported yet)", name,
-                type);
+  if (type == "document")
+    bad_request(name + ".type", "'{}.type' is '{}': this server reads text and images only", name, type);
   bad_request(name + ".type", "'{}.type' is '{}', which is not a content block this API takes", name, type);
+}
+
+// An image block as the OpenAI image_url part the chat parser reads: its base64 source as a data: URL.
+json image_part(const json& block, const std::string& name) {
+  const auto source = block.find("source");
+  if (source == block.end() || !source->is_object())
+    bad_request(name + ".source", "'{}.source' is required: {{\"type\": \"base64\", \"media_type\", \"data\"}}", name);
+  const Fields sf(*source, name + ".source.");
+  const std::string type = sf.string("type").value_or("");
+  if (type != "base64")
+    bad_request(name + ".source.type", "'{}.source.type' is '{}': this server fetches nothing; send base64 data", name,
+                type);
+  auto media = sf.string("media_type");
+  auto data = sf.string("data");
+  if (!media || !data) bad_request(name + ".source", "'{}.source' needs media_type and data", name);
+  return {{"type", "image_url"}, {"image_url", {{"url", "data:" + *media + ";base64," + *data}}}};
 }
 
 // The OpenAI-shaped chat messages one Anthropic message becomes, appended to `out`. `tool_ids`: the ids of the
@@ -42,6 +58,7 @@ struct MessageConverter {
     }
     std::string text;
     bool has_text = false;
+    json parts = json::array();  // text and images in order, when there are images
     for (size_t j = 0; j < content.size(); ++j) {
       const std::string name = fmt::format("{}[{}]", field, j);
       const std::string type = block_type(content[j], name);
@@ -49,13 +66,21 @@ struct MessageConverter {
         if (has_text) text += '\n';
         text += text_of(content[j], name);
         has_text = true;
+        parts.push_back({{"type", "text"}, {"text", text_of(content[j], name)}});
+      } else if (type == "image") {
+        parts.push_back(image_part(content[j], name));
       } else if (type == "tool_result") {
         out.push_back(tool_result(content[j], name));
       } else {
         refuse_block(name, type);
       }
     }
-    if (has_text) out.push_back({{"role", "user"}, {"content", text}});
+    const bool has_image = std::any_of(parts.begin(), parts.end(), [](const json& p) { return p["type"] != "text"; });
+    if (has_image) {
+      out.push_back({{"role", "user"}, {"content", std::move(parts)}});
+    } else if (has_text) {
+      out.push_back({{"role", "user"}, {"content", text}});
+    }
   }
 
   void assistant(const json& content, const std::string& field) {

@@ -26,7 +26,35 @@ void parse_tool_calls(json& message, const std::string& prefix) {
   }
 }
 
-json parse_message(const json& m, size_t i) {
+bool has_image_part(const json& content) {
+  if (!content.is_array()) return false;
+  return std::any_of(content.begin(), content.end(),
+                     [](const json& p) { return p.is_object() && p.value("type", "") == "image_url"; });
+}
+
+// Content parts with images: text parts and {"type": "image"} in order, each image's URL recorded with its field.
+json parts_with_images(const json& content, const std::string& field, std::vector<ImageRef>& images) {
+  json parts = json::array();
+  for (size_t j = 0; j < content.size(); ++j) {
+    const std::string name = fmt::format("{}[{}]", field, j);
+    if (!content[j].is_object()) bad_request(name, "'{}' must be an object, got {}", name, type_name(content[j]));
+    const Fields pf(content[j], name + ".");
+    const std::string type = pf.string("type").value_or("");
+    if (type == "image_url") {
+      images.push_back({image_part_url(content[j], name), name + ".image_url"});
+      parts.push_back({{"type", "image"}});
+    } else if (type == "text") {
+      auto text = pf.string("text");
+      if (!text) bad_request(name + ".text", "'{}.text' is required", name);
+      parts.push_back({{"type", "text"}, {"text", *text}});
+    } else {
+      bad_request(name + ".type", "'{}.type' is '{}': text and image_url parts are supported", name, type);
+    }
+  }
+  return parts;
+}
+
+json parse_message(const json& m, size_t i, std::vector<ImageRef>& images) {
   const std::string prefix = fmt::format("messages[{}].", i);
   if (!m.is_object()) bad_request("messages", "'messages[{}]' must be an object, got {}", i, type_name(m));
   const Fields mf(m, prefix);
@@ -39,7 +67,9 @@ json parse_message(const json& m, size_t i) {
   json message = m;
   message["role"] = *role;
   if (const json* content = mf.get("content")) {
-    message["content"] = joined_text_parts(*content, prefix + "content", {"text"});
+    message["content"] = has_image_part(*content) && *role == "user"
+                             ? parts_with_images(*content, prefix + "content", images)
+                             : json(joined_text_parts(*content, prefix + "content", {"text"}));
   } else if (*role == "assistant") {
     message["content"] = "";  // a message of tool calls only; "" as vLLM gives templates (Qwen3 tests `in content`)
   } else {
@@ -166,7 +196,7 @@ ChatFields parse_chat_fields(const Fields& f) {
   if (!messages->is_array() || messages->empty())
     bad_request("messages", "'messages' must be a non-empty array, got {}",
                 messages->is_array() ? "an empty array" : type_name(*messages));
-  for (size_t i = 0; i < messages->size(); ++i) chat.messages.push_back(parse_message((*messages)[i], i));
+  for (size_t i = 0; i < messages->size(); ++i) chat.messages.push_back(parse_message((*messages)[i], i, chat.images));
   if (const json* tools = f.get("tools")) chat.tools = parse_tools(*tools);
   if (const json* choice = f.get("tool_choice")) chat.tool_choice = parse_tool_choice(*choice, chat.tools);
   if (auto v = f.boolean("parallel_tool_calls")) chat.parallel_tool_calls = *v;

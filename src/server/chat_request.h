@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "server/image_parts.h"
 #include "server/json.h"
 #include "server/json_fields.h"
 
@@ -25,8 +26,11 @@ struct ChatFields {
   // Each message as the client sent it, except: content parts joined into one string ("\n" between text
   // parts, as vLLM), role "developer" renamed "system", and tool-call arguments given as a JSON string
   // parsed to an object (transformers' convention, which templates that print arguments with tojson follow).
+  // A user message with images keeps its parts as a list the template walks ({"type": "text", "text"} and
+  // {"type": "image"}: Gemma 3's and Qwen's templates write the model's image placeholder for the latter).
   json messages = json::array();
-  json tools;  // the `tools` array, or null
+  std::vector<ImageRef> images;  // the messages' images in order (their URLs; fetched when the request is prepared)
+  json tools;                    // the `tools` array, or null
   ToolChoice tool_choice;
   bool parallel_tool_calls = true;
   // vLLM: add_generation_prompt (the assistant turn's header, default on); continue_final_message (the reply

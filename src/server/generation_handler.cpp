@@ -150,6 +150,8 @@ std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& 
   if (is_chat(request.kind)) {
     request.prompts = {{true, chat_.render(request.chat), {}}};
     chat_.decode_for_parsing(request.params);
+    for (const ImageRef& image : request.chat.images)
+      request.image_files.push_back(fetch_image(image, allowed_local_media_path_));
   }
   if (request.model_defaults) apply_model_defaults(sampling_defaults_, *request.model_defaults, request.params);
   request.params.logprobs = request.logprobs;
@@ -200,7 +202,8 @@ std::vector<Choice> GenerationHandler::submit(const GenerationRequest& request,
       }
       if (params.seed && j > 0) params.seed = *params.seed + j;  // n samples, each repeatable, not all equal
       try {
-        RequestOptions options{.stream = request.stream, .on_update = [wakeup] { wakeup->notify(); }};
+        RequestOptions options{
+            .stream = request.stream, .on_update = [wakeup] { wakeup->notify(); }, .images = request.image_files};
         choices.push_back({p, engine_.add_request(prompts[p], params, std::move(options))});
       } catch (const Error& e) {
         // The engine compiles the grammar: its errors name the field the grammar came from.

@@ -38,6 +38,8 @@ class GenerationHandler {
                     double request_timeout_s = 0, double stream_ping_s = 10);
 
   const std::string& model_name() const { return model_name_; }
+  // --allowed-local-media-path: the directory file:// image URLs may read under ("" = none may).
+  void set_allowed_local_media_path(std::string dir) { allowed_local_media_path_ = std::move(dir); }
   int64_t created() const { return created_; }
 
   // Writes the response (or nothing, when the client went away). Throws ApiError before anything is written
@@ -72,6 +74,7 @@ class GenerationHandler {
   double stream_ping_s_;
   SamplingDefaults sampling_defaults_;  // the checkpoint's, read once at start-up
   std::atomic<uint64_t> counter_{0};
+  std::string allowed_local_media_path_;
 };
 
 }  // namespace minfer::server

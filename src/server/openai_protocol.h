@@ -67,6 +67,8 @@ struct GenerationRequest {
   std::optional<SamplingGiven> model_defaults;
   // /v1/responses: what the response repeats and stores (responses_protocol.h).
   std::shared_ptr<const ResponsesContext> responses;
+  // The chat messages' images as files (fetched from chat.images when the request is prepared).
+  std::vector<std::string> image_files;
 };
 
 // The body as a JSON object. Throws ApiError 400 for malformed JSON, invalid UTF-8 or a non-object.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <limits>
 #include <random>
 #include <set>
@@ -50,9 +51,31 @@ class ItemConverter {
       bad_request(name + ".role", "'{}.role' must be user, assistant, system or developer, got '{}'", name, role);
     const json* content = f.get("content");
     if (!content) bad_request(name + ".content", "'{}.content' is required", name);
-    json m = {{"role", role}, {"content", joined_text_parts(*content, name + ".content", kTextParts)}};
+    json m = {{"role", role}, {"content", user_content(*content, name + ".content")}};
     if (role == "assistant") take_reasoning(m);
     out_.push_back(std::move(m));
+  }
+
+  // A message's content as the chat parser takes it: its text joined, or with input_image parts (a data: URL in
+  // image_url) text and image_url parts in order.
+  static json user_content(const json& content, const std::string& field) {
+    const bool images = content.is_array() && std::any_of(content.begin(), content.end(), [](const json& p) {
+                          return p.is_object() && p.value("type", "") == "input_image";
+                        });
+    if (!images) return joined_text_parts(content, field, kTextParts);
+    json parts = json::array();
+    for (size_t j = 0; j < content.size(); ++j) {
+      const std::string name = fmt::format("{}[{}]", field, j);
+      const json& p = content[j];
+      if (p.is_object() && p.value("type", "") == "input_image") {
+        if (!p.contains("image_url") || !p["image_url"].is_string())
+          bad_request(name + ".image_url", "'{}.image_url' is required (a data: URL; file_id is not supported)", name);
+        parts.push_back({{"type", "image_url"}, {"image_url", {{"url", p["image_url"]}}}});
+      } else {
+        parts.push_back({{"type", "text"}, {"text", joined_text_parts(json::array({p}), name, kTextParts)}});
+      }
+    }
+    return parts;
   }
 
   void function_call(const Fields& f, const std::string& name) {

@@ -71,6 +71,7 @@ void run_server(ServeOptions options) {
   Metrics metrics(options.served_model_name);
   GenerationHandler generation(engine, chat, metrics, options.served_model_name, options.request_timeout_s,
                                options.stream_ping_s);
+  generation.set_allowed_local_media_path(options.allowed_local_media_path);
   const TokenizerRoutes tokenizer_routes(engine, chat);
   EmbeddingsHandler embeddings(engine, metrics, options.served_model_name);
   const Access access(options.access);

@@ -25,6 +25,8 @@ struct ServeOptions {
   // /v1/responses' stored responses: an SQLite file (empty: in memory, at most responses_store_capacity of them).
   std::string responses_store;
   int64_t responses_store_capacity = 4096;
+  // file:// image URLs are read only under this directory (vLLM's --allowed-local-media-path); empty: never.
+  std::string allowed_local_media_path;
 };
 
 // Prints "listening on http://HOST:PORT" on stdout once requests are accepted. Throws minfer::Error for

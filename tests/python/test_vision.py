@@ -63,7 +63,7 @@ def test_gemma3_image_embeddings_match_reference(gemma3_vision_dir):
     assert np.abs(alone[0] - ours[1]).max() <= 1e-5 * np.abs(ours[1]).max()
 
 
-IMAGE_TOKEN, BOI, EOI = 5, 3, 4  # make_tiny_gemma3_vision's ids
+from vision_reference import BOI, EOI, IMAGE_TOKEN  # noqa: E402  (make_tiny_gemma3_vision's ids)
 
 
 def expanded_prompt(ids, wrap, n_images_tokens=16):

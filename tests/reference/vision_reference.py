@@ -37,8 +37,25 @@ def tiny_vision_config() -> dict:
             "hidden_act": "gelu_pytorch_tanh", "vision_use_head": False}
 
 
-def make_tiny_gemma3_vision(text_dir: str, out_dir: str, seed: int = 0, image_token_index: int = 5,
-                            boi: int = 3, eoi: int = 4) -> None:
+# The tiny text model's special tokens that become Gemma 3's image tokens (minfer make-test-model's vocabulary
+# has <|start_header_id|>, <|end_header_id|>, <|eom_id|> there), so a chat template's "<start_of_image>" is one token.
+IMAGE_TOKENS = {633: "<start_of_image>", 634: "<end_of_image>", 635: "<image_soft_token>"}
+BOI, EOI, IMAGE_TOKEN = 633, 634, 635
+
+
+def rename_special_tokens(tokenizer_json: str) -> None:
+    t = json.load(open(tokenizer_json))
+    for tok in t["added_tokens"]:
+        if tok["id"] in IMAGE_TOKENS:
+            old, tok["content"] = tok["content"], IMAGE_TOKENS[tok["id"]]
+            vocab = t["model"].get("vocab")
+            if isinstance(vocab, dict) and old in vocab:
+                vocab[tok["content"]] = vocab.pop(old)
+    json.dump(t, open(tokenizer_json, "w"))
+
+
+def make_tiny_gemma3_vision(text_dir: str, out_dir: str, seed: int = 0, image_token_index: int = IMAGE_TOKEN,
+                            boi: int = BOI, eoi: int = EOI) -> None:
     """A Gemma3ForConditionalGeneration checkpoint: text_dir's gemma3_text model (renamed under language_model.model.,
     as the Hub's Gemma 3 checkpoints are) with a random SigLIP tower and projector."""
     os.makedirs(out_dir, exist_ok=True)
@@ -58,6 +75,13 @@ def make_tiny_gemma3_vision(text_dir: str, out_dir: str, seed: int = 0, image_to
         if name.startswith("tokenizer") or name == "generation_config.json":
             with open(os.path.join(text_dir, name), "rb") as src, open(os.path.join(out_dir, name), "wb") as dst:
                 dst.write(src.read())
+    rename_special_tokens(os.path.join(out_dir, "tokenizer.json"))
+    # Without a template of its own the model gets its family's, Gemma 3's, which writes <start_of_image> for images.
+    tok_config_path = os.path.join(out_dir, "tokenizer_config.json")
+    if os.path.exists(tok_config_path):
+        tok_config = json.load(open(tok_config_path))
+        tok_config.pop("chat_template", None)
+        json.dump(tok_config, open(tok_config_path, "w"))
     tensors = {}
     for name, arr in read_safetensors(os.path.join(text_dir, "model.safetensors")).items():
         tensors["language_model." + name if name.startswith("model.") else "language_model." + name] = arr
