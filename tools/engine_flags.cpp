@@ -100,6 +100,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, const std::string& mode
   cmd.add_option("--kv-cache-dir-size", e.kv_cache_dir_size, "Most bytes --kv-cache-dir may hold (LRU), e.g. 20GiB")
       ->transform(CLI::AsSizeValue(false))
       ->default_str("8GiB");
+  cmd.add_option("--mmproj", e.mmproj, "A llama.cpp projector GGUF: the vision tower of a GGUF language model");
   cmd.add_option("--max-image-pixels", e.max_image_pixels,
                  "Images larger than this many pixels are refused (multimodal models)")
       ->capture_default_str();

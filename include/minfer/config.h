@@ -106,6 +106,8 @@ struct EngineConfig {
   // Images a request carries (multimodal models): larger ones are refused from their header (vLLM's and PIL's
   // decompression-bomb guard; the default is PIL's MAX_IMAGE_PIXELS).
   int64_t max_image_pixels = 89'478'485;
+  // A llama.cpp projector GGUF (llama-server's --mmproj) giving a GGUF language model its vision tower.
+  std::string mmproj;
 
   // Context length per request (prompt + output). 0 = the model's max_position_embeddings, cut to what the KV budget
   // holds for one sequence (the start-up log says so).

@@ -134,6 +134,8 @@ class Engine:
         kv_cache_dir: a folder that keeps KV pages across restarts (each computed prompt page is written through;
             a later prefix hit, in this process or the next, reads it back); None = none.
         kv_cache_dir_size: the most bytes kv_cache_dir may hold (least recently used out first); default 8 GiB.
+        mmproj: a llama.cpp projector GGUF giving a GGUF language model its vision tower (llama-server's --mmproj).
+        max_image_pixels: images with more pixels are refused (PIL's decompression-bomb limit by default).
         max_num_seqs: most requests running at once.
         max_num_batched_tokens: most tokens one step computes (long prompts are prefilled in chunks).
         kv_layout: "paged", or "contiguous" (max_model_len reserved per request; only to measure paging).
@@ -169,7 +171,8 @@ class Engine:
                  task: str = "generate", pooling: str = "last", speculative_config: Optional[dict] = None,
                  kv_offload_ram: Union[None, int, str] = None,
                  kv_cache_dir: Union[None, str, os.PathLike] = None,
-                 kv_cache_dir_size: Union[int, str] = 8 << 30):
+                 kv_cache_dir_size: Union[int, str] = 8 << 30,
+                 mmproj: Union[None, str, os.PathLike] = None, max_image_pixels: int = 89_478_485):
         self._engine = None  # so __del__ and close() work when the constructor fails
         self._chat_formats: Dict[str, Any] = {}  # Engine.chat's template and parsers, by chat_template
         _checks.as_str(_OWNER, "device", device)
@@ -206,6 +209,11 @@ class Engine:
         c.kv_cache_memory_fraction = _checks.as_float(_OWNER, "kv_cache_memory_fraction", kv_cache_memory_fraction)
         if kv_offload_ram is not None:
             c.kv_offload_ram = _checks.as_bytes(_OWNER, "kv_offload_ram", kv_offload_ram)
+        if mmproj is not None:
+            if not isinstance(mmproj, (str, os.PathLike)):
+                raise TypeError(f"{_OWNER}: mmproj must be a str or os.PathLike, got {type(mmproj).__name__}")
+            c.mmproj = os.fspath(mmproj)
+        c.max_image_pixels = _checks.as_int(_OWNER, "max_image_pixels", max_image_pixels, lo=1)
         if kv_cache_dir is not None:
             if not isinstance(kv_cache_dir, (str, os.PathLike)):
                 raise TypeError(f"{_OWNER}: kv_cache_dir must be a str or os.PathLike, got {type(kv_cache_dir).__name__}")
@@ -386,7 +394,7 @@ class Engine:
                 "enable_prefix_caching": c.enable_prefix_caching, "max_num_seqs": c.max_num_seqs,
                 "max_num_batched_tokens": c.max_num_batched_tokens, "kv_layout": c.kv_layout,
                 "kv_cache_dtype": c.kv_cache_dtype, "seed": c.seed, "kv_offload_ram": c.kv_offload_ram,
-                "kv_cache_dir": c.kv_cache_dir or None, "kv_cache_dir_size": c.kv_cache_dir_size,
+                "kv_cache_dir": c.kv_cache_dir or None, "kv_cache_dir_size": c.kv_cache_dir_size, "mmproj": c.mmproj or None,
                 "speculative_config": None if c.speculative.method == "none" else {
                     "method": c.speculative.method, "model": c.speculative.model or None,
                     "num_speculative_tokens": c.speculative.num_speculative_tokens,

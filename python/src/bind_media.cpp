@@ -50,8 +50,12 @@ void bind_media(py::module_& m) {
   // tower and projector of the checkpoint at model_path on each image (decoded and preprocessed as a request's).
   m.def(
       "encode_images",
-      [](const std::string& model_path, const std::vector<py::bytes>& images, int64_t max_pixels, int threads) {
-        const ModelWeights weights = load_model(model_path);
+      [](const std::string& model_path, const std::vector<py::bytes>& images, int64_t max_pixels, int threads,
+         const std::string& mmproj) {
+        ModelWeights weights = load_model(model_path);
+        if (!mmproj.empty())
+          weights.vision =
+              std::make_shared<vision::VisionModel>(vision::load_gguf_vision(mmproj, weights.config.hidden_size));
         if (!weights.vision) throw Error(model_path + ": the model has no vision tower; it takes no images");
         const vision::VisionConfig& c = weights.vision->config;
         std::vector<media::PixelValues> pixels;
@@ -67,7 +71,8 @@ void bind_media(py::module_& m) {
         std::copy(out.begin(), out.end(), arr.mutable_data());
         return arr;
       },
-      py::arg("model_path"), py::arg("images"), py::arg("max_pixels"), py::arg("threads") = 2);
+      py::arg("model_path"), py::arg("images"), py::arg("max_pixels"), py::arg("threads") = 2,
+      py::arg("mmproj") = std::string());
 }
 
 }  // namespace minfer::python

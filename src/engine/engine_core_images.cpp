@@ -18,6 +18,20 @@ constexpr size_t kImageCacheEntries = 64;  // recent images' embeddings kept (Ge
 }  // namespace
 
 void EngineCore::start_vision() {
+  if (!config_.mmproj.empty()) {
+    if (weights_.vision) fail("{}: the model has a vision tower of its own; drop --mmproj", config_.model_path);
+    auto tower =
+        std::make_shared<vision::VisionModel>(vision::load_gguf_vision(config_.mmproj, weights_.config.hidden_size));
+    // Gemma 3's image tokens, from the language model's vocabulary.
+    int32_t* ids[] = {&tower->config.begin_image_id, &tower->config.end_image_id, &tower->config.image_token_id};
+    const char* names[] = {"<start_of_image>", "<end_of_image>", "<image_soft_token>"};
+    for (size_t i = 0; i < 3; ++i) {
+      const std::optional<int32_t> id = tokenizer_ ? tokenizer_->token_id(names[i]) : std::nullopt;
+      if (!id) fail_load(config_.model_path, "the vocabulary has no {} token for the projector's images", names[i]);
+      *ids[i] = *id;
+    }
+    weights_.vision = std::move(tower);
+  }
   if (!weights_.vision) return;
   if (shard_) fail("images under tensor parallel are not supported yet: serve {} with one process", config_.model_path);
   encoder_ = std::make_unique<vision::VisionEncoder>(weights_.vision, pool_);

@@ -164,7 +164,7 @@ std::optional<std::string> hf_vision_to_canonical(std::string_view hf_name) {
   return std::nullopt;
 }
 
-void finish_vision_weights(VisionModel& m) {
+void finish_vision_weights(VisionModel& m, bool norm_has_one) {
   const VisionConfig& c = m.config;
   const int64_t h = c.hidden, p = c.patch_size;
   auto expect = [&](const std::string& name, std::vector<int64_t> shape) {
@@ -191,7 +191,8 @@ void finish_vision_weights(VisionModel& m) {
   }
   expect("mm.norm", {h});
   Tensor norm = to_f32(m.get("mm.norm"));
-  for (int64_t i = 0; i < h; ++i) norm.mutable_as<float>()[i] += 1.0f;  // Gemma3RMSNorm: x * (1 + w)
+  if (!norm_has_one)
+    for (int64_t i = 0; i < h; ++i) norm.mutable_as<float>()[i] += 1.0f;  // Gemma3RMSNorm: x * (1 + w)
   m.tensors["mm.norm"] = std::move(norm);
   expect("mm.proj", {h, c.text_hidden});
   m.tensors["mm.proj"] = transposed_f32(m.get("mm.proj"));

@@ -58,7 +58,13 @@ std::optional<std::string> hf_vision_to_canonical(std::string_view hf_name);
 bool is_hf_vision_name(std::string_view hf_name);
 
 // Makes the loaded tensors what the graph reads: the patch kernel flattened, norms and biases f32, Gemma's
-// (1 + w) norm, the projection transposed to [text_hidden, hidden]; checks every weight's shape. Throws LoadError.
-void finish_vision_weights(VisionModel& model);
+// (1 + w) norm (norm_has_one: the checkpoint stores 1 + w already, as llama.cpp's mmproj files do), the projection
+// transposed to [text_hidden, hidden]; checks every weight's shape. Throws LoadError.
+void finish_vision_weights(VisionModel& model, bool norm_has_one = false);
+
+// A llama.cpp projector GGUF (`--mmproj FILE`, llama-server's flag: clip.* keys and v.* / mm.* tensors as mtmd's
+// convert_hf_to_gguf writes them) for a language model of text_hidden. The image token ids are the caller's to set
+// (they are the text model's vocabulary's). Throws LoadError naming the file and the problem.
+VisionModel load_gguf_vision(const std::string& path, int64_t text_hidden);
 
 }  // namespace minfer::vision
