@@ -106,6 +106,8 @@ struct EngineConfig {
   // Images a request carries (multimodal models): larger ones are refused from their header (vLLM's and PIL's
   // decompression-bomb guard; the default is PIL's MAX_IMAGE_PIXELS).
   int64_t max_image_pixels = 89'478'485;
+  // Image tokens the vision encoder may encode in one step (vLLM's encoder budget); 0 = max_num_batched_tokens.
+  int64_t max_num_encoder_tokens = 0;
   // A llama.cpp projector GGUF (llama-server's --mmproj) giving a GGUF language model its vision tower.
   std::string mmproj;
 

@@ -136,6 +136,8 @@ class Engine:
         kv_cache_dir_size: the most bytes kv_cache_dir may hold (least recently used out first); default 8 GiB.
         mmproj: a llama.cpp projector GGUF giving a GGUF language model its vision tower (llama-server's --mmproj).
         max_image_pixels: images with more pixels are refused (PIL's decompression-bomb limit by default).
+        max_num_encoder_tokens: image tokens the vision encoder may encode per step (vLLM's encoder budget);
+            0 = max_num_batched_tokens.
         max_num_seqs: most requests running at once.
         max_num_batched_tokens: most tokens one step computes (long prompts are prefilled in chunks).
         kv_layout: "paged", or "contiguous" (max_model_len reserved per request; only to measure paging).
@@ -172,7 +174,8 @@ class Engine:
                  kv_offload_ram: Union[None, int, str] = None,
                  kv_cache_dir: Union[None, str, os.PathLike] = None,
                  kv_cache_dir_size: Union[int, str] = 8 << 30,
-                 mmproj: Union[None, str, os.PathLike] = None, max_image_pixels: int = 89_478_485):
+                 mmproj: Union[None, str, os.PathLike] = None, max_image_pixels: int = 89_478_485,
+                 max_num_encoder_tokens: int = 0):
         self._engine = None  # so __del__ and close() work when the constructor fails
         self._chat_formats: Dict[str, Any] = {}  # Engine.chat's template and parsers, by chat_template
         _checks.as_str(_OWNER, "device", device)
@@ -214,6 +217,7 @@ class Engine:
                 raise TypeError(f"{_OWNER}: mmproj must be a str or os.PathLike, got {type(mmproj).__name__}")
             c.mmproj = os.fspath(mmproj)
         c.max_image_pixels = _checks.as_int(_OWNER, "max_image_pixels", max_image_pixels, lo=1)
+        c.max_num_encoder_tokens = _checks.as_int(_OWNER, "max_num_encoder_tokens", max_num_encoder_tokens, lo=0)
         if kv_cache_dir is not None:
             if not isinstance(kv_cache_dir, (str, os.PathLike)):
                 raise TypeError(f"{_OWNER}: kv_cache_dir must be a str or os.PathLike, got {type(kv_cache_dir).__name__}")

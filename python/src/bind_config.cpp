@@ -83,6 +83,7 @@ void bind_engine_config(py::module_& m) {
       .def_readwrite("kv_cache_dir", &EngineConfig::kv_cache_dir)
       .def_readwrite("mmproj", &EngineConfig::mmproj)
       .def_readwrite("max_image_pixels", &EngineConfig::max_image_pixels)
+      .def_readwrite("max_num_encoder_tokens", &EngineConfig::max_num_encoder_tokens)
       .def_readwrite("kv_cache_dir_size", &EngineConfig::kv_cache_dir_size)
       .def_readwrite("max_model_len", &EngineConfig::max_model_len)
       .def_readwrite("max_num_seqs", &EngineConfig::max_num_seqs)

@@ -10,6 +10,9 @@ namespace minfer {
 void EngineConfig::validate() const {
   if (model_path.empty()) fail("EngineConfig.model_path is empty: give a model directory or file");
   if (max_image_pixels <= 0) fail("EngineConfig.max_image_pixels must be positive, got {}", max_image_pixels);
+  if (max_num_encoder_tokens < 0)
+    fail("EngineConfig.max_num_encoder_tokens must be >= 0 (0: max_num_batched_tokens), got {}",
+         max_num_encoder_tokens);
   // The power-of-two rule the kernels rely on is PageGeometry's; a page of fewer than 8 tokens would spend more
   // on page tables than it saves.
   if (state_snapshot_pages < 0 || state_snapshot_pages > 4096)

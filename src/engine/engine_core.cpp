@@ -89,6 +89,9 @@ void EngineCore::start_scheduler() {
   so.max_num_seqs = config_.max_num_seqs;
   so.max_num_batched_tokens = config_.max_num_batched_tokens;
   so.continuous = config_.enable_continuous_batching;
+  if (weights_.vision)
+    so.max_num_encoder_tokens =
+        config_.max_num_encoder_tokens > 0 ? config_.max_num_encoder_tokens : config_.max_num_batched_tokens;
   so.watermark_pages = contiguous_kv() ? 0 : std::max<int64_t>(1, kv_pages_ / 100);
   if (states_ && states_->num_snapshots() > 0) so.state_snapshot_tokens = config_.state_snapshot_pages * page_.size();
   std::vector<KvGroupPages> groups;

@@ -88,7 +88,12 @@ void Scheduler::schedule_running(bool decodes, SchedulerOutput& out) {
       continue;
     }
     const int64_t n = cut_chunk(seq, seq->num_computed, std::min(want, budget_));
+    if (n <= 0) {  // its next tokens are an image the encoder budget cannot take this step
+      ++i;
+      continue;
+    }
     if (!reserve(seq, seq->num_computed + n, out)) continue;  // seq preempted itself; running_ shrank
+    charge_encoder(seq, seq->num_computed, n);
     const int64_t num_draft = is_decode ? reserve_drafts(seq) : 0;
     out.chunks.push_back({seq, n + num_draft, num_draft});
     out.num_tokens += n + num_draft;
@@ -162,6 +167,7 @@ bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
   seq->admit_order = next_admit_++;
   running_.push_back(seq);
   if (n > 0) {
+    charge_encoder(seq, hit, n);
     out.chunks.push_back({seq, n});
     out.num_tokens += n;
     budget_ -= n;
@@ -172,6 +178,7 @@ bool Scheduler::try_admit(Sequence* seq, SchedulerOutput& out) {
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   budget_ = opt_.max_num_batched_tokens;
+  encoder_budget_ = opt_.max_num_encoder_tokens;
   // Static mode: a new batch starts only when the previous one has completely finished, including
   // members waiting to be recomputed after a preemption.
   const bool batch_done = running_.empty() && std::none_of(waiting_.begin(), waiting_.end(),
@@ -219,9 +226,28 @@ void Scheduler::on_step_done(const SchedulerOutput& out) {
   }
 }
 
+int64_t Scheduler::cut_at_encoder(const Sequence* seq, int64_t start, int64_t n) const {
+  if (opt_.max_num_encoder_tokens <= 0) return n;
+  int64_t left = encoder_budget_;
+  for (const SeqImage& img : seq->images) {
+    if (img.embeddings || img.end() <= start || img.start >= start + n) continue;
+    // An image larger than the whole budget goes alone, in a step that has encoded nothing else.
+    const bool alone = left == opt_.max_num_encoder_tokens && img.length > left;
+    if (img.length > left && !alone) return std::max<int64_t>(img.start - start, 0);
+    left -= img.length;
+  }
+  return n;
+}
+
+void Scheduler::charge_encoder(const Sequence* seq, int64_t start, int64_t n) {
+  if (opt_.max_num_encoder_tokens <= 0) return;
+  for (const SeqImage& img : seq->images)
+    if (!img.embeddings && img.end() > start && img.start < start + n) encoder_budget_ -= img.length;
+}
+
 int64_t Scheduler::cut_chunk(const Sequence* seq, int64_t start, int64_t n) const {
-  n = cut_at_snapshot(seq, start, n);
-  if (!seq->bidirectional_images) return n;
+  n = cut_at_encoder(seq, start, cut_at_snapshot(seq, start, n));
+  if (n <= 0 || !seq->bidirectional_images) return n;
   // A bidirectional image is computed in one step: a chunk that would end inside one ends before it, or, starting
   // at or inside it, takes the rest of it (past the budget if need be: an image must never wait for a larger one).
   for (const SeqImage& img : seq->images) {

@@ -38,6 +38,10 @@ struct SchedulerOptions {
   // (a whole number of pages), and prefills are cut there; a prefix-cache hit is used up to the newest boundary with
   // a copy. 0: no copies, and no prefix hits for such sequences.
   int64_t state_snapshot_tokens = 0;
+  // Image tokens whose images the vision encoder may encode per step (vLLM's encoder budget): a chunk that would
+  // reach an image not encoded yet beyond it ends before the image, so the step's decodes do not wait for a pile of
+  // encodings. An image larger than the whole budget is taken alone. 0: no limit.
+  int64_t max_num_encoder_tokens = 0;
 };
 
 // A group of layers whose KV pages one PageManager holds: all layers, or (engine_core.h) the full-attention layers
@@ -118,6 +122,10 @@ class Scheduler {
   int64_t cut_at_snapshot(const Sequence* seq, int64_t start, int64_t n) const;
   // n tokens from `start` cut at a snapshot boundary (above), and never ending inside a bidirectional image.
   int64_t cut_chunk(const Sequence* seq, int64_t start, int64_t n) const;
+  // The encoder budget: n cut before the first image not encoded yet that the budget left cannot take; then the
+  // images a scheduled chunk reaches are charged.
+  int64_t cut_at_encoder(const Sequence* seq, int64_t start, int64_t n) const;
+  void charge_encoder(const Sequence* seq, int64_t start, int64_t n);
   size_t snapshot_hit(const Sequence* seq, std::span<const int32_t> pool_prefix, size_t hit_pages, uint64_t& key,
                       ContentKey& tier_key) const;
   void take_snapshot(const Sequence* seq);
@@ -143,7 +151,8 @@ class Scheduler {
   uint64_t next_admit_ = 1;
   int64_t batch_ = 0;  // static mode: the batch being run
   int64_t num_preemptions_ = 0;
-  int64_t budget_ = 0;  // tokens left in the step being scheduled
+  int64_t budget_ = 0;          // tokens left in the step being scheduled
+  int64_t encoder_budget_ = 0;  // image tokens the encoder may still take this step
 };
 
 }  // namespace minfer

@@ -169,3 +169,6 @@ def test_gemma3_images_batched_and_chunked_equal_alone(gemma3_vision_dir):
     with minfer.Engine(model_path=str(gemma3_vision_dir), **args) as engine:
         batched = [r.token_ids for r in engine.generate(prompts, **greedy)]
     assert batched == alone
+    # An encoder budget of one image a step: the four images are encoded over several steps, the tokens the same.
+    with minfer.Engine(model_path=str(gemma3_vision_dir), max_num_encoder_tokens=16, **ENGINE_ARGS) as engine:
+        assert [r.token_ids for r in engine.generate(prompts, **greedy)] == alone
