@@ -34,7 +34,9 @@ void EngineCore::start_vision() {
   }
   if (!weights_.vision) return;
   if (shard_) fail("images under tensor parallel are not supported yet: serve {} with one process", config_.model_path);
-  encoder_ = std::make_unique<vision::VisionEncoder>(weights_.vision, pool_);
+  encoder_ = std::make_unique<vision::VisionEncoder>(
+      weights_.vision, pool_, graph::FusionOptions{config_.fusion_strategy, config_.disabled_fusion_passes});
+  spdlog::info("vision tower: {} dispatches per image batch", encoder_->graph().nodes().size());
   runner_->set_image_token_id(weights_.vision->config.image_token_id);
   // Gemma3Processor puts "\n\n" before and after each image's tokens.
   if (tokenizer_) image_wrap_ids_ = tokenizer_->encode("\n\n", /*add_special=*/false, /*parse_special=*/false);

@@ -1,6 +1,7 @@
 #include "vision/vision_encoder.h"
 
 #include "base/error.h"
+#include "graph/passes/fusion_passes.h"
 #include "kernels/page_geometry.h"
 #include "vision/vision_graph.h"
 
@@ -11,8 +12,21 @@ constexpr int64_t kPageSize = 64;  // the scratch pool's pages (any power of two
 
 }  // namespace
 
-VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, ThreadPool& pool)
-    : model_(std::move(model)), graph_(build_vision_graph(*model_)), executor_(graph_, pool, {}) {}
+namespace {
+
+// The tower's graph through the decoder's passes: the residual adds go into the GEMMs' epilogues, and bf16 weights
+// take the kernels' blocked layout (the passes that match decoder patterns, q/k/v with RoPE or gated MLPs, find none).
+graph::Graph compile_vision_graph(const VisionModel& model, const graph::FusionOptions& fusion, ThreadPool& pool) {
+  graph::Graph g = build_vision_graph(model);
+  graph::run_fusion_passes(g, fusion, &pool);
+  return g;
+}
+
+}  // namespace
+
+VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, ThreadPool& pool,
+                             const graph::FusionOptions& fusion)
+    : model_(std::move(model)), graph_(compile_vision_graph(*model_, fusion, pool)), executor_(graph_, pool, {}) {}
 
 void VisionEncoder::patchify(const media::PixelValues& px, float* rows) const {
   const VisionConfig& c = model_->config;

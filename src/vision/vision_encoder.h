@@ -9,6 +9,7 @@
 
 #include "base/thread_pool.h"
 #include "graph/executor.h"
+#include "graph/passes/fusion_passes.h"
 #include "media/image_processor.h"
 #include "vision/vision_model.h"
 
@@ -16,7 +17,8 @@ namespace minfer::vision {
 
 class VisionEncoder {
  public:
-  VisionEncoder(std::shared_ptr<const VisionModel> model, ThreadPool& pool);
+  // fusion: the engine's fusion options (its --fusion-strategy and disabled passes apply to the tower too).
+  VisionEncoder(std::shared_ptr<const VisionModel> model, ThreadPool& pool, const graph::FusionOptions& fusion = {});
 
   const VisionConfig& config() const { return model_->config; }
   // The embeddings of the images' tokens, [images * tokens_per_image, text_hidden] row-major, image after image.

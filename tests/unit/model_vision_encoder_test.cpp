@@ -75,6 +75,10 @@ TEST(VisionEncoder, BatchedImagesEqualAlone) {
   ASSERT_EQ(batch.size(), 3 * per_image);
   for (float v : batch) ASSERT_TRUE(std::isfinite(v));
   EXPECT_EQ(encoder.dispatches_last(), static_cast<int64_t>(encoder.graph().nodes().size()));
+  // Fused: the residual adds into the o-proj and fc2 GEMMs (two dispatches fewer per layer), the position embeddings'
+  // add into the patch GEMM, and the projector's RMSNorm into its GEMM.
+  EXPECT_EQ(encoder.graph().nodes().size() + 2u * 2u + 2u, build_vision_graph(*model).nodes().size())
+      << encoder.graph().to_string();
   for (size_t i = 0; i < images.size(); ++i) {
     const std::vector<float> alone = encoder.encode(std::span(&images[i], 1));
     for (size_t j = 0; j < per_image; ++j)
