@@ -113,6 +113,7 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=27)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--profile", action="store_true", help="also minfer's time by operator")
     args = ap.parse_args()
     minfer_bin = HERE.parent / "build" / "release" / "tools" / "minfer"
     with tempfile.TemporaryDirectory() as tmp:
@@ -142,6 +143,12 @@ def main() -> int:
                   f"({flops / theirs / 1e9:.0f} GFLOP/s), ratio {theirs / ours:.2f}x")
         print(f"best: minfer {min(ours_all):.2f} s, llama.cpp {min(theirs_all):.2f} s, "
               f"ratio {min(theirs_all) / min(ours_all):.2f}x")
+        if args.profile:  # minfer's time by operator (one more run with the executor's per-node clocks)
+            _, secs, by_op = minfer._minfer.encode_images(str(root / "text.gguf"), [buf.getvalue()], 10**9,
+                                                          args.threads, str(root / "mmproj.gguf"), 1, True)
+            total = sum(by_op.values())
+            for op, t in sorted(by_op.items(), key=lambda kv: -kv[1]):
+                print(f"  {op:45s} {t:7.2f} s  {100 * t / total:5.1f}%")
     return 0
 
 

@@ -52,7 +52,7 @@ void bind_media(py::module_& m) {
   m.def(
       "encode_images",
       [](const std::string& model_path, const std::vector<py::bytes>& images, int64_t max_pixels, int threads,
-         const std::string& mmproj, int repeats) {
+         const std::string& mmproj, int repeats, bool profile) {
         ModelWeights weights = load_model(model_path);
         if (!mmproj.empty())
           weights.vision =
@@ -67,6 +67,7 @@ void bind_media(py::module_& m) {
         }
         ThreadPool pool(threads);
         vision::VisionEncoder encoder(weights.vision, pool);
+        encoder.set_profiling(profile);
         std::vector<float> out;
         py::list seconds;  // each run's wall time (bench/vision_encode.py), the tower loaded and compiled before
         {
@@ -81,11 +82,12 @@ void bind_media(py::module_& m) {
         }
         py::array_t<float> arr({static_cast<int64_t>(images.size()), c.tokens_per_image, c.text_hidden});
         std::copy(out.begin(), out.end(), arr.mutable_data());
+        if (profile) return py::object(py::make_tuple(arr, seconds, encoder.seconds_by_op()));
         if (repeats > 0) return py::object(py::make_tuple(arr, seconds));
         return py::object(arr);
       },
       py::arg("model_path"), py::arg("images"), py::arg("max_pixels"), py::arg("threads") = 2,
-      py::arg("mmproj") = std::string(), py::arg("repeats") = 0);
+      py::arg("mmproj") = std::string(), py::arg("repeats") = 0, py::arg("profile") = false);
 }
 
 }  // namespace minfer::python

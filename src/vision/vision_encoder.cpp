@@ -28,6 +28,14 @@ VisionEncoder::VisionEncoder(std::shared_ptr<const VisionModel> model, ThreadPoo
                              const graph::FusionOptions& fusion)
     : model_(std::move(model)), graph_(compile_vision_graph(*model_, fusion, pool)), executor_(graph_, pool, {}) {}
 
+std::map<std::string, double> VisionEncoder::seconds_by_op() const {
+  std::map<std::string, double> out;
+  const std::vector<double>& seconds = executor_.node_seconds();
+  for (size_t i = 0; i < seconds.size() && i < graph_.nodes().size(); ++i)
+    out[graph::node_label(graph_.nodes()[i])] += seconds[i];
+  return out;
+}
+
 void VisionEncoder::patchify(const media::PixelValues& px, float* rows) const {
   const VisionConfig& c = model_->config;
   const int64_t p = c.patch_size, side = c.patches_per_side(), plane = px.height * px.width;

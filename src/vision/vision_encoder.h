@@ -3,7 +3,9 @@
 // output the language model's embeddings of the image's tokens.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <span>
 #include <vector>
 
@@ -25,6 +27,9 @@ class VisionEncoder {
   // Each image must have the tower's size (media::preprocess_image with config().processor).
   std::vector<float> encode(std::span<const media::PixelValues> images);
   int64_t dispatches_last() const { return executor_.dispatches_last_step(); }
+  // Opt-in: the wall time of each node is added up (graph::Executor's profiling), by node label.
+  void set_profiling(bool on) { executor_.set_profiling(on); }
+  std::map<std::string, double> seconds_by_op() const;
   const graph::Graph& graph() const { return graph_; }
 
  private:
