@@ -118,6 +118,7 @@ class Executor {
   void run_input(const Node& node, const StepInputs& step, int64_t tokens);
   void run_layernorm(const Node& node, int64_t rows);
   void run_avg_pool(const Node& node, const StepInputs& step, int64_t sampled);
+  void run_encoder_attention(const Node& node, const StepInputs& step);
   void put_given_rows(const Node& node, const StepInputs& step);
   // executor_mixers.cpp: the recurrent mixers over the step's sequences and their state slots.
   void run_conv1d(const Node& node, const StepInputs& step);

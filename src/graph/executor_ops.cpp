@@ -42,6 +42,7 @@ void Executor::run_node(const Node& node, const StepInputs& step, std::span<cons
     case OpKind::kLayerNorm: run_layernorm(node, rows_of(node.output)); return;
     case OpKind::kGeluTanh: run_elementwise(node, rows_of(node.output)); return;
     case OpKind::kAvgPool: run_avg_pool(node, step, sampled); return;
+    case OpKind::kEncoderAttention: run_encoder_attention(node, step); return;
     case OpKind::kConv1d: run_conv1d(node, step); return;
     case OpKind::kDeltaNet: run_delta_net(node, step); return;
     case OpKind::kSsmScan: run_ssm_scan(node, step); return;

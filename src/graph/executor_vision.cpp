@@ -63,6 +63,18 @@ void Executor::run_avg_pool(const Node& node, const StepInputs& step, int64_t sa
   MINFER_CHECK(out_row == sampled, "avg_pool: {} pooled rows, the step samples {}", out_row, sampled);
 }
 
+// Each image (a sequence of the step's attention batch) attends within itself.
+void Executor::run_encoder_attention(const Node& node, const StepInputs& step) {
+  const int64_t w = graph_.value(node.output).width;
+  const kernels::AttentionBatch& images = step.attention;
+  for (int64_t s = 0; s < images.num_seqs; ++s) {
+    const int64_t row = images.q_start[s];
+    kernels::encoder_attention(input(node, 0) + row * w, input(node, 1) + row * w, input(node, 2) + row * w,
+                               buffer(node.output) + row * w, images.q_len[s], node.heads, node.head_dim, node.scale,
+                               pool_);
+  }
+}
+
 void Executor::put_given_rows(const Node& node, const StepInputs& step) {
   const int64_t w = graph_.value(node.output).width;
   MINFER_CHECK(step.input_rows.size() == step.given_rows.size() * static_cast<size_t>(w),

@@ -27,6 +27,7 @@ const char* op_name(OpKind kind) {
     case OpKind::kLayerNorm: return "layernorm";
     case OpKind::kGeluTanh: return "gelu_tanh";
     case OpKind::kAvgPool: return "avg_pool";
+    case OpKind::kEncoderAttention: return "encoder_attention";
     case OpKind::kConv1d: return "conv1d";
     case OpKind::kDeltaNet: return "delta_net";
     case OpKind::kSsmScan: return "ssm_scan";

@@ -37,10 +37,11 @@ enum class OpKind : uint8_t {
   kMul,          // out = in0 * in1 (LFM2's convolution gates)
   kRelu2,        // out = max(in0, 0)^2 (Nemotron-H's MLP)
   // Vision encoders (vision/): their patches come in as rows, their image tokens leave pooled.
-  kInput,      // out = the step's given rows (StepInputs::input_rows): an image's patches
-  kLayerNorm,  // out = layernorm(in0) * weight + bias
-  kGeluTanh,   // out = gelu_tanh(in0)
-  kAvgPool,    // out (one row per sampled row) = the mean of each block x block square of an image's patch grid
+  kInput,             // out = the step's given rows (StepInputs::input_rows): an image's patches
+  kLayerNorm,         // out = layernorm(in0) * weight + bias
+  kGeluTanh,          // out = gelu_tanh(in0)
+  kAvgPool,           // out (one row per sampled row) = the mean of each block x block square of an image's patch grid
+  kEncoderAttention,  // out = attention of in0 (q) over in1 (k), in2 (v) within each image, unmasked (GEMMs)
   // Recurrent mixers (kernels/mixers.h), reading and updating each sequence's state slot of `layer`.
   kConv1d,    // out = causal depthwise conv of in0 with weight [channels, taps] (+ bias), SiLU-ed when `silu`;
               // with gates in1, in2 (fused, LFM2): in2 * conv(in1 * in0)

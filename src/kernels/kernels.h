@@ -139,6 +139,11 @@ struct AttentionParams {
 void paged_attention(const float* q, float* out, int64_t heads, const KvLayerView& cache, const AttentionBatch& batch,
                      const AttentionParams& params, ThreadPool& pool);
 
+// out [n, heads, head_dim] = softmax(q k^T * scale) v per head over all n rows, no mask and no cache (a vision
+// encoder's patches: kernels/encoder_attention.cpp, GEMMs over packed keys and values). q, k, v: [n, heads, head_dim].
+void encoder_attention(const float* q, const float* k, const float* v, float* out, int64_t n, int64_t heads,
+                       int64_t head_dim, float scale, ThreadPool& pool);
+
 // Which instruction set the dispatcher chose ("avx512", "avx2" or "scalar").
 const char* active_isa();
 // active_isa() and, where bf16 GEMMs go to oneDNN, the implementation oneDNN runs (e.g. "brg:avx512_core_bf16";

@@ -2,16 +2,9 @@
 
 #include "base/error.h"
 #include "graph/passes/fusion_passes.h"
-#include "kernels/page_geometry.h"
 #include "vision/vision_graph.h"
 
 namespace minfer::vision {
-namespace {
-
-constexpr int64_t kPageSize = 64;  // the scratch pool's pages (any power of two; every image starts on a page)
-
-}  // namespace
-
 namespace {
 
 // The tower's graph through the decoder's passes: the residual adds go into the GEMMs' epilogues, and bf16 weights
@@ -53,44 +46,29 @@ std::vector<float> VisionEncoder::encode(std::span<const media::PixelValues> ima
   const VisionConfig& c = model_->config;
   const auto n = static_cast<int64_t>(images.size());
   if (n == 0) return {};
-  const int64_t patches = c.patches(), width = c.channels * c.patch_size * c.patch_size;
-  const int64_t pages_per_image = (patches + kPageSize - 1) / kPageSize, tokens = n * patches;
+  const int64_t patches = c.patches(), width = c.channels * c.patch_size * c.patch_size, tokens = n * patches;
   patches_.resize(static_cast<size_t>(tokens * width));
+  // Each image is one sequence of the step's attention batch (the encoder attention and the pooling read its rows).
   std::vector<int32_t> positions(static_cast<size_t>(tokens)), q_start(static_cast<size_t>(n)),
       q_len(static_cast<size_t>(n), static_cast<int32_t>(patches)),
-      page_tables(static_cast<size_t>(n * pages_per_image)),
-      key_limit(static_cast<size_t>(tokens), static_cast<int32_t>(patches)),
       sample_rows(static_cast<size_t>(n * c.tokens_per_image), 0);
-  std::vector<int64_t> slots(static_cast<size_t>(tokens));
+  const std::vector<int64_t> no_slots(static_cast<size_t>(tokens), -1);
   for (int64_t s = 0; s < n; ++s) {
     const media::PixelValues& px = images[static_cast<size_t>(s)];
     MINFER_CHECK(px.height == c.image_size && px.width == c.image_size, "vision encoder: a {}x{} image for a {} tower",
                  px.width, px.height, c.image_size);
     patchify(px, patches_.data() + s * patches * width);
     q_start[static_cast<size_t>(s)] = static_cast<int32_t>(s * patches);
-    for (int64_t j = 0; j < pages_per_image; ++j)
-      page_tables[static_cast<size_t>(s * pages_per_image + j)] = static_cast<int32_t>(s * pages_per_image + j);
-    for (int64_t t = 0; t < patches; ++t) {
-      positions[static_cast<size_t>(s * patches + t)] = static_cast<int32_t>(t);
-      slots[static_cast<size_t>(s * patches + t)] = s * pages_per_image * kPageSize + t;
-    }
+    for (int64_t t = 0; t < patches; ++t) positions[static_cast<size_t>(s * patches + t)] = static_cast<int32_t>(t);
   }
-  // One scratch pool for every layer: a layer's attention reads its keys before the next layer writes its own.
-  const int64_t hd = c.head_dim();
-  kv_.resize(static_cast<size_t>(2 * n * pages_per_image * kPageSize * c.hidden));
-  const kernels::KvLayerView view{kv_.data(), kv_.data() + kv_.size() / 2, nullptr,
-                                  nullptr,    PageGeometry::of(kPageSize), c.heads,
-                                  hd,         KvCacheDtype::kF32};
-  const std::vector<kernels::KvLayerView> layers(static_cast<size_t>(c.layers), view);
   graph::StepInputs step;
   step.tokens = positions;
   step.positions = positions;
-  step.slot_mapping = slots;
-  step.attention = {
-      n, q_start.data(), q_len.data(), q_len.data(), page_tables.data(), pages_per_image, key_limit.data()};
+  step.slot_mapping = no_slots;
+  step.attention = {n, q_start.data(), q_len.data(), q_len.data(), nullptr, 0};
   step.sample_rows = sample_rows;
   step.input_rows = patches_;
-  const float* out = executor_.run(step, layers);
+  const float* out = executor_.run(step, {});
   return {out, out + n * c.tokens_per_image * c.text_hidden};
 }
 

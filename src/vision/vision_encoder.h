@@ -1,12 +1,12 @@
-// Runs a vision tower's graph (vision/vision_graph.h) on preprocessed images: patches cut from the pixel values,
-// every image's patches one sequence of a scratch f32 KV pool (each patch sees its whole image), the projector's
-// output the language model's embeddings of the image's tokens.
+// Runs a vision tower's graph (vision/vision_graph.h) on preprocessed images: patches cut from the pixel values, each
+// image's patches one sequence of the step (its encoder attention and pooling stay within it), the projector's output
+// the language model's embeddings of the image's tokens.
 #pragma once
 
 #include <map>
 #include <memory>
-#include <string>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -39,7 +39,7 @@ class VisionEncoder {
   std::shared_ptr<const VisionModel> model_;
   graph::Graph graph_;
   graph::Executor executor_;
-  std::vector<float> patches_, kv_;
+  std::vector<float> patches_;
 };
 
 }  // namespace minfer::vision

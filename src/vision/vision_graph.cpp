@@ -43,14 +43,9 @@ class VisionBuilder {
     const ValueId q = matmul(h, l + "wq", l + "bq", l + "q");
     const ValueId k = matmul(h, l + "wk", l + "bk", l + "k");
     const ValueId v = matmul(h, l + "wv", l + "bv", l + "v");
-    Node write;
-    write.kind = OpKind::kKvWrite;
-    write.inputs = {k, v};
-    write.layer = static_cast<int32_t>(i);
-    g_.add_node(std::move(write));
     Node attend;
-    attend.kind = OpKind::kAttention;
-    attend.inputs = {q};
+    attend.kind = OpKind::kEncoderAttention;
+    attend.inputs = {q, k, v};
     attend.output = g_.add_value(l + "attn", c.hidden);
     attend.layer = static_cast<int32_t>(i);
     attend.heads = c.heads;

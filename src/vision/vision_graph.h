@@ -1,6 +1,6 @@
 // The operator graph of a vision tower and its projector, on the decoder's graph and executor: the same GEMM kernels
-// (every weight type), attention over a scratch KV page pool in which every patch sees its whole image
-// (AttentionBatch::key_limit), and dispatch counts. Rows are an image's patches; the projector's pooled rows are the
+// (every weight type), unmasked attention within each image as GEMMs (kernels::encoder_attention), and dispatch
+// counts. Rows are an image's patches; the projector's pooled rows are the
 // graph's sampled rows (its output: tokens_per_image rows of text_hidden per image).
 #pragma once
 

@@ -467,5 +467,40 @@ TEST(KernelsAttention, RejectsInconsistentBatches) {
   EXPECT_THROW(paged_attention(b.q.data(), out.data(), 6, b.view(), b.batch(), {1.0f}, pool), Error);  // 6 % 4
 }
 
+// Unmasked attention as GEMMs (a vision encoder's patches): awkward row counts (fewer and more than a query block),
+// head widths that are not a vector's multiple, against softmax(q k^T) v in double.
+TEST(KernelsAttention, EncoderAttentionMatchesDense) {
+  std::mt19937 rng(17);
+  ThreadPool pool(2);
+  for (auto [n, heads, hd] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 8}, {37, 3, 16}, {600, 2, 72}}) {
+    const int64_t w = heads * hd;
+    const auto q = random_floats(rng, static_cast<size_t>(n * w), -2.0f, 2.0f);
+    const auto k = random_floats(rng, static_cast<size_t>(n * w));
+    const auto v = random_floats(rng, static_cast<size_t>(n * w));
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::vector<float> out(q.size(), NAN), want(q.size());
+    encoder_attention(q.data(), k.data(), v.data(), out.data(), n, heads, hd, scale, pool);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t h = 0; h < heads; ++h) {
+        std::vector<double> p(static_cast<size_t>(n));
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d)
+            dot += double(q[static_cast<size_t>(i * w + h * hd + d)]) * k[static_cast<size_t>(j * w + h * hd + d)];
+          p[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, p[static_cast<size_t>(j)]);
+        }
+        for (double& x : p) sum += (x = std::exp(x - mx));
+        for (int64_t d = 0; d < hd; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < n; ++j) acc += p[static_cast<size_t>(j)] * v[static_cast<size_t>(j * w + h * hd + d)];
+          want[static_cast<size_t>(i * w + h * hd + d)] = static_cast<float>(acc / sum);
+        }
+      }
+    expect_close(out, want, 2e-5f, 4e-6f, "encoder attention n " + std::to_string(n));
+  }
+}
+
 }  // namespace
 }  // namespace minfer::kernels

@@ -58,9 +58,9 @@ media::PixelValues random_image(std::mt19937& rng, int64_t size) {
 TEST(VisionEncoder, GraphHasTheTowerAndProjector) {
   const auto model = tiny_model();
   const graph::Graph g = build_vision_graph(*model);
-  // input, patch matmul, positions, add; per layer 2 layernorms, 4 matmuls + kv_write + attention, 2 adds, fc1, gelu,
+  // input, patch matmul, positions, add; per layer 2 layernorms, 4 matmuls + encoder attention, 2 adds, fc1, gelu,
   // fc2; post layernorm, avg_pool, rmsnorm, projection.
-  EXPECT_EQ(g.nodes().size(), 4u + 2u * 13u + 4u);
+  EXPECT_EQ(g.nodes().size(), 4u + 2u * 12u + 4u);
   EXPECT_EQ(g.value(g.output()).width, 20);
 }
 

@@ -64,6 +64,11 @@ TEST(AnthropicMessages, BadBlocksNameTheirField) {
       {"type": "tool_result", "tool_use_id": "nope", "content": "x"}]}]})"),
             "messages[0].content[0].tool_use_id");
   EXPECT_EQ(param(R"({"max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "image"}]}]})"),
+            "messages[0].content[0].source");
+  EXPECT_EQ(param(R"({"max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "image",
+      "source": {"type": "url", "url": "https://x/y.png"}}]}]})"),
+            "messages[0].content[0].source.type");
+  EXPECT_EQ(param(R"({"max_tokens": 1, "messages": [{"role": "user", "content": [{"type": "document"}]}]})"),
             "messages[0].content[0].type");
   EXPECT_EQ(param(R"({"max_tokens": 1, "messages": [{"role": "tool", "content": "x"}]})"), "messages[0].role");
   EXPECT_EQ(param(R"({"max_tokens": 1, "messages": [{"role": "user", "content": "x"}],
