@@ -186,6 +186,8 @@ class AsyncEngine {
   // beside it, or the GGUF's tokenizer.chat_template; empty when the model has none. Throws minfer::LoadError
   // naming the file when it is malformed.
   std::string chat_template_source() const;
+  // Whether the model has a vision tower (its own, or --mmproj's): requests with images are served.
+  bool takes_images() const;
   // The checkpoint's sampling defaults (generation_config.json, GGUF general.sampling.*), read when asked.
   SamplingDefaults sampling_defaults() const;
 

@@ -199,6 +199,7 @@ std::vector<int32_t> AsyncEngine::encode(std::string_view text) const { return i
 
 const Tokenizer* AsyncEngine::tokenizer() const { return impl_->core.tokenizer(); }
 std::string AsyncEngine::chat_template_source() const { return impl_->core.chat_template_source(); }
+bool AsyncEngine::takes_images() const { return impl_->core.takes_images(); }
 SamplingDefaults AsyncEngine::sampling_defaults() const { return read_sampling_defaults(impl_->core.weights()); }
 
 }  // namespace minfer

@@ -52,6 +52,7 @@ class EngineCore {
   // Throws LoadError naming the file when it is malformed.
   std::string chat_template_source() const { return minfer::chat_template_source(weights_); }
   std::vector<int32_t> encode(std::string_view text) const;
+  bool takes_images() const { return encoder_ != nullptr; }
   std::string decode(const std::vector<int32_t>& ids) const;
   // Throws minfer::Error when the request cannot be served.
   void validate_request(std::span<const int32_t> prompt, const SamplingParams& params) const;

@@ -42,7 +42,8 @@ json image_part(const json& block, const std::string& name) {
   auto media = sf.string("media_type");
   auto data = sf.string("data");
   if (!media || !data) bad_request(name + ".source", "'{}.source' needs media_type and data", name);
-  return {{"type", "image_url"}, {"image_url", {{"url", "data:" + *media + ";base64," + *data}}}};
+  return {
+      {"type", "image_url"}, {"image_url", {{"url", "data:" + *media + ";base64," + *data}}}, {kImagePartField, name}};
 }
 
 // The OpenAI-shaped chat messages one Anthropic message becomes, appended to `out`. `tool_ids`: the ids of the

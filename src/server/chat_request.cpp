@@ -41,7 +41,8 @@ json parts_with_images(const json& content, const std::string& field, std::vecto
     const Fields pf(content[j], name + ".");
     const std::string type = pf.string("type").value_or("");
     if (type == "image_url") {
-      images.push_back({image_part_url(content[j], name), name + ".image_url"});
+      const std::string part = content[j].value(kImagePartField, name);
+      images.push_back({image_part_url(content[j], name), part + (part == name ? ".image_url" : ""), part});
       parts.push_back({{"type", "image"}});
     } else if (type == "text") {
       auto text = pf.string("text");

@@ -148,6 +148,11 @@ asio::awaitable<void> GenerationHandler::handle(GenerationRequest request, Conne
 std::vector<std::vector<int32_t>> GenerationHandler::prepare(GenerationRequest& request) const {
   check_model(request);
   if (is_chat(request.kind)) {
+    if (!request.chat.images.empty() && !engine_.takes_images()) {
+      const ImageRef& first = request.chat.images.front();
+      bad_request(first.part + ".type", "'{}' is an image, and the model '{}' takes no images (it has no vision tower)",
+                  first.part, model_name_);
+    }
     request.prompts = {{true, chat_.render(request.chat), {}}};
     chat_.decode_for_parsing(request.params);
     for (const ImageRef& image : request.chat.images)

@@ -14,7 +14,11 @@ namespace minfer::server {
 struct ImageRef {
   std::string url;
   std::string field;  // e.g. "messages[1].content[0].image_url"
+  std::string part;   // the part as the client's API names it, e.g. "input[0].content[1]" on /v1/responses
 };
+
+// A converted image part (Anthropic image blocks, Responses input_image parts) carries the client's name for it here.
+inline constexpr const char* kImagePartField = "_minfer_part";
 
 // The URL of an image_url part ({"type": "image_url", "image_url": {"url": ...}} or {"image_url": "..."});
 // throws ApiError 400 naming the field.

@@ -70,7 +70,7 @@ class ItemConverter {
       if (p.is_object() && p.value("type", "") == "input_image") {
         if (!p.contains("image_url") || !p["image_url"].is_string())
           bad_request(name + ".image_url", "'{}.image_url' is required (a data: URL; file_id is not supported)", name);
-        parts.push_back({{"type", "image_url"}, {"image_url", {{"url", p["image_url"]}}}});
+        parts.push_back({{"type", "image_url"}, {"image_url", {{"url", p["image_url"]}}}, {kImagePartField, name}});
       } else {
         parts.push_back({{"type", "text"}, {"text", joined_text_parts(json::array({p}), name, kTextParts)}});
       }
