@@ -13,7 +13,10 @@ std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, const NgramO
     // token follows it.
     for (int64_t start = len - n - 1; start >= 0; --start) {
       if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + start)) continue;
-      const int64_t from = start + n, to = std::min(len, from + options.k);
+      const int64_t from = start + n;
+      int64_t to = std::min(len, from + options.k);
+      // An image's tokens are content keys, not vocabulary ids (engine/seq_image.h): never a draft.
+      to = std::find_if(tokens.begin() + from, tokens.begin() + to, [](int32_t t) { return t < 0; }) - tokens.begin();
       return {tokens.begin() + from, tokens.begin() + to};
     }
   }

@@ -65,5 +65,13 @@ TEST(NgramProposer, MatchesTheReferenceOnRandomStreams) {
   }
 }
 
+// An image's content-keyed tokens (negative, engine/seq_image.h) end a proposal: they are never drafted.
+TEST(NgramProposer, ImageTokensAreNeverDrafted) {
+  const std::vector<int32_t> t = {1, 2, 7, -5, -9, 8, 1, 2};
+  EXPECT_EQ(propose_ngram(t, NgramOptions{.min_n = 2, .max_n = 2, .k = 4}), (std::vector<int32_t>{7}));
+  const std::vector<int32_t> u = {1, 2, -5, 8, 1, 2};
+  EXPECT_TRUE(propose_ngram(u, NgramOptions{.min_n = 2, .max_n = 2, .k = 4}).empty());
+}
+
 }  // namespace
 }  // namespace minfer
