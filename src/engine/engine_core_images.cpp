@@ -99,7 +99,7 @@ void EngineCore::encode_images(const SchedulerOutput& sched) {
   for (const ScheduledChunk& c : sched.chunks) {
     const int64_t begin = c.seq->num_computed, end = begin + c.num_tokens;
     for (SeqImage& img : c.seq->images) {
-      if (img.embeddings || img.end() <= begin || img.start >= end) continue;
+      if (!img.unencoded_in(begin, end)) continue;
       const auto key = std::make_pair(img.key[0], img.key[1]);
       if (const auto hit = image_cache_.find(key); hit != image_cache_.end()) {
         img.embeddings = hit->second;

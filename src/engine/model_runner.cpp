@@ -80,6 +80,26 @@ void ModelRunner::add_image_rows(const SequenceChunk& c, int32_t row0) {
   }
 }
 
+// The step's image rows and key limits (add_image_rows per chunk), and the flat tokens' image ids mapped to the
+// model's image token, every id then checked against the vocabulary.
+void ModelRunner::place_images(std::span<const SequenceChunk> chunks) {
+  given_rows_.clear();
+  input_rows_.clear();
+  key_limit_.clear();
+  const bool bidirectional =
+      std::any_of(chunks.begin(), chunks.end(), [](const SequenceChunk& c) { return c.bidirectional_images; });
+  for (size_t s = 0; s < chunks.size(); ++s) {
+    if (bidirectional)
+      for (int32_t t = 0; t < q_len_[s]; ++t) key_limit_.push_back(chunks[s].start_position + t + 1);
+    if (!chunks[s].images.empty()) add_image_rows(chunks[s], q_start_[s]);
+  }
+  for (int32_t& t : tokens_) {
+    if (t < 0) t = image_token_id_;  // an image's content-keyed id (seq_image.h); its row is replaced
+    if (t < 0 || t >= config_.vocab_size)
+      fail("token id {} is outside the vocabulary (size {})", t, config_.vocab_size);
+  }
+}
+
 std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunks, const KvPools& pools) {
   MINFER_CHECK(pools.full || pools.local, "no KV pool");
   MINFER_CHECK((pools.local != nullptr) == !local_layers_.empty(), "a local KV pool exactly when layers use one");
@@ -114,21 +134,7 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
       sample_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
     }
   }
-  given_rows_.clear();
-  input_rows_.clear();
-  key_limit_.clear();
-  const bool bidirectional =
-      std::any_of(chunks.begin(), chunks.end(), [](const SequenceChunk& c) { return c.bidirectional_images; });
-  for (size_t s = 0; s < chunks.size(); ++s) {
-    if (bidirectional)
-      for (int32_t t = 0; t < q_len_[s]; ++t) key_limit_.push_back(chunks[s].start_position + t + 1);
-    if (!chunks[s].images.empty()) add_image_rows(chunks[s], q_start_[s]);
-  }
-  for (int32_t& t : tokens_) {
-    if (t < 0) t = image_token_id_;  // an image's content-keyed id (seq_image.h); its row is replaced
-    if (t < 0 || t >= config_.vocab_size)
-      fail("token id {} is outside the vocabulary (size {})", t, config_.vocab_size);
-  }
+  place_images(chunks);
 
   size_t max_pages = 1, local_max_pages = 1;
   group_tables(chunks, false, page, pools.full != nullptr, page_tables_, slots_, max_pages);
@@ -139,14 +145,11 @@ std::span<const float> ModelRunner::execute(std::span<const SequenceChunk> chunk
   step.sample_rows = sample_rows_;
   step.given_rows = given_rows_;
   step.input_rows = input_rows_;
+  const int32_t* key_limit = key_limit_.empty() ? nullptr : key_limit_.data();
   const auto batch = [&](const std::vector<int32_t>& tables, size_t blocks) {
-    return kernels::AttentionBatch{static_cast<int64_t>(chunks.size()),
-                                   q_start_.data(),
-                                   q_len_.data(),
-                                   context_len_.data(),
-                                   tables.data(),
-                                   static_cast<int64_t>(blocks),
-                                   key_limit_.empty() ? nullptr : key_limit_.data()};
+    return kernels::AttentionBatch{
+        static_cast<int64_t>(chunks.size()), q_start_.data(), q_len_.data(), context_len_.data(), tables.data(),
+        static_cast<int64_t>(blocks),        key_limit};
   };
   step.attention = batch(page_tables_, max_pages);
   if (pools.local) {

@@ -78,6 +78,7 @@ class ModelRunner {
  private:
   // The image rows and key limits of chunk s, whose first row is `row0` (execute).
   void add_image_rows(const SequenceChunk& c, int32_t row0);
+  void place_images(std::span<const SequenceChunk> chunks);
 
   ModelConfig config_;
   graph::Graph graph_;

@@ -230,7 +230,7 @@ int64_t Scheduler::cut_at_encoder(const Sequence* seq, int64_t start, int64_t n)
   if (opt_.max_num_encoder_tokens <= 0) return n;
   int64_t left = encoder_budget_;
   for (const SeqImage& img : seq->images) {
-    if (img.embeddings || img.end() <= start || img.start >= start + n) continue;
+    if (!img.unencoded_in(start, start + n)) continue;
     // An image larger than the whole budget goes alone, in a step that has encoded nothing else.
     const bool alone = left == opt_.max_num_encoder_tokens && img.length > left;
     if (img.length > left && !alone) return std::max<int64_t>(img.start - start, 0);
@@ -242,7 +242,7 @@ int64_t Scheduler::cut_at_encoder(const Sequence* seq, int64_t start, int64_t n)
 void Scheduler::charge_encoder(const Sequence* seq, int64_t start, int64_t n) {
   if (opt_.max_num_encoder_tokens <= 0) return;
   for (const SeqImage& img : seq->images)
-    if (!img.embeddings && img.end() > start && img.start < start + n) encoder_budget_ -= img.length;
+    if (img.unencoded_in(start, start + n)) encoder_budget_ -= img.length;
 }
 
 int64_t Scheduler::cut_chunk(const Sequence* seq, int64_t start, int64_t n) const {

@@ -20,6 +20,8 @@ struct SeqImage {
   std::shared_ptr<const std::vector<float>> embeddings;  // [length, text hidden] once encoded
 
   int64_t end() const { return start + length; }
+  // Whether positions [from, to) reach the image while it is not encoded yet (its encoder work is still to do).
+  bool unencoded_in(int64_t from, int64_t to) const { return !embeddings && end() > from && start < to; }
 };
 
 // The id Sequence::tokens holds at token j of an image with content key `key`.
